@@ -1,0 +1,89 @@
+// Writes V2 tensor bundles the way TensorFlow does (FORMAT.md §a.8, §b, §c, §d.1):
+// densely packed data files, masked CRC-32C per entry, partitioned tensors as a
+// metadata entry plus slice-key entries, uncompressed index in key order.
+//
+// Output is crash-safe: every file is written under a temporary name; Finish() renames
+// the data files into place first and the index last, so a reader never sees an index
+// whose data is missing. An existing checkpoint at the prefix is refused unless
+// `overwrite` is set.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tfckpt/file.h"
+#include "tfckpt/region.h"
+
+namespace tfckpt {
+
+struct BundleWriterOptions {
+  int32_t num_shards = 1;  // data files PREFIX.data-0000i-of-NNNNN, all created
+  bool overwrite = false;  // replace an existing checkpoint at the prefix
+};
+
+class BundleWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<BundleWriter>> Create(const std::string& prefix,
+                                                              BundleWriterOptions options = {});
+  ~BundleWriter();
+
+  // Adds a whole tensor whose payload is in TensorFlow's layout (POD little-endian;
+  // strings/variants encoded as in FORMAT §c.4/§c.5).
+  // REQUIRES: `name` not added before; 0 <= shard < num_shards.
+  absl::Status Add(std::string_view name, int32_t dtype, const Shape& shape, std::string_view payload,
+                   int32_t shard = 0);
+
+  // Adds one slice `region` of the partitioned tensor `name` with full shape `full`.
+  // The slice is recorded with explicit extents, as TF's Python savers write it; a slice
+  // covering the whole tensor is stored as a plain entry (FORMAT §d.1).
+  absl::Status AddSlice(std::string_view name, int32_t dtype, const Shape& full, const Region& region,
+                        std::string_view payload, int32_t shard = 0);
+
+  // Streaming form for fixed-size dtypes: the payload of the entry is appended in
+  // pieces through the returned stream; its CRC is computed while writing.
+  class EntryStream {
+   public:
+    absl::Status Append(std::string_view bytes);
+    // Completes the entry. REQUIRES: exactly the announced number of bytes appended.
+    absl::Status Close();
+
+   private:
+    friend class BundleWriter;
+    BundleWriter* writer_ = nullptr;
+    std::string key_;
+    int32_t shard_ = 0;
+    uint64_t expected_ = 0, written_ = 0, offset_ = 0;
+    uint32_t crc_ = 0;
+  };
+  absl::StatusOr<EntryStream> BeginEntry(std::string_view name, int32_t dtype, const Shape& full,
+                                         const std::optional<Region>& region, int32_t shard = 0);
+
+  // Writes the index and renames everything into place. REQUIRES: called once.
+  absl::Status Finish();
+
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  BundleWriter() = default;
+  // Checks and records where a new entry goes; returns its table key.
+  absl::StatusOr<std::string> Register(std::string_view name, int32_t dtype, const Shape& full,
+                                       const std::optional<Region>& region, int32_t shard, uint64_t size);
+  absl::Status FinishEntry(const std::string& key, uint64_t offset, uint64_t size, uint32_t crc);
+
+  std::string prefix_;
+  BundleWriterOptions options_;
+  std::vector<std::unique_ptr<OutputFile>> data_;
+  struct Pending;
+  std::map<std::string, std::unique_ptr<Pending>> entries_;   // table key -> entry
+  std::map<std::string, std::string> partitioned_;            // name -> metadata key (= name)
+  bool in_stream_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace tfckpt

@@ -1,0 +1,134 @@
+// A checkpoint opened for reading: its files, header facts and slice map.
+//
+// The slice map lists every *logical* tensor once (partitioned tensors under their own
+// name, never as raw slice keys) with its dtype, full shape, and the stored pieces that
+// hold its bytes. An unpartitioned tensor has exactly one piece covering it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tfckpt/file.h"
+#include "tfckpt/ordered_code.h"
+#include "tfckpt/region.h"
+#include "tfckpt/table.h"
+
+namespace tfckpt {
+
+enum class Format { kV2, kV1 };
+
+// Where the bytes of one stored piece live.
+struct StoredData {
+  // V2: data file `shard`, bytes [offset, offset + size), masked CRC-32C `masked_crc`.
+  int32_t shard = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint32_t masked_crc = 0;
+  // V1: index into CheckpointInfo::v1_files of the table holding the slice (its key is
+  // StoredSlice::key); -1 for V2.
+  int v1_file = -1;
+};
+
+struct StoredSlice {
+  Region region;          // where the piece sits in the full tensor
+  SliceExtents extents;   // the extents as stored (for keys and fidelity)
+  std::string key;        // table key of the entry holding the bytes
+  StoredData data;
+};
+
+struct TensorEntry {
+  std::string name;  // logical name
+  int32_t dtype = 0; // raw DataType value (may be unknown; see LookupDType)
+  Shape shape;       // full shape
+  bool partitioned = false;  // stored as a metadata entry plus slice entries
+  std::vector<StoredSlice> slices;
+
+  // Bytes of all stored pieces (V2), or elements x element size (V1, fixed-size dtypes).
+  uint64_t bytes = 0;
+
+  // Why this tensor cannot be read (unknown dtype, missing slice entry, size not matching
+  // its shape, ...); empty when it looks readable. The rest of the checkpoint stays usable.
+  std::string defect;
+};
+
+struct CheckpointInfo {
+  Format format = Format::kV2;
+  std::string prefix;              // V2 prefix, or the V1 path / pattern
+  std::string index_path;          // V2 only
+  std::vector<std::string> v1_files;
+  int32_t num_shards = 0;          // V2 header
+  bool big_endian = false;         // V2 header
+  int32_t producer = 0, min_consumer = 0;
+  std::vector<std::string> data_files;  // V2: prefix.data-%05d-of-%05d, by shard id
+  bool index_has_snappy = false;
+  uint64_t index_size = 0;
+  std::vector<std::string> notes;  // how the argument was resolved, recoverable oddities
+  std::vector<std::string> orphan_slice_keys;  // slice entries no metadata entry lists
+};
+
+// The payload of one stored piece in TensorFlow's byte layout (POD elements
+// little-endian; strings and variants as in FORMAT §c.4/§c.5).
+struct TensorBytes {
+  std::string_view data;
+  std::shared_ptr<const void> owner;  // keeps `data` alive when it is not a file mapping
+};
+
+class Checkpoint {
+ public:
+  // Opens what the user named: a V2 prefix, a `.index` path, a directory (its
+  // `checkpoint` state file, else its single `*.index`, else `variables/variables`),
+  // or a V1 file / pattern. See docs/ARCHITECTURE.md for the exact rules.
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& spec);
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenV2(const std::string& prefix);
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenV1(const std::string& pattern,
+                                                            std::vector<std::string> files);
+
+  const CheckpointInfo& info() const { return info_; }
+  const std::vector<TensorEntry>& tensors() const { return tensors_; }
+  const TensorEntry* Find(std::string_view name) const;
+
+  // Every index entry as stored (V2): key and serialized BundleEntryProto, key order.
+  // The header is not included.
+  const std::vector<std::pair<std::string, std::string>>& raw_entries() const { return raw_entries_; }
+  const std::string& raw_header() const { return raw_header_; }
+
+  // The data file of `shard`, mapped on first use. Thread-safe.
+  absl::StatusOr<const MappedFile*> DataFile(int32_t shard) const;
+
+  // The payload of one piece of `t`. V2: a view into the mapped data file, bounds-checked
+  // and (when `verify`) checked against the stored CRC; big-endian bundles are
+  // byte-swapped into a buffer. V1: the decoded values re-encoded in V2 layout.
+  absl::StatusOr<TensorBytes> Read(const TensorEntry& t, const StoredSlice& s, bool verify = true) const;
+
+  // Checks the CRC of one stored V2 piece without keeping its bytes.
+  absl::Status VerifyCrc(const TensorEntry& t, const StoredSlice& s) const;
+
+ private:
+  Checkpoint() = default;
+  absl::Status LoadV2Entries(TableReader& table);
+  absl::Status LoadV1(const std::vector<std::string>& files);
+  absl::StatusOr<TensorBytes> ReadV1(const TensorEntry& t, const StoredSlice& s) const;
+
+  CheckpointInfo info_;
+  std::vector<TensorEntry> tensors_;  // sorted by name
+  std::vector<std::pair<std::string, std::string>> raw_entries_;
+  std::string raw_header_;
+
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<MappedFile>> data_files_;
+  mutable std::vector<std::unique_ptr<TableReader>> v1_tables_;
+};
+
+// Name of data file `shard` of `num_shards` for `prefix`: PREFIX.data-00000-of-00002.
+std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards);
+
+// The newest checkpoint named by the `checkpoint` state file in `dir`.
+absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes);
+
+}  // namespace tfckpt

@@ -1,0 +1,76 @@
+// Files: read-only memory maps with bounds-checked access, and output files that are
+// written under a temporary name and renamed into place only when complete.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace tfckpt {
+
+// A read-only view of a whole file. A 0-byte file is valid (no mapping is made).
+class MappedFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint64_t size() const { return size_; }
+  std::string_view all() const { return {data_, static_cast<size_t>(size_)}; }
+
+  // Bytes [offset, offset + n). Error (naming the file and offset) when any part of the
+  // range lies past the end; overflow-safe for untrusted offsets.
+  absl::StatusOr<std::string_view> Range(uint64_t offset, uint64_t n) const;
+
+  // Hints that [offset, offset + n) will be read once, front to back.
+  void AdviseSequential(uint64_t offset, uint64_t n) const;
+
+ private:
+  MappedFile(std::string path, const char* data, uint64_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+  std::string path_;
+  const char* data_;
+  uint64_t size_;
+};
+
+// An output file written as `final_path + ".tmp-tfckpt-<pid>-<n>"` and renamed to
+// `final_path` by Commit(). Destroying it without Commit() removes the temporary.
+class OutputFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<OutputFile>> Create(const std::string& final_path);
+  ~OutputFile();
+
+  absl::Status Append(std::string_view data);
+  uint64_t size() const { return size_; }
+  const std::string& final_path() const { return final_path_; }
+  const std::string& temp_path() const { return temp_path_; }
+  int fd() const { return fd_; }
+
+  // Flushes, fsyncs and closes the temporary. REQUIRES: called at most once.
+  absl::Status Close();
+  // Renames the temporary to the final name. REQUIRES: Close() succeeded.
+  absl::Status Commit();
+
+ private:
+  OutputFile(std::string final_path, std::string temp_path, int fd);
+  absl::Status FlushBuffer();
+  std::string final_path_, temp_path_;
+  int fd_;
+  uint64_t size_ = 0;
+  std::string buffer_;
+  bool committed_ = false;
+};
+
+bool FileExists(const std::string& path);
+bool IsDirectory(const std::string& path);
+
+// An errno-based error for `path`: NotFound for ENOENT, ResourceExhausted for ENOSPC,
+// otherwise Internal-free codes that the CLI maps to exit code 3.
+absl::Status ErrnoError(std::string_view path, std::string_view what, int err);
+
+}  // namespace tfckpt

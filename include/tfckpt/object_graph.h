@@ -1,0 +1,37 @@
+// The TF2 object graph (FORMAT.md §f): `_CHECKPOINTABLE_OBJECT_GRAPH`, a scalar string
+// holding a serialized TrackableObjectGraph.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tfckpt/checkpoint.h"
+#include "trackable_object_graph.pb.h"
+
+namespace tfckpt {
+
+inline constexpr char kObjectGraphKey[] = "_CHECKPOINTABLE_OBJECT_GRAPH";
+
+// The object graph of `c`, or nullopt when the checkpoint has none (TF1 checkpoints).
+// Error when the tensor exists but cannot be read or parsed.
+absl::StatusOr<std::optional<pb::TrackableObjectGraph>> LoadObjectGraph(const Checkpoint& c);
+
+// Each node's object path (FORMAT §f.1, §f.2): breadth-first from node 0 over children,
+// then slot variables as VAR/.OPTIMIZER_SLOT/OPTIMIZER/SLOT. Unreachable nodes get "".
+std::vector<std::string> ObjectPaths(const pb::TrackableObjectGraph& g);
+
+// Escapes one path component: "." -> "..", "/" -> ".S".
+std::string EscapeLocalName(std::string_view name);
+
+// The tensors that hold an attribute's value: `checkpoint_key` itself, or, for saveables
+// that store several tensors or a suffixed one, keys that extend it (an iterator's
+// "<key>_STATE", a hash table's "<key>-keys" and "<key>-values"). Empty when absent.
+std::vector<const TensorEntry*> AttributeTensors(const Checkpoint& c, const std::string& checkpoint_key);
+
+// An indented tree: children by local name, each attribute with its checkpoint key,
+// dtype and shape (from `c`), and slot variables under the variable they belong to.
+std::string FormatObjectTree(const Checkpoint& c, const pb::TrackableObjectGraph& g);
+
+}  // namespace tfckpt

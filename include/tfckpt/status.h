@@ -1,0 +1,43 @@
+// Status helpers shared by the library. Every fallible library call returns
+// absl::Status or absl::StatusOr<T>; these macros keep the call sites short.
+#pragma once
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "tfckpt/strings.h"
+
+#define TFCKPT_CONCAT_INNER_(a, b) a##b
+#define TFCKPT_CONCAT_(a, b) TFCKPT_CONCAT_INNER_(a, b)
+
+// Returns from the current function if `expr` (an absl::Status) is not OK.
+#define TFCKPT_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status tfckpt_status_ = (expr);          \
+    if (!tfckpt_status_.ok()) return tfckpt_status_; \
+  } while (0)
+
+// `lhs = value of expr` for an absl::StatusOr expression, or return its error.
+#define TFCKPT_ASSIGN_OR_RETURN(lhs, expr) \
+  TFCKPT_ASSIGN_OR_RETURN_IMPL_(TFCKPT_CONCAT_(tfckpt_statusor_, __LINE__), lhs, expr)
+#define TFCKPT_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                  \
+  if (!tmp.ok()) return tmp.status();                 \
+  lhs = std::move(tmp).value()
+
+namespace tfckpt {
+
+// Errors about the contents of a file carry where they were found. The message reads
+// "FILE: key "KEY": offset N: what" with the parts that are known.
+absl::Status DataLossAt(std::string_view file, std::string_view key, int64_t offset,
+                        std::string_view what);
+
+// Prefixes `status`'s message with `context + ": "`, keeping its code.
+absl::Status Annotate(const absl::Status& status, std::string_view context);
+
+// Printable form of a key that may hold arbitrary bytes (C escapes for non-printables).
+std::string PrintableKey(std::string_view key);
+
+}  // namespace tfckpt

@@ -1,0 +1,31 @@
+// absl::StrCat / StrAppend that also take std::string_view. Debian's Abseil is built
+// with its own absl::string_view, which std::string_view does not convert to.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace tfckpt {
+
+inline absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+inline std::string_view SV(absl::string_view s) { return std::string_view(s.data(), s.size()); }
+
+template <typename T>
+decltype(auto) ToAlphaNum(const T& x) {
+  return x;
+}
+inline absl::string_view ToAlphaNum(std::string_view s) { return AV(s); }
+
+template <typename... A>
+std::string StrCat(const A&... a) {
+  return absl::StrCat(ToAlphaNum(a)...);
+}
+template <typename... A>
+void StrAppend(std::string* out, const A&... a) {
+  absl::StrAppend(out, ToAlphaNum(a)...);
+}
+
+}  // namespace tfckpt

@@ -1,0 +1,43 @@
+// Reading tensor values for people: numpy-style printing and streaming statistics.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "tfckpt/checkpoint.h"
+
+namespace tfckpt {
+
+struct PrintOptions {
+  bool all_values = false;  // never summarise
+  int64_t threshold = 1000; // summarise when the tensor has more elements (numpy default)
+  int edge_items = 3;       // elements kept at each edge of a summarised axis
+};
+
+// The values of `t` laid out like numpy prints an array, e.g. "[[1.5 2.0]\n [3.0 4.0]]";
+// summarised axes show their edges with "..." between. Partitioned tensors are read
+// from their slices element by element (only the printed elements are read). Strings are
+// quoted with C escapes, bfloat16/float16/float8 as decimal floats.
+absl::StatusOr<std::string> FormatValues(const Checkpoint& c, const TensorEntry& t, const PrintOptions& options);
+
+struct TensorStats {
+  bool numeric = false;   // false for string, variant and complex tensors
+  int64_t count = 0;
+  long double min = 0, max = 0;
+  double mean = 0, std = 0;  // population standard deviation, over finite values
+  int64_t nan = 0, inf = 0, zeros = 0;
+};
+
+// Statistics of a numeric tensor, computed in one streaming pass over its stored pieces
+// (no buffer the size of the tensor). CRCs are verified on the way.
+absl::StatusOr<TensorStats> ComputeStats(const Checkpoint& c, const TensorEntry& t);
+
+// Decodes one element of a fixed-size real dtype to double (NaN/Inf preserved).
+// REQUIRES: LookupDType(dtype)->kind is kFloat, kSigned, kUnsigned or kBool.
+double ElementToDouble(int32_t dtype, const char* p);
+
+// Shortest decimal text that reads back as the same value of `dtype`.
+std::string FormatElement(int32_t dtype, const char* p);
+
+}  // namespace tfckpt

@@ -1,0 +1,13 @@
+// Each subcommand registers itself on the CLI11 app and runs when selected.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace tfckpt::cli {
+
+// Adds the subcommand to `app`; the returned function runs it and gives the exit code.
+std::function<int()> AddInspect(CLI::App& app);
+
+}  // namespace tfckpt::cli

@@ -1,0 +1,32 @@
+// Shared by the subcommands: exit codes, error reporting, small formatting helpers.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace tfckpt::cli {
+
+// Documented in man/tfckpt.1; the same for every subcommand.
+enum ExitCode : int {
+  kExitOk = 0,           // success
+  kExitCheckFailed = 1,  // the command ran and a check failed
+  kExitUsage = 2,        // bad arguments, refused request
+  kExitBadInput = 3,     // unreadable or corrupt input, I/O failure
+};
+
+// The exit code for a failed library call.
+int ExitCodeFor(const absl::Status& s);
+
+// Prints "tfckpt COMMAND: error: MESSAGE" on one line to stderr and returns the exit code.
+int ReportError(std::string_view command, const absl::Status& s);
+void Warn(std::string_view command, std::string_view message);
+
+// "1.5 KiB", "3.0 GiB"; bytes below 1 KiB print as "512 B".
+std::string HumanBytes(uint64_t bytes);
+
+// True when `s` is valid UTF-8.
+bool IsValidUtf8(std::string_view s);
+
+}  // namespace tfckpt::cli

@@ -1,0 +1,48 @@
+// tfckpt: TensorFlow checkpoints without TensorFlow.
+#include <iostream>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "common.h"
+
+int main(int argc, char** argv) {
+  using namespace tfckpt::cli;
+  CLI::App app{"tfckpt - inspect, validate, reshard, merge and convert TensorFlow checkpoints\n"
+               "without TensorFlow."};
+  app.name("tfckpt");
+  app.set_version_flag("--version", "tfckpt 0.1.0");
+  app.require_subcommand(1);
+  app.footer(
+      "CKPT may be a prefix (dir/model.ckpt-1000), its .index file, a directory with a\n"
+      "'checkpoint' state file or a single *.index, a SavedModel directory, or a V1 file.\n\n"
+      "Exit codes: 0 ok, 1 a check failed, 2 usage error, 3 unreadable or corrupt input.\n\n"
+      "Examples:\n"
+      "  tfckpt inspect model_dir/\n"
+      "  tfckpt inspect model.ckpt-1000 --json\n"
+      "  tfckpt inspect model.ckpt-1000 --tensor dense/kernel --stats\n\n"
+      "Run 'tfckpt COMMAND --help' for a command's options; 'man tfckpt' for more.");
+
+  std::vector<std::function<int()>> runners;
+  std::vector<CLI::App*> subs;
+  runners.push_back(AddInspect(app));
+  subs = app.get_subcommands({});
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  for (size_t i = 0; i < subs.size(); ++i) {
+    if (subs[i]->parsed()) return runners[i]();
+  }
+  return kExitUsage;
+}

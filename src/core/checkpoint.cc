@@ -1,0 +1,412 @@
+// Opening checkpoints: resolving what the user named, loading the index into the slice
+// map, and reading payloads with bounds and CRC checks.
+#include "tfckpt/checkpoint.h"
+
+#include <dirent.h>
+#include <glob.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint_state.pb.h"
+#include "tfckpt/bundle_proto.h"
+#include "tfckpt/crc32c.h"
+#include "tfckpt/dtype.h"
+#include "tfckpt/status.h"
+#include "tfckpt/tensor_encoding.h"
+
+namespace tfckpt {
+
+namespace fs = std::filesystem;
+
+std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards) {
+  return absl::StrFormat("%s.data-%05d-of-%05d", prefix, shard, num_shards);
+}
+
+namespace {
+
+constexpr int32_t kMaxShards = 1 << 20;
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (!name.empty() && name[0] == '/') return name;
+  return (fs::path(dir) / name).lexically_normal().string();
+}
+
+bool IsTableFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return false;
+  const std::streamoff size = in.tellg();
+  if (size < static_cast<std::streamoff>(kFooterSize)) return false;
+  in.seekg(size - 8);
+  char magic[8];
+  in.read(magic, 8);
+  uint64_t v;
+  std::memcpy(&v, magic, 8);
+  return in && v == kTableMagic;
+}
+
+std::vector<std::string> Glob(const std::string& pattern) {
+  std::vector<std::string> out;
+  glob_t g{};
+  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  }
+  ::globfree(&g);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Names in `dir` ending in ".index" (hidden ones too: a prefix may be the directory
+// itself, giving a file named ".index").
+std::vector<std::string> IndexFilesIn(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (absl::EndsWith(name, ".index") && e.is_regular_file(ec)) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes) {
+  const std::string path = JoinPath(dir, "checkpoint");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(StrCat(path, ": cannot open"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  pb::CheckpointState state;
+  google::protobuf::TextFormat::Parser parser;
+  parser.AllowUnknownField(true);
+  struct Quiet : google::protobuf::io::ErrorCollector {
+    std::string first;
+    void AddError(int line, int col, const std::string& m) override {
+      if (first.empty()) first = StrCat("line ", line + 1, " column ", col + 1, ": ", m);
+    }
+  } errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(buf.str(), &state)) {
+    return absl::DataLossError(StrCat(path, ": not a checkpoint state file: ", errors.first));
+  }
+  if (state.model_checkpoint_path().empty()) {
+    return absl::DataLossError(StrCat(path, ": model_checkpoint_path is empty"));
+  }
+  std::string prefix = JoinPath(dir, state.model_checkpoint_path());
+  if (!state.model_checkpoint_path().empty() && state.model_checkpoint_path()[0] == '/' &&
+      !FileExists(prefix + ".index") && !FileExists(prefix)) {
+    // An absolute path from the machine that trained: the files were moved since. Look
+    // beside the state file, as a user who copied the directory would expect.
+    const std::string local = JoinPath(dir, fs::path(prefix).filename().string());
+    if (FileExists(local + ".index") || FileExists(local) || !Glob(local + "-?????-of-?????").empty()) {
+      if (notes) notes->push_back(StrCat("state file names ", prefix, ", which does not exist; using ", local));
+      prefix = local;
+    }
+  }
+  return prefix;
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& spec) {
+  if (spec.empty()) return absl::InvalidArgumentError("empty checkpoint path");
+  std::vector<std::string> notes;
+  auto with_notes = [&](absl::StatusOr<std::unique_ptr<Checkpoint>> c) {
+    if (c.ok()) {
+      for (auto& n : notes) (*c)->info_.notes.insert((*c)->info_.notes.begin(), n);
+    }
+    return c;
+  };
+  // 1. PREFIX.index named directly.
+  if (absl::EndsWith(spec, ".index") && FileExists(spec) && !IsDirectory(spec)) {
+    return OpenV2(spec.substr(0, spec.size() - 6));
+  }
+  // 2. A V2 prefix.
+  if (FileExists(spec + ".index")) return OpenV2(spec);
+  // 3. A directory.
+  if (IsDirectory(spec)) {
+    if (FileExists(JoinPath(spec, "checkpoint")) && !IsDirectory(JoinPath(spec, "checkpoint"))) {
+      TFCKPT_ASSIGN_OR_RETURN(std::string prefix, ReadCheckpointState(spec, &notes));
+      notes.insert(notes.begin(), StrCat("resolved ", spec, " through its checkpoint state file to ", prefix));
+      if (FileExists(prefix + ".index")) return with_notes(OpenV2(prefix));
+      if (IsDirectory(prefix) && FileExists(JoinPath(prefix, ".index"))) {
+        return with_notes(OpenV2(JoinPath(prefix, "") + "/"));
+      }
+      auto v1 = Open(prefix);
+      if (v1.ok()) return with_notes(std::move(v1));
+      return absl::NotFoundError(StrCat(JoinPath(spec, "checkpoint"), ": names ", prefix,
+                                              ", which is not a checkpoint (", SV(v1.status().message()), ")"));
+    }
+    std::vector<std::string> indexes = IndexFilesIn(spec);
+    if (indexes.size() == 1) {
+      const std::string name = indexes[0];
+      std::string dir = spec;
+      if (!absl::EndsWith(dir, "/")) dir += "/";
+      return OpenV2(dir + name.substr(0, name.size() - 6));
+    }
+    if (indexes.size() > 1) {
+      return absl::InvalidArgumentError(StrCat(spec, ": holds several checkpoints and no state file: ",
+                                                     absl::StrJoin(indexes, ", "), " (name one of them)"));
+    }
+    const std::string sm = JoinPath(spec, "variables/variables");
+    if (FileExists(sm + ".index")) return OpenV2(sm);
+    return absl::NotFoundError(StrCat(spec, ": directory holds no checkpoint (no state file, no *.index)"));
+  }
+  // 4. A V1 file, possibly one shard of a sharded V1 checkpoint.
+  if (FileExists(spec) && IsTableFile(spec)) {
+    static const std::regex kSharded(R"((.*)-(\d{5})-of-(\d{5})$)");
+    std::smatch m;
+    if (std::regex_match(spec, m, kSharded)) {
+      const std::string base = m[1].str();
+      const int n = std::stoi(m[3].str());
+      std::vector<std::string> files;
+      for (int i = 0; i < n; ++i) {
+        std::string f = absl::StrFormat("%s-%05d-of-%05d", base, i, n);
+        if (!FileExists(f)) return absl::NotFoundError(StrCat(f, ": V1 shard missing"));
+        files.push_back(f);
+      }
+      return OpenV1(absl::StrFormat("%s-?????-of-%05d", base, n), files);
+    }
+    return OpenV1(spec, {spec});
+  }
+  if (FileExists(spec)) {
+    return absl::DataLossError(StrCat(spec, ": not a checkpoint (no ", spec,
+                                            ".index beside it, and not a V1 table file)"));
+  }
+  // 5. A V1 pattern.
+  std::vector<std::string> files;
+  if (spec.find_first_of("*?[") != std::string::npos) {
+    files = Glob(spec);
+  } else {
+    files = Glob(spec + "-?????-of-?????");
+  }
+  if (!files.empty()) {
+    for (const auto& f : files) {
+      if (!IsTableFile(f)) return absl::DataLossError(StrCat(f, ": not a V1 checkpoint table"));
+    }
+    return OpenV1(spec, files);
+  }
+  return absl::NotFoundError(StrCat(spec, ": no checkpoint found (looked for ", spec, ".index, a directory, ",
+                                          "and V1 files)"));
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenV2(const std::string& prefix) {
+  std::unique_ptr<Checkpoint> c(new Checkpoint());
+  c->info_.format = Format::kV2;
+  c->info_.prefix = prefix;
+  c->info_.index_path = prefix + ".index";
+  TFCKPT_ASSIGN_OR_RETURN(auto table, TableReader::Open(c->info_.index_path));
+  c->info_.index_size = table->file_size();
+  TFCKPT_RETURN_IF_ERROR(c->LoadV2Entries(*table));
+  c->info_.index_has_snappy = table->saw_snappy();
+  return c;
+}
+
+absl::Status Checkpoint::LoadV2Entries(TableReader& table) {
+  const std::string& path = info_.index_path;
+  bool have_header = false;
+  std::map<std::string, size_t> slice_entries;  // slice key -> raw_entries_ index
+  std::vector<size_t> name_entries;
+  TFCKPT_RETURN_IF_ERROR(table.ForEach([&](std::string_view key, std::string_view value, uint64_t block) {
+    if (key.empty()) {
+      raw_header_.assign(value);
+      have_header = true;
+      return absl::OkStatus();
+    }
+    if (!have_header) return DataLossAt(path, key, block, "index has no header entry (empty key) before tensors");
+    if (IsSliceKey(key)) {
+      slice_entries.emplace(std::string(key), raw_entries_.size());
+    } else {
+      name_entries.push_back(raw_entries_.size());
+    }
+    raw_entries_.emplace_back(std::string(key), std::string(value));
+    return absl::OkStatus();
+  }));
+  if (!have_header) return DataLossAt(path, "", -1, "index has no header entry");
+  pb::BundleHeaderProto header;
+  if (!header.ParseFromString(raw_header_)) return DataLossAt(path, "", -1, "header is not a BundleHeaderProto");
+  TFCKPT_RETURN_IF_ERROR(Annotate(CheckVersion(header.version()), path));
+  if (header.endianness() != pb::BundleHeaderProto::LITTLE && header.endianness() != pb::BundleHeaderProto::BIG) {
+    return DataLossAt(path, "", -1, StrCat("header has unknown endianness ", header.endianness()));
+  }
+  if (header.num_shards() < 0 || header.num_shards() > kMaxShards) {
+    return DataLossAt(path, "", -1, StrCat("header has implausible num_shards ", header.num_shards()));
+  }
+  info_.num_shards = header.num_shards();
+  info_.big_endian = header.endianness() == pb::BundleHeaderProto::BIG;
+  info_.producer = header.version().producer();
+  info_.min_consumer = header.version().min_consumer();
+  for (int32_t i = 0; i < info_.num_shards; ++i) info_.data_files.push_back(DataFileName(info_.prefix, i, info_.num_shards));
+  data_files_.resize(info_.num_shards);
+
+  std::vector<bool> slice_used(raw_entries_.size(), false);
+  // Fills `data` from a stored entry and returns a defect description or "".
+  auto stored = [&](const std::string& key, const pb::BundleEntryProto& e, int32_t dtype, const Shape& shape,
+                    StoredData* data) -> std::string {
+    data->shard = e.shard_id();
+    data->offset = static_cast<uint64_t>(e.offset());
+    data->size = static_cast<uint64_t>(e.size());
+    data->masked_crc = e.crc32c();
+    if (e.shard_id() < 0 || e.shard_id() >= info_.num_shards) {
+      return StrCat("entry \"", PrintableKey(key), "\" names data file ", e.shard_id(), " but the header has ",
+                          info_.num_shards);
+    }
+    if (e.offset() < 0 || e.size() < 0) return StrCat("entry \"", PrintableKey(key), "\" has a negative offset or size");
+    const DTypeInfo* info = LookupDType(dtype);
+    if (info == nullptr) return StrCat("unknown or unstorable dtype ", dtype);
+    if (info->element_size > 0) {
+      const int64_t n = *NumElements(shape);
+      if (n > INT64_MAX / info->element_size || e.size() != n * info->element_size) {
+        return StrCat("entry \"", PrintableKey(key), "\" has size ", e.size(), " but ", ShapeString(shape), " ",
+                            info->name, " needs ", n, " x ", info->element_size, " bytes");
+      }
+    }
+    return "";
+  };
+
+  for (size_t idx : name_entries) {
+    const auto& [key, value] = raw_entries_[idx];
+    pb::BundleEntryProto e;
+    if (!e.ParseFromString(value)) return DataLossAt(path, key, -1, "entry is not a BundleEntryProto");
+    TensorEntry t;
+    t.name = key;
+    t.dtype = e.dtype();
+    auto shape = ShapeFromProto(e.shape());
+    if (!shape.ok()) return DataLossAt(path, key, -1, SV(shape.status().message()));
+    t.shape = *shape;
+    if (e.slices_size() == 0) {
+      StoredSlice s;
+      s.region = Region::Full(t.shape);
+      s.key = key;
+      t.defect = stored(key, e, t.dtype, t.shape, &s.data);
+      t.bytes = s.data.size;
+      t.slices.push_back(std::move(s));
+    } else {
+      t.partitioned = true;
+      for (const auto& sp : e.slices()) {
+        StoredSlice s;
+        s.extents = ExtentsFromProto(sp);
+        auto region = RegionOf(s.extents, t.shape);
+        if (!region.ok()) {
+          if (t.defect.empty()) t.defect = std::string(SV(region.status().message()));
+          continue;
+        }
+        s.region = *region;
+        s.key = EncodeSliceKey(t.name, s.extents);
+        auto it = slice_entries.find(s.key);
+        if (it == slice_entries.end()) {
+          if (t.defect.empty()) t.defect = StrCat("slice ", SliceString(s.region, t.shape), " has no entry");
+          continue;
+        }
+        slice_used[it->second] = true;
+        pb::BundleEntryProto se;
+        if (!se.ParseFromString(raw_entries_[it->second].second)) {
+          return DataLossAt(path, s.key, -1, "slice entry is not a BundleEntryProto");
+        }
+        auto sshape = ShapeFromProto(se.shape());
+        std::string d;
+        if (!sshape.ok() || *sshape != s.region.shape) {
+          d = StrCat("slice ", SliceString(s.region, t.shape), " entry has shape ",
+                           sshape.ok() ? ShapeString(*sshape) : "(invalid)");
+        } else if (se.dtype() != e.dtype()) {
+          d = StrCat("slice ", SliceString(s.region, t.shape), " entry has dtype ", DTypeName(se.dtype()));
+        } else {
+          d = stored(s.key, se, t.dtype, s.region.shape, &s.data);
+        }
+        if (t.defect.empty()) t.defect = d;
+        t.bytes += s.data.size;
+        t.slices.push_back(std::move(s));
+      }
+    }
+    tensors_.push_back(std::move(t));
+  }
+  for (const auto& [key, idx] : slice_entries) {
+    if (!slice_used[idx]) info_.orphan_slice_keys.push_back(key);
+  }
+  // raw_entries_ are in key order, so names are already sorted bytewise.
+  return absl::OkStatus();
+}
+
+const TensorEntry* Checkpoint::Find(std::string_view name) const {
+  auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                             [](const TensorEntry& t, std::string_view n) { return t.name < n; });
+  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+}
+
+absl::StatusOr<const MappedFile*> Checkpoint::DataFile(int32_t shard) const {
+  if (shard < 0 || shard >= info_.num_shards) {
+    return absl::OutOfRangeError(StrCat(info_.index_path, ": no data file ", shard));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!data_files_[shard]) {
+    auto f = MappedFile::Open(info_.data_files[shard]);
+    if (!f.ok()) {
+      if (absl::IsNotFound(f.status())) {
+        return absl::NotFoundError(StrCat(info_.data_files[shard], ": data file missing (the index lists ",
+                                                info_.num_shards, " data files)"));
+      }
+      return f.status();
+    }
+    data_files_[shard] = std::move(*f);
+  }
+  return data_files_[shard].get();
+}
+
+absl::StatusOr<TensorBytes> Checkpoint::Read(const TensorEntry& t, const StoredSlice& s, bool verify) const {
+  if (!t.defect.empty()) {
+    return absl::DataLossError(StrCat(info_.format == Format::kV2 ? info_.index_path : info_.prefix,
+                                            ": key \"", PrintableKey(t.name), "\": ", t.defect));
+  }
+  if (info_.format == Format::kV1) return ReadV1(t, s);
+  TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, DataFile(s.data.shard));
+  auto range = file->Range(s.data.offset, s.data.size);
+  if (!range.ok()) {
+    return DataLossAt(file->path(), s.key, static_cast<int64_t>(s.data.offset),
+                      StrCat("tensor of ", s.data.size, " bytes runs past the end of the file (",
+                                   file->size(), " bytes)"));
+  }
+  const int64_t n = s.region.num_elements();
+  if (verify) {
+    auto crc = PayloadCrc(t.dtype, *range, n, info_.big_endian);
+    if (!crc.ok()) return DataLossAt(file->path(), s.key, static_cast<int64_t>(s.data.offset), SV(crc.status().message()));
+    if (*crc != crc32c::Unmask(s.data.masked_crc)) {
+      return DataLossAt(file->path(), s.key, static_cast<int64_t>(s.data.offset),
+                        StrCat("tensor checksum mismatch (stored ",
+                                     absl::Hex(crc32c::Unmask(s.data.masked_crc), absl::kZeroPad8), ", computed ",
+                                     absl::Hex(*crc, absl::kZeroPad8), ")"));
+    }
+  }
+  if (!info_.big_endian) return TensorBytes{*range, nullptr};
+  // Big-endian bundle: hand out little-endian bytes.
+  auto buf = std::make_shared<std::string>();
+  if (t.dtype == static_cast<int32_t>(DType::kString)) {
+    auto d = DecodeStrings(*range, n, /*big_endian=*/true);
+    if (!d.ok()) return DataLossAt(file->path(), s.key, static_cast<int64_t>(s.data.offset), SV(d.status().message()));
+    EncodeStrings(d->elements, buf.get());
+  } else if (t.dtype == static_cast<int32_t>(DType::kVariant)) {
+    return DataLossAt(file->path(), s.key, static_cast<int64_t>(s.data.offset),
+                      "variant tensors of big-endian bundles cannot be read (TensorFlow refuses them too)");
+  } else {
+    buf->assign(*range);
+    SwapToLittleEndian(t.dtype, buf->data(), buf->size());
+  }
+  std::string_view view = *buf;
+  return TensorBytes{view, std::move(buf)};
+}
+
+absl::Status Checkpoint::VerifyCrc(const TensorEntry& t, const StoredSlice& s) const {
+  auto r = Read(t, s, /*verify=*/true);
+  return r.ok() ? absl::OkStatus() : r.status();
+}
+
+}  // namespace tfckpt

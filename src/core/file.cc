@@ -1,0 +1,161 @@
+#include "tfckpt/strings.h"
+#include "tfckpt/file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tfckpt {
+
+absl::Status ErrnoError(std::string_view path, std::string_view what, int err) {
+  std::string msg = StrCat(path, ": ", what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(msg);
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+      return absl::ResourceExhaustedError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    default:
+      return absl::UnavailableError(msg);
+  }
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(path, "cannot open", errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoError(path, "cannot stat", err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(StrCat(path, ": not a regular file"));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const char* data = "";
+  if (size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoError(path, "cannot map", err);
+    }
+    data = static_cast<const char*>(p);
+  }
+  ::close(fd);
+  return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
+}
+
+MappedFile::~MappedFile() {
+  if (size_ > 0) ::munmap(const_cast<char*>(data_), size_);
+}
+
+absl::StatusOr<std::string_view> MappedFile::Range(uint64_t offset, uint64_t n) const {
+  if (offset > size_ || n > size_ - offset) {
+    return absl::DataLossError(StrCat(path_, ": offset ", offset, ": range of ", n,
+                                            " bytes ends past the end of the file (", size_, " bytes)"));
+  }
+  return std::string_view(data_ + offset, static_cast<size_t>(n));
+}
+
+void MappedFile::AdviseSequential(uint64_t offset, uint64_t n) const {
+  if (size_ == 0) return;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = offset / page * page;
+  if (begin >= size_) return;
+  const uint64_t end = std::min(size_, offset + n);
+  ::madvise(const_cast<char*>(data_) + begin, end - begin, MADV_SEQUENTIAL | MADV_WILLNEED);
+}
+
+namespace {
+std::atomic<uint64_t> g_temp_counter{0};
+constexpr size_t kOutputBuffer = 1 << 20;
+}  // namespace
+
+OutputFile::OutputFile(std::string final_path, std::string temp_path, int fd)
+    : final_path_(std::move(final_path)), temp_path_(std::move(temp_path)), fd_(fd) {}
+
+absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Create(const std::string& final_path) {
+  std::string temp = StrCat(final_path, ".tmp-tfckpt-", ::getpid(), "-", g_temp_counter++);
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError(temp, "cannot create", errno);
+  return std::unique_ptr<OutputFile>(new OutputFile(final_path, std::move(temp), fd));
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_path_.c_str());
+}
+
+absl::Status OutputFile::FlushBuffer() {
+  size_t done = 0;
+  while (done < buffer_.size()) {
+    ssize_t w = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(temp_path_, "write failed", errno);
+    }
+    done += static_cast<size_t>(w);
+  }
+  buffer_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status OutputFile::Append(std::string_view data) {
+  if (fd_ < 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": append after close"));
+  size_ += data.size();
+  if (buffer_.size() + data.size() <= kOutputBuffer) {
+    buffer_.append(data);
+    return absl::OkStatus();
+  }
+  if (absl::Status s = FlushBuffer(); !s.ok()) return s;
+  if (data.size() < kOutputBuffer) {
+    buffer_.append(data);
+    return absl::OkStatus();
+  }
+  buffer_.assign(data);  // large writes go straight through
+  return FlushBuffer();
+}
+
+absl::Status OutputFile::Close() {
+  if (fd_ < 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": closed twice"));
+  absl::Status s = FlushBuffer();
+  if (s.ok() && ::fsync(fd_) != 0) s = ErrnoError(temp_path_, "fsync failed", errno);
+  if (::close(fd_) != 0 && s.ok()) s = ErrnoError(temp_path_, "close failed", errno);
+  fd_ = -1;
+  return s;
+}
+
+absl::Status OutputFile::Commit() {
+  if (fd_ >= 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": commit before close"));
+  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+    return ErrnoError(final_path_, "cannot rename into place", errno);
+  }
+  committed_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace tfckpt

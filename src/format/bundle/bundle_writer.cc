@@ -1,0 +1,241 @@
+#include "tfckpt/bundle_writer.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "tensor_bundle.pb.h"
+#include "tfckpt/bundle_proto.h"
+#include "tfckpt/checkpoint.h"
+#include "tfckpt/crc32c.h"
+#include "tfckpt/dtype.h"
+#include "tfckpt/ordered_code.h"
+#include "tfckpt/status.h"
+#include "tfckpt/table.h"
+#include "tfckpt/tensor_encoding.h"
+
+namespace tfckpt {
+
+namespace fs = std::filesystem;
+
+struct BundleWriter::Pending {
+  pb::BundleEntryProto entry;
+  bool done = false;
+};
+
+namespace {
+
+// Files of an existing checkpoint at `prefix`: PREFIX.index and PREFIX.data-*.
+std::vector<std::string> ExistingFiles(const std::string& prefix) {
+  std::vector<std::string> out;
+  if (FileExists(prefix + ".index")) out.push_back(prefix + ".index");
+  const fs::path p(prefix);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const std::string stem = p.filename().string() + ".data-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(stem, 0) == 0 && name.find(".tmp-tfckpt-") == std::string::npos) out.push_back(e.path().string());
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const std::string& prefix,
+                                                                   BundleWriterOptions options) {
+  if (options.num_shards < 1) return absl::InvalidArgumentError("a bundle needs at least one data file");
+  const fs::path p(prefix);
+  if (p.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(p.parent_path(), ec);
+    if (ec) return absl::UnavailableError(StrCat(p.parent_path().string(), ": cannot create directory: ", ec.message()));
+  }
+  if (!options.overwrite) {
+    auto existing = ExistingFiles(prefix);
+    if (!existing.empty()) {
+      return absl::AlreadyExistsError(StrCat(existing[0], ": output exists (use --force to replace it)"));
+    }
+  }
+  std::unique_ptr<BundleWriter> w(new BundleWriter());
+  w->prefix_ = prefix;
+  w->options_ = options;
+  for (int32_t i = 0; i < options.num_shards; ++i) {
+    TFCKPT_ASSIGN_OR_RETURN(auto f, OutputFile::Create(DataFileName(prefix, i, options.num_shards)));
+    w->data_.push_back(std::move(f));
+  }
+  return w;
+}
+
+BundleWriter::~BundleWriter() = default;  // uncommitted OutputFiles remove their temporaries
+
+absl::StatusOr<std::string> BundleWriter::Register(std::string_view name, int32_t dtype, const Shape& full,
+                                                   const std::optional<Region>& region, int32_t shard,
+                                                   uint64_t size) {
+  if (finished_) return absl::FailedPreconditionError("bundle already finished");
+  if (in_stream_) return absl::FailedPreconditionError("an entry stream is still open");
+  if (name.empty()) return absl::InvalidArgumentError("tensor name is empty");
+  if (IsSliceKey(name)) return absl::InvalidArgumentError("tensor names may not start with a NUL byte");
+  const DTypeInfo* info = LookupDType(dtype);
+  if (info == nullptr) return absl::InvalidArgumentError(StrCat("cannot store dtype ", DTypeName(dtype)));
+  if (shard < 0 || shard >= options_.num_shards) {
+    return absl::InvalidArgumentError(StrCat("data file ", shard, " out of range"));
+  }
+  auto n_full = NumElements(full);
+  if (!n_full.ok()) return n_full.status();
+  const bool sliced = region.has_value() && !region->Covers(full);
+  if (region.has_value() && !region->InsideOf(full)) {
+    return absl::InvalidArgumentError(StrCat(name, ": slice lies outside ", ShapeString(full)));
+  }
+  const Shape& stored_shape = sliced ? region->shape : full;
+  const int64_t n = sliced ? region->num_elements() : *n_full;
+  if (info->element_size > 0 && size != static_cast<uint64_t>(n) * info->element_size) {
+    return absl::InvalidArgumentError(StrCat(name, ": payload of ", size, " bytes, ", ShapeString(stored_shape),
+                                                   " ", info->name, " needs ", n * info->element_size));
+  }
+  std::string key(name);
+  if (sliced) {
+    auto [it, inserted] = entries_.try_emplace(key);
+    if (inserted) {
+      it->second = std::make_unique<Pending>();
+      it->second->entry.set_dtype(static_cast<pb::DataType>(dtype));
+      ShapeToProto(full, it->second->entry.mutable_shape());
+      it->second->done = true;
+      partitioned_[key] = key;
+    } else if (!partitioned_.count(key)) {
+      return absl::AlreadyExistsError(StrCat(name, ": already added as a whole tensor"));
+    } else {
+      auto shape = ShapeFromProto(it->second->entry.shape());
+      if (it->second->entry.dtype() != dtype || !shape.ok() || *shape != full) {
+        return absl::InvalidArgumentError(StrCat(name, ": slices disagree on dtype or full shape"));
+      }
+    }
+    SliceExtents ext = ExtentsOf(*region, full);
+    ExtentsToProto(ext, it->second->entry.add_slices());
+    key = EncodeSliceKey(name, ext);
+  }
+  auto [it, inserted] = entries_.try_emplace(key);
+  if (!inserted) {
+    return absl::AlreadyExistsError(StrCat(name, sliced ? ": slice added twice" : ": tensor added twice"));
+  }
+  it->second = std::make_unique<Pending>();
+  it->second->entry = MakeEntry(dtype, stored_shape, shard, 0, 0, 0);
+  return key;
+}
+
+absl::Status BundleWriter::FinishEntry(const std::string& key, uint64_t offset, uint64_t size, uint32_t crc) {
+  Pending& p = *entries_.at(key);
+  p.entry.set_offset(static_cast<int64_t>(offset));
+  p.entry.set_size(static_cast<int64_t>(size));
+  p.entry.set_crc32c(crc32c::Mask(crc));
+  p.done = true;
+  return absl::OkStatus();
+}
+
+absl::Status BundleWriter::Add(std::string_view name, int32_t dtype, const Shape& shape, std::string_view payload,
+                               int32_t shard) {
+  TFCKPT_ASSIGN_OR_RETURN(std::string key, Register(name, dtype, shape, std::nullopt, shard, payload.size()));
+  auto n = NumElements(shape);
+  auto crc = PayloadCrc(dtype, payload, *n);
+  if (!crc.ok()) {
+    entries_.erase(key);
+    return Annotate(crc.status(), name);
+  }
+  const uint64_t offset = data_[shard]->size();
+  TFCKPT_RETURN_IF_ERROR(data_[shard]->Append(payload));
+  return FinishEntry(key, offset, payload.size(), *crc);
+}
+
+absl::Status BundleWriter::AddSlice(std::string_view name, int32_t dtype, const Shape& full, const Region& region,
+                                    std::string_view payload, int32_t shard) {
+  if (region.rank() != full.size()) {
+    return absl::InvalidArgumentError(StrCat(name, ": slice rank differs from the tensor's"));
+  }
+  // Check the payload before registering so a bad payload leaves no trace.
+  const DTypeInfo* info = LookupDType(dtype);
+  if (info != nullptr && info->element_size == 0) {
+    auto crc = PayloadCrc(dtype, payload, region.num_elements());
+    if (!crc.ok()) return Annotate(crc.status(), name);
+  }
+  TFCKPT_ASSIGN_OR_RETURN(std::string key, Register(name, dtype, full, region, shard, payload.size()));
+  auto crc = PayloadCrc(dtype, payload, region.num_elements());
+  const uint64_t offset = data_[shard]->size();
+  TFCKPT_RETURN_IF_ERROR(data_[shard]->Append(payload));
+  return FinishEntry(key, offset, payload.size(), *crc);
+}
+
+absl::StatusOr<BundleWriter::EntryStream> BundleWriter::BeginEntry(std::string_view name, int32_t dtype,
+                                                                   const Shape& full,
+                                                                   const std::optional<Region>& region,
+                                                                   int32_t shard) {
+  const DTypeInfo* info = LookupDType(dtype);
+  if (info == nullptr || info->element_size == 0) {
+    return absl::InvalidArgumentError(StrCat(name, ": streaming needs a fixed-size dtype"));
+  }
+  auto n = region.has_value() ? absl::StatusOr<int64_t>(region->num_elements()) : NumElements(full);
+  if (!n.ok()) return n.status();
+  const uint64_t size = static_cast<uint64_t>(*n) * info->element_size;
+  TFCKPT_ASSIGN_OR_RETURN(std::string key, Register(name, dtype, full, region, shard, size));
+  EntryStream s;
+  s.writer_ = this;
+  s.key_ = std::move(key);
+  s.shard_ = shard;
+  s.expected_ = size;
+  s.offset_ = data_[shard]->size();
+  in_stream_ = true;
+  return s;
+}
+
+absl::Status BundleWriter::EntryStream::Append(std::string_view bytes) {
+  if (writer_ == nullptr) return absl::FailedPreconditionError("entry stream is closed");
+  if (bytes.size() > expected_ - written_) {
+    return absl::InvalidArgumentError(StrCat("entry stream: more than the announced ", expected_, " bytes"));
+  }
+  crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
+  written_ += bytes.size();
+  return writer_->data_[shard_]->Append(bytes);
+}
+
+absl::Status BundleWriter::EntryStream::Close() {
+  if (writer_ == nullptr) return absl::FailedPreconditionError("entry stream is closed");
+  if (written_ != expected_) {
+    return absl::InvalidArgumentError(StrCat("entry stream: ", written_, " of ", expected_, " bytes written"));
+  }
+  BundleWriter* w = writer_;
+  writer_ = nullptr;
+  w->in_stream_ = false;
+  return w->FinishEntry(key_, offset_, written_, crc_);
+}
+
+absl::Status BundleWriter::Finish() {
+  if (finished_) return absl::FailedPreconditionError("bundle already finished");
+  if (in_stream_) return absl::FailedPreconditionError("an entry stream is still open");
+  finished_ = true;
+  for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Close());
+  TFCKPT_ASSIGN_OR_RETURN(auto index, OutputFile::Create(prefix_ + ".index"));
+  {
+    TableWriter table(index.get());
+    std::string value;
+    MakeHeader(options_.num_shards).SerializeToString(&value);
+    TFCKPT_RETURN_IF_ERROR(table.Add("", value));
+    for (const auto& [key, p] : entries_) {
+      value.clear();
+      p->entry.SerializeToString(&value);
+      TFCKPT_RETURN_IF_ERROR(table.Add(key, value));
+    }
+    TFCKPT_RETURN_IF_ERROR(table.Finish());
+  }
+  TFCKPT_RETURN_IF_ERROR(index->Close());
+  std::vector<std::string> stale;
+  if (options_.overwrite) stale = ExistingFiles(prefix_);
+  for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Commit());
+  TFCKPT_RETURN_IF_ERROR(index->Commit());
+  // Replacing a checkpoint with fewer data files: remove the old ones it no longer uses.
+  for (const auto& path : stale) {
+    bool ours = path == prefix_ + ".index";
+    for (const auto& f : data_) ours = ours || f->final_path() == path;
+    if (!ours) std::filesystem::remove(path);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tfckpt

@@ -1,0 +1,199 @@
+// V1 checkpoints (FORMAT.md §h): one or more tables whose "" entry lists the tensors and
+// their slices, and whose other entries hold each slice's values in a TensorProto.
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "saved_tensor_slice.pb.h"
+#include "tfckpt/bundle_proto.h"
+#include "tfckpt/checkpoint.h"
+#include "tfckpt/dtype.h"
+#include "tfckpt/status.h"
+#include "tfckpt/tensor_encoding.h"
+
+namespace tfckpt {
+namespace {
+
+template <typename T, typename Field>
+void AppendAs(const Field& values, std::string* out) {
+  for (const auto& v : values) {
+    T x = static_cast<T>(v);
+    out->append(reinterpret_cast<const char*>(&x), sizeof x);
+  }
+}
+
+// The V2 payload of `n` elements of `dtype` held in a V1 TensorProto.
+absl::StatusOr<std::string> PayloadFromTensorProto(int32_t dtype, const pb::TensorProto& p, int64_t n) {
+  const DTypeInfo* info = LookupDType(dtype);
+  if (info == nullptr) return absl::DataLossError(StrCat("unknown dtype ", dtype));
+  std::string out;
+  if (!p.tensor_content().empty()) {
+    if (info->element_size == 0 || static_cast<int64_t>(p.tensor_content().size()) != n * info->element_size) {
+      return absl::DataLossError("tensor_content size does not match the slice");
+    }
+    return p.tensor_content();
+  }
+  int64_t count = -1;
+  switch (static_cast<DType>(dtype)) {
+    case DType::kFloat:
+      AppendAs<float>(p.float_val(), &out), count = p.float_val_size();
+      break;
+    case DType::kDouble:
+      AppendAs<double>(p.double_val(), &out), count = p.double_val_size();
+      break;
+    case DType::kInt32:
+    case DType::kQInt32:
+      AppendAs<int32_t>(p.int_val(), &out), count = p.int_val_size();
+      break;
+    case DType::kInt16:
+    case DType::kQInt16:
+      AppendAs<int16_t>(p.int_val(), &out), count = p.int_val_size();
+      break;
+    case DType::kInt8:
+    case DType::kQInt8:
+      AppendAs<int8_t>(p.int_val(), &out), count = p.int_val_size();
+      break;
+    case DType::kUInt8:
+    case DType::kQUInt8:
+      AppendAs<uint8_t>(p.int_val(), &out), count = p.int_val_size();
+      break;
+    case DType::kUInt16:
+    case DType::kQUInt16:
+      AppendAs<uint16_t>(p.int_val(), &out), count = p.int_val_size();
+      break;
+    case DType::kInt64:
+      AppendAs<int64_t>(p.int64_val(), &out), count = p.int64_val_size();
+      break;
+    case DType::kBool:
+      AppendAs<uint8_t>(p.bool_val(), &out), count = p.bool_val_size();
+      break;
+    case DType::kHalf:
+      AppendAs<uint16_t>(p.half_val(), &out), count = p.half_val_size();
+      break;
+    case DType::kUInt32:
+      AppendAs<uint32_t>(p.uint32_val(), &out), count = p.uint32_val_size();
+      break;
+    case DType::kUInt64:
+      AppendAs<uint64_t>(p.uint64_val(), &out), count = p.uint64_val_size();
+      break;
+    case DType::kComplex64:
+      AppendAs<float>(p.scomplex_val(), &out), count = p.scomplex_val_size() / 2;
+      break;
+    case DType::kComplex128:
+      AppendAs<double>(p.dcomplex_val(), &out), count = p.dcomplex_val_size() / 2;
+      break;
+    case DType::kString: {
+      std::vector<std::string_view> elements(p.string_val().begin(), p.string_val().end());
+      count = p.string_val_size();
+      if (count == n) EncodeStrings(elements, &out);
+      break;
+    }
+    default:
+      return absl::DataLossError(StrCat(DTypeName(dtype), " cannot be stored in a V1 checkpoint"));
+  }
+  if (count != n) {
+    return absl::DataLossError(StrCat("slice holds ", count, " values, its shape needs ", n));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenV1(const std::string& pattern,
+                                                               std::vector<std::string> files) {
+  std::unique_ptr<Checkpoint> c(new Checkpoint());
+  c->info_.format = Format::kV1;
+  c->info_.prefix = pattern;
+  c->info_.v1_files = files;
+  TFCKPT_RETURN_IF_ERROR(c->LoadV1(files));
+  return c;
+}
+
+absl::Status Checkpoint::LoadV1(const std::vector<std::string>& files) {
+  std::map<std::string, TensorEntry> by_name;
+  for (size_t fi = 0; fi < files.size(); ++fi) {
+    TFCKPT_ASSIGN_OR_RETURN(auto table, TableReader::Open(files[fi]));
+    info_.index_size += table->file_size();
+    std::map<std::string, bool> keys;  // slice keys present in this file
+    std::string meta_value;
+    bool have_meta = false;
+    TFCKPT_RETURN_IF_ERROR(table->ForEach([&](std::string_view key, std::string_view value, uint64_t) {
+      if (key.empty()) {
+        meta_value.assign(value);
+        have_meta = true;
+      } else {
+        keys.emplace(std::string(key), true);
+      }
+      return absl::OkStatus();
+    }));
+    info_.index_has_snappy = info_.index_has_snappy || table->saw_snappy();
+    if (!have_meta) return DataLossAt(files[fi], "", -1, "V1 checkpoint has no table of contents (empty key)");
+    pb::SavedTensorSlices sts;
+    if (!sts.ParseFromString(meta_value) || !sts.has_meta()) {
+      return DataLossAt(files[fi], "", -1, "table of contents is not a SavedTensorSlices message");
+    }
+    TFCKPT_RETURN_IF_ERROR(Annotate(CheckVersion(sts.meta().versions()), files[fi]));
+    for (const auto& m : sts.meta().tensor()) {
+      auto shape = ShapeFromProto(m.shape());
+      if (!shape.ok()) return DataLossAt(files[fi], m.name(), -1, SV(shape.status().message()));
+      auto [it, inserted] = by_name.try_emplace(m.name());
+      TensorEntry& t = it->second;
+      if (inserted) {
+        t.name = m.name();
+        t.dtype = m.type();
+        t.shape = *shape;
+      } else if (t.dtype != m.type() || t.shape != *shape) {
+        return DataLossAt(files[fi], m.name(), -1, "dtype or shape differs between V1 files");
+      }
+      for (const auto& sp : m.slice()) {
+        StoredSlice s;
+        s.extents = ExtentsFromProto(sp);
+        auto region = RegionOf(s.extents, t.shape);
+        if (!region.ok()) return DataLossAt(files[fi], m.name(), -1, SV(region.status().message()));
+        s.region = *region;
+        s.key = EncodeSliceKey(t.name, s.extents);
+        s.data.v1_file = static_cast<int>(fi);
+        if (!keys.count(s.key) && t.defect.empty()) {
+          t.defect = StrCat("slice ", SliceString(s.region, t.shape), " has no entry in ", files[fi]);
+        }
+        t.slices.push_back(std::move(s));
+      }
+    }
+    v1_tables_.push_back(std::move(table));
+  }
+  for (auto& [name, t] : by_name) {
+    t.partitioned = !(t.slices.size() == 1 && t.slices[0].region.Covers(t.shape));
+    const DTypeInfo* info = LookupDType(t.dtype);
+    if (info == nullptr && t.defect.empty()) t.defect = StrCat("unknown or unstorable dtype ", t.dtype);
+    if (info != nullptr) {
+      for (const auto& s : t.slices) t.bytes += static_cast<uint64_t>(s.region.num_elements()) * info->element_size;
+    }
+    tensors_.push_back(std::move(t));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorBytes> Checkpoint::ReadV1(const TensorEntry& t, const StoredSlice& s) const {
+  std::unique_ptr<TableReader>* table;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    table = &v1_tables_.at(s.data.v1_file);
+  }
+  const std::string& file = info_.v1_files[s.data.v1_file];
+  std::optional<std::string> value;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // TableReader::Get is not thread-safe
+    TFCKPT_ASSIGN_OR_RETURN(value, (*table)->Get(s.key));
+  }
+  if (!value) return DataLossAt(file, s.key, -1, "slice entry missing");
+  pb::SavedTensorSlices sts;
+  if (!sts.ParseFromString(*value) || !sts.has_data()) {
+    return DataLossAt(file, s.key, -1, "slice entry is not a SavedTensorSlices data message");
+  }
+  auto payload = PayloadFromTensorProto(t.dtype, sts.data().data(), s.region.num_elements());
+  if (!payload.ok()) return DataLossAt(file, s.key, -1, SV(payload.status().message()));
+  auto buf = std::make_shared<std::string>(std::move(*payload));
+  std::string_view view = *buf;
+  return TensorBytes{view, std::move(buf)};
+}
+
+}  // namespace tfckpt
