@@ -98,7 +98,7 @@ int RunInspect(const InspectArgs& a) {
   for (const std::string& name : a.tensors) {
     const TensorEntry* t = c.Find(name);
     if (t == nullptr) {
-      return ReportError("inspect", absl::NotFoundError(StrCat(info.prefix, ": no tensor named \"",
+      return ReportError("inspect", absl::InvalidArgumentError(StrCat(info.prefix, ": no tensor named \"",
                                                                      PrintableKey(name), "\"")));
     }
     selected.push_back(t);
@@ -219,6 +219,7 @@ int RunInspect(const InspectArgs& a) {
     return kExitOk;
   }
 
+  if (a.tensors.empty() && !a.stats) {
   // Header line, then the table.
   const size_t files = info.format == Format::kV2 ? info.data_files.size() : info.v1_files.size();
   std::cout << absl::StrFormat("%s checkpoint %s: %d %s, %d tensors, %s (%d bytes)\n",
@@ -226,7 +227,6 @@ int RunInspect(const InspectArgs& a) {
                                info.format == Format::kV2 ? (files == 1 ? "data file" : "data files")
                                                           : (files == 1 ? "file" : "files"),
                                c.tensors().size(), HumanBytes(total), total);
-  if (a.tensors.empty() && !a.stats) {
     size_t w = 4;
     for (const TensorEntry* t : selected) w = std::max(w, PrintableKey(t->name).size());
     std::cout << absl::StrFormat("%-*s  %-10s  %-18s  %10s  %s\n", w, "NAME", "DTYPE", "SHAPE", "SIZE", "SLICES");

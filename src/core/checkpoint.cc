@@ -38,9 +38,14 @@ namespace {
 
 constexpr int32_t kMaxShards = 1 << 20;
 
+// DIR/NAME, keeping the user's spelling of DIR. NAME "." (a prefix that is the directory
+// itself, as Keras writes it) gives "DIR/".
 std::string JoinPath(const std::string& dir, const std::string& name) {
   if (!name.empty() && name[0] == '/') return name;
-  return (fs::path(dir) / name).lexically_normal().string();
+  std::string out = dir;
+  if (!out.empty() && out.back() != '/') out += '/';
+  if (name == "." || name == "./") return out;
+  return out + name;
 }
 
 bool IsTableFile(const std::string& path) {
@@ -140,7 +145,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
       notes.insert(notes.begin(), StrCat("resolved ", spec, " through its checkpoint state file to ", prefix));
       if (FileExists(prefix + ".index")) return with_notes(OpenV2(prefix));
       if (IsDirectory(prefix) && FileExists(JoinPath(prefix, ".index"))) {
-        return with_notes(OpenV2(JoinPath(prefix, "") + "/"));
+        return with_notes(OpenV2(JoinPath(prefix, ".")));
       }
       auto v1 = Open(prefix);
       if (v1.ok()) return with_notes(std::move(v1));

@@ -79,21 +79,47 @@ const MiniFloat* MiniFor(DType t) {
   }
 }
 
-std::string FloatText(double v, int max_digits, const std::function<bool(double)>& round_trips) {
+// `v` with `digits` significant digits: positional for 1e-4 <= |v| < 1e16 (as numpy
+// prints), scientific otherwise; integral values keep a ".0".
+std::string RenderFloat(double v, int digits) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buf[64];
-  for (int digits = 1; digits <= max_digits; ++digits) {
-    auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, digits);
-    double back = std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
-    if (round_trips(back)) {
-      std::string s(buf, r.ptr);
-      if (s.find_first_of(".en") == std::string::npos) s += ".0";
-      return s;
-    }
+  char buf[400];
+  const double a = std::fabs(v);
+  std::to_chars_result r;
+  if (a == 0 || (a >= 1e-4 && a < 1e16)) {
+    const int exp10 = a == 0 ? 0 : static_cast<int>(std::floor(std::log10(a)));
+    r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, std::max(0, digits - 1 - exp10));
+  } else {
+    r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, std::max(0, digits - 1));
   }
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+// Significant digits of the shortest decimal that reads back as `v` exactly.
+int ShortestDigits(double v, bool single) {
+  char buf[64];
+  auto r = single ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v), std::chars_format::scientific)
+                  : std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  int digits = 0;
+  for (char* p = buf; p < r.ptr && *p != 'e'; ++p) digits += (*p >= '0' && *p <= '9');
+  return std::max(1, digits);
+}
+
+// For narrow floats (16 and 8 bits): the fewest digits whose decimal lies closer to `v`
+// than to either neighbouring value of the type (`lo`, `hi`; NaN when there is none).
+int NarrowDigits(double v, double lo, double hi) {
+  char buf[64];
+  for (int digits = 1; digits < 17; ++digits) {
+    auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, digits - 1);
+    const double b = std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+    const bool above_lo = std::isnan(lo) || b > (lo + v) / 2;
+    const bool below_hi = std::isnan(hi) || b < (v + hi) / 2;
+    if (above_lo && below_hi) return digits;
+  }
+  return 17;
 }
 
 std::string Quote(std::string_view s) {
@@ -143,12 +169,12 @@ std::string FormatElement(int32_t dtype, const char* p) {
   const DType t = static_cast<DType>(dtype);
   switch (t) {
     case DType::kFloat: {
-      float f = Load<float>(p);
-      return FloatText(f, 9, [f](double b) { return static_cast<float>(b) == f; });
+      const float f = Load<float>(p);
+      return RenderFloat(f, ShortestDigits(f, true));
     }
     case DType::kDouble: {
-      double d = Load<double>(p);
-      return FloatText(d, 17, [d](double b) { return b == d; });
+      const double d = Load<double>(p);
+      return RenderFloat(d, ShortestDigits(d, false));
     }
     case DType::kInt64: return StrCat(Load<int64_t>(p));
     case DType::kUInt64: return StrCat(Load<uint64_t>(p));
@@ -161,8 +187,19 @@ std::string FormatElement(int32_t dtype, const char* p) {
       const DTypeInfo* info = LookupDType(dtype);
       const double v = ElementToDouble(dtype, p);
       if (info != nullptr && info->kind != ValueKind::kFloat) return StrCat(static_cast<int64_t>(v));
-      // Narrow floats: the shortest text that converts back to the same stored value.
-      return FloatText(v, 9, [v](double b) { return static_cast<float>(b) == static_cast<float>(v); });
+      // Narrow floats: neighbours are the bit patterns one above and below.
+      if (!std::isfinite(v)) return RenderFloat(v, 1);
+      const int width = info != nullptr ? info->element_size : 1;
+      uint16_t bits = width == 2 ? Load<uint16_t>(p) : Load<uint8_t>(p);
+      auto neighbour = [&](int delta) {
+        const uint16_t nb = static_cast<uint16_t>(bits + delta);
+        char tmp[2];
+        std::memcpy(tmp, &nb, 2);
+        const double n = ElementToDouble(dtype, tmp);
+        return std::isfinite(n) ? n : std::numeric_limits<double>::quiet_NaN();
+      };
+      const double a = neighbour(-1), b = neighbour(+1);
+      return RenderFloat(v, NarrowDigits(v, std::min(a, b), std::max(a, b)));
     }
   }
 }

@@ -93,30 +93,37 @@ absl::StatusOr<std::string> BundleWriter::Register(std::string_view name, int32_
                                                    " ", info->name, " needs ", n * info->element_size));
   }
   std::string key(name);
+  SliceExtents ext;
   if (sliced) {
-    auto [it, inserted] = entries_.try_emplace(key);
-    if (inserted) {
-      it->second = std::make_unique<Pending>();
-      it->second->entry.set_dtype(static_cast<pb::DataType>(dtype));
-      ShapeToProto(full, it->second->entry.mutable_shape());
-      it->second->done = true;
-      partitioned_[key] = key;
-    } else if (!partitioned_.count(key)) {
-      return absl::AlreadyExistsError(StrCat(name, ": already added as a whole tensor"));
-    } else {
-      auto shape = ShapeFromProto(it->second->entry.shape());
-      if (it->second->entry.dtype() != dtype || !shape.ok() || *shape != full) {
+    ext = ExtentsOf(*region, full);
+    key = EncodeSliceKey(name, ext);
+    auto meta = entries_.find(std::string(name));
+    if (meta != entries_.end()) {
+      if (!partitioned_.count(std::string(name))) {
+        return absl::AlreadyExistsError(StrCat(name, ": already added as a whole tensor"));
+      }
+      auto shape = ShapeFromProto(meta->second->entry.shape());
+      if (meta->second->entry.dtype() != dtype || !shape.ok() || *shape != full) {
         return absl::InvalidArgumentError(StrCat(name, ": slices disagree on dtype or full shape"));
       }
     }
-    SliceExtents ext = ExtentsOf(*region, full);
-    ExtentsToProto(ext, it->second->entry.add_slices());
-    key = EncodeSliceKey(name, ext);
   }
-  auto [it, inserted] = entries_.try_emplace(key);
-  if (!inserted) {
+  if (entries_.count(key)) {
     return absl::AlreadyExistsError(StrCat(name, sliced ? ": slice added twice" : ": tensor added twice"));
   }
+  // All checks passed: record the metadata entry and the new entry.
+  if (sliced) {
+    auto [meta, inserted] = entries_.try_emplace(std::string(name));
+    if (inserted) {
+      meta->second = std::make_unique<Pending>();
+      meta->second->entry.set_dtype(static_cast<pb::DataType>(dtype));
+      ShapeToProto(full, meta->second->entry.mutable_shape());
+      meta->second->done = true;
+      partitioned_[std::string(name)] = std::string(name);
+    }
+    ExtentsToProto(ext, meta->second->entry.add_slices());
+  }
+  auto it = entries_.try_emplace(key).first;
   it->second = std::make_unique<Pending>();
   it->second->entry = MakeEntry(dtype, stored_shape, shard, 0, 0, 0);
   return key;

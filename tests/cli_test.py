@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""CLI tests: run the built tfckpt binary on real and generated checkpoints and check its
+output and exit codes. Usage: cli_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE
+
+Tests that need ../shared/testdata/tf (TFCKPT_TESTDATA) are skipped when it is missing,
+except under CI=true, where that is a failure. Prints 'N passed, N failed' at the end."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+TFCKPT, MAKE_EXAMPLE, MAKE_FIXTURE = sys.argv[1:4]
+TESTDATA = os.environ.get("TFCKPT_TESTDATA", "")
+HAVE_DATA = os.path.isdir(TESTDATA)
+TESTS = []
+
+
+def test(needs_data=False):
+    def wrap(fn):
+        TESTS.append((fn, needs_data))
+        return fn
+    return wrap
+
+
+def run(*args, code=None, timeout=120):
+    p = subprocess.run([TFCKPT, *args], capture_output=True, text=True, timeout=timeout,
+                       errors="replace")
+    if code is not None and p.returncode != code:
+        raise AssertionError(f"tfckpt {' '.join(args)}: exit {p.returncode}, wanted {code}\n"
+                             f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[:2000]}")
+    return p
+
+
+def data(rel):
+    return os.path.join(TESTDATA, rel)
+
+
+def one_error_line(p, *needles):
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    errors = [l for l in lines if ": error: " in l]
+    assert len(errors) == 1, f"want one error line, got: {p.stderr!r}"
+    for n in needles:
+        assert n in errors[0], f"{n!r} not in {errors[0]!r}"
+    return errors[0]
+
+
+def copy_ckpt(src_prefix, dst_dir):
+    """Copies PREFIX.index and PREFIX.data-* into dst_dir; returns the new prefix."""
+    base = os.path.basename(src_prefix)
+    d = os.path.dirname(src_prefix)
+    for name in os.listdir(d):
+        if name.startswith(base + ".index") or name.startswith(base + ".data-"):
+            shutil.copy(os.path.join(d, name), dst_dir)
+            os.chmod(os.path.join(dst_dir, name), 0o644)
+    return os.path.join(dst_dir, base)
+
+
+def flip(path, offset, mask=0x01):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ mask]))
+
+
+# Expected tensor counts per real case (MANIFEST.md).
+COUNTS = {
+    "empty_prefix_keras": 12, "estimator_dnn_adam_2shards": 66, "estimator_linear_ftrl_2shards": 40,
+    "estimator_tfx_adagrad_ftrl": 60, "index_only_lingvo_snappy": 23, "index_only_minigo_snappy": 333,
+    "keras_tf2_adam_2shards": 18, "keras_tuner_prefix_named_checkpoint": 18,
+    "savedmodel_keras_tfx_slots": 28, "savedmodel_tf1_snappy_index": 5, "savedmodel_tf2_snappy_index": 4,
+    "savedmodel_tfdf_bool_snappy": 6, "savedmodel_tfjs_int64": 3, "t2t_transformer_2shards": 250,
+    "t5x_mtf_bfloat16_missing_shard": 105, "tf2_float64_variant_pinn": 45, "tf2_iterator_variant_int32": 15,
+    "truncated_data_resnet_savedmodel": 252, "v1_abs_path_state": 2, "v1_session_bundle_sharded_name": 2,
+    "v1_traffic_signs_3mb": 10, "v1_vocal_autoencoder_multiblock": 39,
+}
+
+
+@test()
+def help_has_examples_and_usage_errors_exit_2():
+    p = run("--help", code=0)
+    assert "Examples:" in p.stdout and "inspect" in p.stdout
+    p = run("inspect", "--help", code=0)
+    assert "Examples:" in p.stdout and "--json" in p.stdout and "--stats" in p.stdout
+    run(code=2)
+    run("inspect", code=2)
+    run("inspect", "x", "--no-such-flag", code=2)
+    run("frobnicate", code=2)
+
+
+@test(needs_data=True)
+def every_real_case_lists_and_json_matches():
+    for case, count in COUNTS.items():
+        path = data(case)
+        if case == "v1_session_bundle_sharded_name":
+            path = data(case + "/export-00000-of-00001")
+        if case == "truncated_data_resnet_savedmodel":
+            path = data(case + "/variables")
+        p = run("inspect", path, code=0)
+        header = p.stdout.splitlines()[0]
+        assert f"{count} tensors" in header, (case, header)
+        j = json.loads(run("inspect", path, "--json", code=0).stdout)
+        assert len(j["tensors"]) == count, case
+        assert j["format"] in ("v1", "v2")
+        assert j["endianness"] == "little"
+        assert j["total_bytes"] == sum(t["bytes"] for t in j["tensors"]), case
+        for t in j["tensors"]:
+            assert not t["name"].startswith("\x00")
+            assert isinstance(t["shape"], list)
+
+
+@test(needs_data=True)
+def json_fields_for_a_v2_checkpoint():
+    j = json.loads(run("inspect", data("estimator_linear_ftrl_2shards"), "--json", code=0).stdout)
+    assert j["path"].endswith("model.ckpt-5000")
+    assert j["format"] == "v2" and j["num_shards"] == 2
+    gs = [t for t in j["tensors"] if t["name"] == "global_step"][0]
+    assert gs == {"name": "global_step", "dtype": "int64", "shape": [], "bytes": 8, "shard": 0, "offset": 0,
+                  "size": 8, "crc32c": gs["crc32c"]}
+    assert isinstance(gs["crc32c"], int)
+
+
+@test(needs_data=True)
+def values_of_scalars_strings_and_filters():
+    p = run("inspect", data("estimator_dnn_adam_2shards"), "--tensor", "global_step", code=0)
+    assert p.stdout.splitlines()[-1] == "1000"
+    p = run("inspect", data("savedmodel_tf1_snappy_index/variables"), "--tensor", "a", "--tensor", "b", code=0)
+    assert "a float32 []\n0.5\n" in p.stdout and "b float32 []\n2.0\n" in p.stdout
+    p = run("inspect", data("keras_tf2_adam_2shards"), "--tensor", "_CHECKPOINTABLE_OBJECT_GRAPH", code=0)
+    assert p.stdout.splitlines()[1].startswith("b'")
+    p = run("inspect", data("estimator_dnn_adam_2shards"), "--filter", "^dnn/logits/", code=0)
+    names = [l.split()[0] for l in p.stdout.splitlines()[2:]]
+    assert names and all(n.startswith("dnn/logits/") for n in names), names
+    p = run("inspect", data("estimator_dnn_adam_2shards"), "--filter", "([", code=2)
+    one_error_line(p, "--filter")
+    p = run("inspect", data("estimator_dnn_adam_2shards"), "--tensor", "no/such", code=2)
+    one_error_line(p, "no/such")
+
+
+@test(needs_data=True)
+def large_tensor_values_are_summarised_like_numpy():
+    p = run("inspect", data("v1_traffic_signs_3mb"), "--tensor", "Variable_2", code=0)
+    body = p.stdout.splitlines()[1:]
+    assert body[0].startswith("[[") and "..." in body[0], body[0]
+    assert any(l.strip() == "..." for l in body), body
+    assert len(body) == 7, body  # 3 rows, "...", 3 rows
+    full = run("inspect", data("v1_traffic_signs_3mb"), "--tensor", "Variable_9", "--all-values", code=0)
+    assert "..." not in full.stdout
+
+
+@test(needs_data=True)
+def stats_and_tree():
+    p = run("inspect", data("estimator_tfx_adagrad_ftrl"), "--stats", "--filter", "global_step", code=0)
+    row = p.stdout.splitlines()[-1].split()
+    assert row[0] == "global_step" and row[1] == "1000" and row[2] == "1000", row
+    j = json.loads(run("inspect", data("estimator_tfx_adagrad_ftrl"), "--stats", "--json", "--filter",
+                       "global_step", code=0).stdout)
+    assert j["tensors"][0]["stats"]["min"] == 1000
+    p = run("inspect", data("keras_tf2_adam_2shards"), "--tree", code=0)
+    assert p.stdout.startswith("(root)\n")
+    assert "slot m (optimizer)" in p.stdout and "(not in checkpoint)" not in p.stdout
+    p = run("inspect", data("estimator_tfx_adagrad_ftrl"), "--tree", code=0)
+    assert "no object graph" in p.stdout
+    j = json.loads(run("inspect", data("tf2_iterator_variant_int32"), "--tree", "--json", code=0).stdout)
+    assert j["object_graph"][0]["id"] == 0
+    assert any(n["path"] == "net/l1/kernel" for n in j["object_graph"])
+
+
+@test()
+def example_checkpoint_partitioned_listing():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = os.path.join(d, "example", "model.ckpt")
+        subprocess.run([MAKE_EXAMPLE, prefix], check=True, capture_output=True)
+        p = run("inspect", prefix, code=0)
+        lines = p.stdout.splitlines()
+        assert "2 data files, 11 tensors" in lines[0], lines[0]
+        emb = [l for l in lines if l.startswith("wide_deep/embedding/embedding_weights")]
+        assert len(emb) == 1 and emb[0].split()[-1] == "4", emb
+        assert "\\x00" not in p.stdout
+        j = json.loads(run("inspect", prefix, "--json", code=0).stdout)
+        e = [t for t in j["tensors"] if t["name"] == "wide_deep/embedding/embedding_weights"][0]
+        assert e["shape"] == [1000, 16] and e["bytes"] == 64000
+        assert [s["spec"] for s in e["slices"]] == ["0,250:-", "250,250:-", "500,250:-", "750,250:-"]
+        assert [s["shard"] for s in e["slices"]] == [0, 1, 0, 1]
+        dt = {t["name"]: t["dtype"] for t in j["tensors"]}
+        assert dt["wide_deep/dnn/projection_bf16"] == "bfloat16" and dt["global_step"] == "int64"
+        assert dt["wide_deep/vocabulary"] == "string"
+        p = run("inspect", prefix, "--tensor", "wide_deep/vocabulary", code=0)
+        assert p.stdout.splitlines()[1] == "[b'<unk>' b'the' b'of' b'and' b'to' b'in' b'a' b'is']"
+        # Refuses to overwrite.
+        r = subprocess.run([MAKE_EXAMPLE, prefix], capture_output=True, text=True)
+        assert r.returncode != 0 and "exists" in r.stderr
+
+
+@test()
+def partitioned_values_reassembled():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = os.path.join(d, "p")
+        subprocess.run([MAKE_FIXTURE, "partitioned", prefix], check=True)
+        p = run("inspect", prefix, "--tensor", "part", code=0)
+        want = ("part float32 [10, 3]\n[[0.0 1.0 2.0]\n [3.0 4.0 5.0]\n [6.0 7.0 8.0]\n [9.0 10.0 11.0]\n"
+                " [12.0 13.0 14.0]\n [15.0 16.0 17.0]\n [18.0 19.0 20.0]\n [21.0 22.0 23.0]\n [24.0 25.0 26.0]\n"
+                " [27.0 28.0 29.0]]\n")
+        assert p.stdout.endswith(want), p.stdout
+        p = run("inspect", prefix, "--stats", code=0)
+        row = p.stdout.splitlines()[-1].split()
+        assert row[:5] == ["part", "0", "29", "14.5", "8.65544"], row
+
+
+@test()
+def value_kinds_and_stats_specials():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = os.path.join(d, "k")
+        subprocess.run([MAKE_FIXTURE, "kinds", prefix], check=True)
+        out = lambda name: run("inspect", prefix, "--tensor", name, code=0).stdout.splitlines()[1]
+        assert out("half") == "[1.0 -2.0 0.3333]", out("half")
+        assert out("bf16") == "[1.0 3.14]", out("bf16")
+        assert out("flags") == "[True False True]"
+        assert out("cplx") == "[(1.0+-2.0j)]"
+        assert out("specials") == "[nan inf 0.0 1.0 3.0]"
+        assert out("words") == "[b'plain' b'tab\\x09here\\x01' b'']", out("words")
+        assert out("big") == "[0 1 2 ... 1997 1998 1999]", out("big")
+        j = json.loads(run("inspect", prefix, "--stats", "--json", "--filter", "^specials$", code=0).stdout)
+        s = j["tensors"][0]["stats"]
+        assert (s["nan"], s["inf"], s["zeros"], s["count"]) == (1, 1, 1, 5), s
+        assert s["max"] is None  # inf is not JSON
+        assert abs(s["mean"] - 4 / 3) < 1e-12
+
+
+@test()
+def non_utf8_names_keep_json_valid():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = os.path.join(d, "n")
+        subprocess.run([MAKE_FIXTURE, "non_utf8", prefix], check=True)
+        p = run("inspect", prefix, "--json", code=0)
+        j = json.loads(p.stdout)
+        bad = [t for t in j["tensors"] if "name_hex" in t]
+        assert len(bad) == 1 and bad[0]["name_hex"] == b"bad\xff\xfe name".hex(), bad
+        assert "\ufffd" in bad[0]["name"]
+        good = [t for t in j["tensors"] if t["name"] == "good"][0]
+        assert "name_hex" not in good
+
+
+@test(needs_data=True)
+def error_missing_data_file():
+    p = run("inspect", data("t5x_mtf_bfloat16_missing_shard"), code=0)
+    assert "data-00001-of-00002: data file missing" in p.stderr
+    p = run("inspect", data("t5x_mtf_bfloat16_missing_shard"), "--tensor",
+            "decoder/block_000/layer_000/SelfAttention/k", code=3)
+    one_error_line(p, "model.ckpt-0.data-00001-of-00002", "missing")
+    p = run("inspect", data("index_only_minigo_snappy"), "--stats", code=3)
+    one_error_line(p, "minigo.data-00000-of-00001")
+
+
+@test(needs_data=True)
+def error_truncated_data():
+    p = run("inspect", data("truncated_data_resnet_savedmodel/variables"), "--tensor", "global_step", code=3)
+    one_error_line(p, "variables.data-00000-of-00001", 'key "global_step"', "offset", "past the end")
+
+
+@test(needs_data=True)
+def error_damaged_index_files():
+    src = data("savedmodel_tfjs_int64/variables/variables")
+    with tempfile.TemporaryDirectory() as d:
+        prefix = copy_ckpt(src, d)
+        index = prefix + ".index"
+        good = open(index, "rb").read()
+        # Bad magic.
+        flip(index, len(good) - 1)
+        one_error_line(run("inspect", prefix, code=3), "variables.index", "magic")
+        # Truncated index, at several lengths.
+        for n in (0, 10, 47, len(good) // 2, len(good) - 1):
+            open(index, "wb").write(good[:n])
+            one_error_line(run("inspect", prefix, code=3), "variables.index")
+        # Bad block CRC: a byte inside the data block.
+        open(index, "wb").write(good)
+        flip(index, 20)
+        one_error_line(run("inspect", prefix, code=3), "variables.index", "offset 0", "checksum")
+        # Every single-byte change is caught or harmless; none crashes or hangs.
+        for at in range(len(good)):
+            b = bytearray(good)
+            b[at] ^= 0xFF
+            open(index, "wb").write(b)
+            p = run("inspect", prefix, "--json", timeout=20)
+            assert p.returncode in (0, 3), (at, p.returncode, p.stderr)
+            if p.returncode == 3:
+                one_error_line(p)
+
+
+@test(needs_data=True)
+def error_tensor_crc_mismatch_on_read():
+    src = data("estimator_linear_ftrl_2shards/model.ckpt-5000")
+    with tempfile.TemporaryDirectory() as d:
+        prefix = copy_ckpt(src, d)
+        j = json.loads(run("inspect", prefix, "--json", code=0).stdout)
+        t = [t for t in j["tensors"] if t["name"] == "linear/linear_model/bias_weights"][0]
+        datafile = prefix + ".data-%05d-of-00002" % t["shard"]
+        flip(datafile, t["offset"] + 1, 0x10)
+        p = run("inspect", prefix, "--tensor", t["name"], code=3)
+        one_error_line(p, "data-00001-of-00002", 'key "linear/linear_model/bias_weights"',
+                       "offset %d" % t["offset"], "checksum mismatch")
+        # Listing still works: it does not read values.
+        run("inspect", prefix, code=0)
+
+
+@test()
+def error_nonexistent_and_not_a_checkpoint():
+    with tempfile.TemporaryDirectory() as d:
+        one_error_line(run("inspect", os.path.join(d, "nope"), code=3), "nope")
+        one_error_line(run("inspect", d, code=3), "no checkpoint")
+        junk = os.path.join(d, "junk")
+        open(junk, "wb").write(b"not a table at all" * 10)
+        one_error_line(run("inspect", junk, code=3), "junk")
+        bad_state = os.path.join(d, "s")
+        os.mkdir(bad_state)
+        open(os.path.join(bad_state, "checkpoint"), "w").write("model_checkpoint_path: \n")
+        one_error_line(run("inspect", bad_state, code=3), "checkpoint")
+
+
+def main():
+    if not HAVE_DATA and os.environ.get("CI") == "true":
+        print("FAIL: ../shared/testdata/tf is missing under CI=true")
+        return 1
+    passed = failed = skipped = 0
+    for fn, needs_data in TESTS:
+        if needs_data and not HAVE_DATA:
+            skipped += 1
+            print(f"SKIP {fn.__name__} (no testdata)")
+            continue
+        try:
+            fn()
+            passed += 1
+            print(f"ok   {fn.__name__}")
+        except Exception:
+            failed += 1
+            print(f"FAIL {fn.__name__}")
+            traceback.print_exc()
+    print(f"cli: {passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
