@@ -8,7 +8,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libabsl-dev
   libprotobuf-dev protobuf-compiler
   doctest-dev libleveldb-dev libisal-dev libsnappy-dev
-  python3
+  python3 time
 )
 
 missing=()

@@ -243,6 +243,10 @@ def non_utf8_names_keep_json_valid():
         assert "\ufffd" in bad[0]["name"]
         good = [t for t in j["tensors"] if t["name"] == "good"][0]
         assert "name_hex" not in good
+        assert any(t["name"] == 'quote"back\\slash\nnewline\ttab' for t in j["tensors"]), j["tensors"]
+        # The text listing escapes control characters instead of breaking lines.
+        listing = run("inspect", prefix, code=0).stdout
+        assert 'quote\\"back\\\\slash\\x0anewline\\x09tab' in listing, listing
 
 
 @test(needs_data=True)

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   if (mode == "non_utf8") {
     Check((*w)->Add(std::string("bad\xff\xfe name"), 1, {}, Pod<float>({1.5f})));
     Check((*w)->Add("good", 1, {}, Pod<float>({2.5f})));
+    Check((*w)->Add("quote\"back\\slash\nnewline\ttab", 1, {}, Pod<float>({3.5f})));
   } else if (mode == "partitioned") {
     std::string all;
     for (int i = 0; i < 30; ++i) all += Pod<float>({static_cast<float>(i)});

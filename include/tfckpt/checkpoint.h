@@ -93,9 +93,10 @@ class Checkpoint {
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
   const TensorEntry* Find(std::string_view name) const;
 
-  // Every index entry as stored (V2): key and serialized BundleEntryProto, key order.
-  // The header is not included.
-  const std::vector<std::pair<std::string, std::string>>& raw_entries() const { return raw_entries_; }
+  // Visits every index entry as stored (V2): key and serialized BundleEntryProto, in key
+  // order, re-reading the index (nothing is kept in memory). The header (key "") is
+  // included. Not thread-safe against other calls of itself.
+  absl::Status ForEachIndexEntry(const TableReader::Visitor& visit) const;
   const std::string& raw_header() const { return raw_header_; }
 
   // The data file of `shard`, mapped on first use. Thread-safe.
@@ -117,7 +118,7 @@ class Checkpoint {
 
   CheckpointInfo info_;
   std::vector<TensorEntry> tensors_;  // sorted by name
-  std::vector<std::pair<std::string, std::string>> raw_entries_;
+  std::unique_ptr<TableReader> index_;
   std::string raw_header_;
 
   mutable std::mutex mu_;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -42,6 +43,11 @@ std::string HumanBytes(uint64_t bytes) {
     ++u;
   }
   return absl::StrFormat("%.1f %s", v, kUnits[u]);
+}
+
+void KeepUntilExit(std::shared_ptr<const void> object) {
+  static auto* kept = new std::vector<std::shared_ptr<const void>>();  // never freed
+  kept->push_back(std::move(object));
 }
 
 bool IsValidUtf8(std::string_view s) {

@@ -1,6 +1,7 @@
 // Shared by the subcommands: exit codes, error reporting, small formatting helpers.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,10 @@ void Warn(std::string_view command, std::string_view message);
 
 // "1.5 KiB", "3.0 GiB"; bytes below 1 KiB print as "512 B".
 std::string HumanBytes(uint64_t bytes);
+
+// Keeps `object` alive until the process exits and never destroys it: a CLI run ends
+// right after, and tearing down large parsed checkpoints only costs time.
+void KeepUntilExit(std::shared_ptr<const void> object);
 
 // True when `s` is valid UTF-8.
 bool IsValidUtf8(std::string_view s);

@@ -38,11 +38,6 @@ std::string Hex(std::string_view s) {
   return out;
 }
 
-void PutName(json& j, const char* field, const std::string& name) {
-  j[field] = name;
-  if (!IsValidUtf8(name)) j[std::string(field) + "_hex"] = Hex(name);
-}
-
 json StatsJson(const TensorStats& s) {
   auto num = [](long double v) -> json {
     if (std::isnan(v) || std::isinf(v)) return nullptr;
@@ -80,10 +75,111 @@ void CheckDataFiles(const Checkpoint& c) {
   }
 }
 
+// Appends `s` as a JSON string. Invalid UTF-8 bytes become U+FFFD (the exact bytes are
+// given separately as hex).
+void AppendJsonString(std::string* out, std::string_view s) {
+  if (!IsValidUtf8(s)) {
+    *out += json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
+    return;
+  }
+  *out += '"';
+  for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      *out += '\\';
+      *out += ch;
+    } else if (c < 0x20) {
+      absl::StrAppendFormat(out, "\\u%04x", c);
+    } else {
+      *out += ch;
+    }
+  }
+  *out += '"';
+}
+
+void AppendShape(std::string* out, const Shape& shape) {
+  *out += '[';
+  for (size_t i = 0; i < shape.size(); ++i) StrAppend(out, i ? ", " : "", shape[i]);
+  *out += ']';
+}
+
+// Appends the JSON object of one tensor (fields in man tfckpt-inspect) on one line.
+absl::Status AppendTensorJson(const Checkpoint& c, const TensorEntry& t, const InspectArgs& a, std::string* out) {
+  const CheckpointInfo& info = c.info();
+  *out += "{\"name\": ";
+  AppendJsonString(out, t.name);
+  if (!IsValidUtf8(t.name)) StrAppend(out, ", \"name_hex\": \"", Hex(t.name), "\"");
+  StrAppend(out, ", \"dtype\": \"", DTypeName(t.dtype), "\", \"shape\": ");
+  AppendShape(out, t.shape);
+  StrAppend(out, ", \"bytes\": ", t.bytes);
+  auto location = [&](const StoredSlice& s, bool crc) {
+    if (info.format == Format::kV2) {
+      StrAppend(out, ", \"shard\": ", s.data.shard, ", \"offset\": ", s.data.offset, ", \"size\": ", s.data.size);
+      if (crc) StrAppend(out, ", \"crc32c\": ", s.data.masked_crc);
+    } else {
+      *out += ", \"file\": ";
+      AppendJsonString(out, info.v1_files[s.data.v1_file]);
+    }
+  };
+  if (!t.partitioned) {
+    location(t.slices[0], true);
+  } else {
+    *out += ", \"slices\": [";
+    for (size_t i = 0; i < t.slices.size(); ++i) {
+      const StoredSlice& s = t.slices[i];
+      StrAppend(out, i ? ", " : "", "{\"spec\": \"", SliceString(s.region, t.shape), "\", \"shape\": ");
+      AppendShape(out, s.region.shape);
+      location(s, false);
+      *out += '}';
+    }
+    *out += ']';
+  }
+  if (!t.defect.empty()) {
+    *out += ", \"defect\": ";
+    AppendJsonString(out, t.defect);
+  }
+  if (a.stats) {
+    TFCKPT_ASSIGN_OR_RETURN(TensorStats st, ComputeStats(c, t));
+    if (st.numeric) StrAppend(out, ", \"stats\": ", StatsJson(st).dump());
+  }
+  if (!a.tensors.empty()) {
+    PrintOptions po;
+    po.all_values = a.all_values;
+    TFCKPT_ASSIGN_OR_RETURN(std::string values, FormatValues(c, t, po));
+    *out += ", \"values\": ";
+    AppendJsonString(out, values);
+  }
+  *out += '}';
+  return absl::OkStatus();
+}
+
+json ObjectGraphJson(const pb::TrackableObjectGraph& g) {
+  const auto paths = ObjectPaths(g);
+  json nodes = json::array();
+  for (int i = 0; i < g.nodes_size(); ++i) {
+    const auto& n = g.nodes(i);
+    json ch = json::array(), at = json::array(), sl = json::array();
+    for (const auto& r : n.children()) ch.push_back({{"node_id", r.node_id()}, {"local_name", r.local_name()}});
+    for (const auto& x : n.attributes()) {
+      at.push_back({{"name", x.name()}, {"full_name", x.full_name()}, {"checkpoint_key", x.checkpoint_key()}});
+    }
+    for (const auto& x : n.slot_variables()) {
+      sl.push_back({{"original_variable_node_id", x.original_variable_node_id()},
+                    {"slot_name", x.slot_name()},
+                    {"slot_variable_node_id", x.slot_variable_node_id()}});
+    }
+    nodes.push_back({{"id", i}, {"path", paths[i]}, {"children", std::move(ch)}, {"attributes", std::move(at)},
+                     {"slot_variables", std::move(sl)}});
+  }
+  return nodes;
+}
+
 int RunInspect(const InspectArgs& a) {
   auto opened = Checkpoint::Open(a.ckpt);
   if (!opened.ok()) return ReportError("inspect", opened.status());
-  const Checkpoint& c = **opened;
+  std::shared_ptr<const Checkpoint> keep = std::move(*opened);
+  KeepUntilExit(keep);
+  const Checkpoint& c = *keep;
   const CheckpointInfo& info = c.info();
 
   std::optional<std::regex> filter;
@@ -124,88 +220,39 @@ int RunInspect(const InspectArgs& a) {
   }
 
   if (a.json) {
-    json doc;
-    doc["path"] = info.prefix;
-    doc["format"] = info.format == Format::kV2 ? "v2" : "v1";
-    doc["num_shards"] = info.format == Format::kV2 ? info.num_shards : static_cast<int32_t>(info.v1_files.size());
-    doc["endianness"] = info.big_endian ? "big" : "little";
-    doc["total_bytes"] = total;
-    json list = json::array();
+    // Streamed: the header fields, then one tensor object per line, so memory does not
+    // grow with a DOM of the whole listing.
+    std::string out = "{\n";
+    auto field = [&out](const char* key, const json& value) {
+      out += "  ";
+      out += json(key).dump();
+      out += ": ";
+      out += value.dump(-1, ' ', false, json::error_handler_t::replace);
+      out += ",\n";
+    };
+    field("path", info.prefix);
+    field("format", info.format == Format::kV2 ? "v2" : "v1");
+    field("num_shards", info.format == Format::kV2 ? info.num_shards : static_cast<int32_t>(info.v1_files.size()));
+    field("endianness", info.big_endian ? "big" : "little");
+    field("total_bytes", total);
+    out += "  \"tensors\": [";
+    bool first = true;
     for (const TensorEntry* t : selected) {
-      json j;
-      PutName(j, "name", t->name);
-      j["dtype"] = DTypeName(t->dtype);
-      j["shape"] = t->shape;
-      j["bytes"] = t->bytes;
-      if (!t->partitioned) {
-        const StoredSlice& s = t->slices[0];
-        if (info.format == Format::kV2) {
-          j["shard"] = s.data.shard;
-          j["offset"] = s.data.offset;
-          j["size"] = s.data.size;
-          j["crc32c"] = s.data.masked_crc;
-        } else {
-          j["file"] = info.v1_files[s.data.v1_file];
-        }
-      } else {
-        json slices = json::array();
-        for (const StoredSlice& s : t->slices) {
-          json js{{"spec", SliceString(s.region, t->shape)}, {"shape", s.region.shape}};
-          if (info.format == Format::kV2) {
-            js["shard"] = s.data.shard;
-            js["offset"] = s.data.offset;
-            js["size"] = s.data.size;
-          } else {
-            js["file"] = info.v1_files[s.data.v1_file];
-          }
-          slices.push_back(std::move(js));
-        }
-        j["slices"] = std::move(slices);
+      out += first ? "\n    " : ",\n    ";
+      first = false;
+      if (absl::Status s = AppendTensorJson(c, *t, a, &out); !s.ok()) return ReportError("inspect", s);
+      if (out.size() > (1 << 20)) {
+        std::cout << out;
+        out.clear();
       }
-      if (!t->defect.empty()) j["defect"] = t->defect;
-      if (a.stats) {
-        auto st = ComputeStats(c, *t);
-        if (!st.ok()) return ReportError("inspect", st.status());
-        if (st->numeric) j["stats"] = StatsJson(*st);
-      }
-      if (!a.tensors.empty()) {
-        PrintOptions po;
-        po.all_values = a.all_values;
-        auto v = FormatValues(c, *t, po);
-        if (!v.ok()) return ReportError("inspect", v.status());
-        j["values"] = *v;
-      }
-      list.push_back(std::move(j));
     }
-    doc["tensors"] = std::move(list);
+    out += first ? "]" : "\n  ]";
     if (a.tree) {
-      if (!graph) {
-        doc["object_graph"] = nullptr;
-      } else {
-        const auto paths = ObjectPaths(*graph);
-        json nodes = json::array();
-        for (int i = 0; i < graph->nodes_size(); ++i) {
-          const auto& n = graph->nodes(i);
-          json jn{{"id", i}, {"path", paths[i]}};
-          json ch = json::array(), at = json::array(), sl = json::array();
-          for (const auto& r : n.children()) ch.push_back({{"node_id", r.node_id()}, {"local_name", r.local_name()}});
-          for (const auto& x : n.attributes()) {
-            at.push_back({{"name", x.name()}, {"full_name", x.full_name()}, {"checkpoint_key", x.checkpoint_key()}});
-          }
-          for (const auto& x : n.slot_variables()) {
-            sl.push_back({{"original_variable_node_id", x.original_variable_node_id()},
-                          {"slot_name", x.slot_name()},
-                          {"slot_variable_node_id", x.slot_variable_node_id()}});
-          }
-          jn["children"] = std::move(ch);
-          jn["attributes"] = std::move(at);
-          jn["slot_variables"] = std::move(sl);
-          nodes.push_back(std::move(jn));
-        }
-        doc["object_graph"] = std::move(nodes);
-      }
+      out += ",\n  \"object_graph\": ";
+      out += graph ? ObjectGraphJson(*graph).dump() : "null";
     }
-    std::cout << doc.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    out += "\n}\n";
+    std::cout << out;
     return kExitOk;
   }
 
@@ -227,14 +274,21 @@ int RunInspect(const InspectArgs& a) {
                                info.format == Format::kV2 ? (files == 1 ? "data file" : "data files")
                                                           : (files == 1 ? "file" : "files"),
                                c.tensors().size(), HumanBytes(total), total);
+    std::vector<std::string> names;
+    names.reserve(selected.size());
     size_t w = 4;
-    for (const TensorEntry* t : selected) w = std::max(w, PrintableKey(t->name).size());
-    std::cout << absl::StrFormat("%-*s  %-10s  %-18s  %10s  %s\n", w, "NAME", "DTYPE", "SHAPE", "SIZE", "SLICES");
     for (const TensorEntry* t : selected) {
-      std::cout << absl::StrFormat("%-*s  %-10s  %-18s  %10s  %s\n", w, PrintableKey(t->name), DTypeName(t->dtype),
-                                   ShapeString(t->shape), HumanBytes(t->bytes),
-                                   t->partitioned ? StrCat(t->slices.size()) : "-");
+      names.push_back(PrintableKey(t->name));
+      w = std::max(w, names.back().size());
     }
+    std::string out = absl::StrFormat("%-*s  %-10s  %-18s  %10s  %s\n", w, "NAME", "DTYPE", "SHAPE", "SIZE", "SLICES");
+    for (size_t i = 0; i < selected.size(); ++i) {
+      const TensorEntry* t = selected[i];
+      absl::StrAppendFormat(&out, "%-*s  %-10s  %-18s  %10s  %s\n", w, names[i], DTypeName(t->dtype),
+                            ShapeString(t->shape), HumanBytes(t->bytes),
+                            t->partitioned ? StrCat(t->slices.size()) : "-");
+    }
+    std::cout << out;
     return kExitOk;
   }
   if (a.stats) {

@@ -210,53 +210,30 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenV2(const std::string
   c->info_.format = Format::kV2;
   c->info_.prefix = prefix;
   c->info_.index_path = prefix + ".index";
-  TFCKPT_ASSIGN_OR_RETURN(auto table, TableReader::Open(c->info_.index_path));
-  c->info_.index_size = table->file_size();
-  TFCKPT_RETURN_IF_ERROR(c->LoadV2Entries(*table));
-  c->info_.index_has_snappy = table->saw_snappy();
+  TFCKPT_ASSIGN_OR_RETURN(c->index_, TableReader::Open(c->info_.index_path));
+  c->info_.index_size = c->index_->file_size();
+  TFCKPT_RETURN_IF_ERROR(c->LoadV2Entries(*c->index_));
+  c->info_.index_has_snappy = c->index_->saw_snappy();
   return c;
+}
+
+absl::Status Checkpoint::ForEachIndexEntry(const TableReader::Visitor& visit) const {
+  if (!index_) return absl::FailedPreconditionError(StrCat(info_.prefix, ": not a V2 checkpoint"));
+  return index_->ForEach(visit);
 }
 
 absl::Status Checkpoint::LoadV2Entries(TableReader& table) {
   const std::string& path = info_.index_path;
-  bool have_header = false;
-  std::map<std::string, size_t> slice_entries;  // slice key -> raw_entries_ index
-  std::vector<size_t> name_entries;
-  TFCKPT_RETURN_IF_ERROR(table.ForEach([&](std::string_view key, std::string_view value, uint64_t block) {
-    if (key.empty()) {
-      raw_header_.assign(value);
-      have_header = true;
-      return absl::OkStatus();
-    }
-    if (!have_header) return DataLossAt(path, key, block, "index has no header entry (empty key) before tensors");
-    if (IsSliceKey(key)) {
-      slice_entries.emplace(std::string(key), raw_entries_.size());
-    } else {
-      name_entries.push_back(raw_entries_.size());
-    }
-    raw_entries_.emplace_back(std::string(key), std::string(value));
-    return absl::OkStatus();
-  }));
-  if (!have_header) return DataLossAt(path, "", -1, "index has no header entry");
-  pb::BundleHeaderProto header;
-  if (!header.ParseFromString(raw_header_)) return DataLossAt(path, "", -1, "header is not a BundleHeaderProto");
-  TFCKPT_RETURN_IF_ERROR(Annotate(CheckVersion(header.version()), path));
-  if (header.endianness() != pb::BundleHeaderProto::LITTLE && header.endianness() != pb::BundleHeaderProto::BIG) {
-    return DataLossAt(path, "", -1, StrCat("header has unknown endianness ", header.endianness()));
-  }
-  if (header.num_shards() < 0 || header.num_shards() > kMaxShards) {
-    return DataLossAt(path, "", -1, StrCat("header has implausible num_shards ", header.num_shards()));
-  }
-  info_.num_shards = header.num_shards();
-  info_.big_endian = header.endianness() == pb::BundleHeaderProto::BIG;
-  info_.producer = header.version().producer();
-  info_.min_consumer = header.version().min_consumer();
-  for (int32_t i = 0; i < info_.num_shards; ++i) info_.data_files.push_back(DataFileName(info_.prefix, i, info_.num_shards));
-  data_files_.resize(info_.num_shards);
+  // Slice entries, kept until every metadata entry has claimed its slices.
+  struct SliceEntry {
+    pb::BundleEntryProto entry;
+    bool used = false;
+  };
+  std::map<std::string, SliceEntry> slice_entries;
+  std::vector<std::pair<size_t, pb::BundleEntryProto>> partitioned;  // tensors_ index, metadata
 
-  std::vector<bool> slice_used(raw_entries_.size(), false);
   // Fills `data` from a stored entry and returns a defect description or "".
-  auto stored = [&](const std::string& key, const pb::BundleEntryProto& e, int32_t dtype, const Shape& shape,
+  auto stored = [&](std::string_view key, const pb::BundleEntryProto& e, int32_t dtype, const Shape& shape,
                     StoredData* data) -> std::string {
     data->shard = e.shard_id();
     data->offset = static_cast<uint64_t>(e.offset());
@@ -264,7 +241,7 @@ absl::Status Checkpoint::LoadV2Entries(TableReader& table) {
     data->masked_crc = e.crc32c();
     if (e.shard_id() < 0 || e.shard_id() >= info_.num_shards) {
       return StrCat("entry \"", PrintableKey(key), "\" names data file ", e.shard_id(), " but the header has ",
-                          info_.num_shards);
+                    info_.num_shards);
     }
     if (e.offset() < 0 || e.size() < 0) return StrCat("entry \"", PrintableKey(key), "\" has a negative offset or size");
     const DTypeInfo* info = LookupDType(dtype);
@@ -273,72 +250,103 @@ absl::Status Checkpoint::LoadV2Entries(TableReader& table) {
       const int64_t n = *NumElements(shape);
       if (n > INT64_MAX / info->element_size || e.size() != n * info->element_size) {
         return StrCat("entry \"", PrintableKey(key), "\" has size ", e.size(), " but ", ShapeString(shape), " ",
-                            info->name, " needs ", n, " x ", info->element_size, " bytes");
+                      info->name, " needs ", n, " x ", info->element_size, " bytes");
       }
     }
     return "";
   };
 
-  for (size_t idx : name_entries) {
-    const auto& [key, value] = raw_entries_[idx];
-    pb::BundleEntryProto e;
-    if (!e.ParseFromString(value)) return DataLossAt(path, key, -1, "entry is not a BundleEntryProto");
-    TensorEntry t;
-    t.name = key;
-    t.dtype = e.dtype();
+  bool have_header = false;
+  pb::BundleEntryProto e;
+  TFCKPT_RETURN_IF_ERROR(table.ForEach([&](std::string_view key, std::string_view value, uint64_t block) {
+    if (key.empty()) {
+      raw_header_.assign(value);
+      have_header = true;
+      pb::BundleHeaderProto header;
+      if (!header.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+        return DataLossAt(path, "", block, "header is not a BundleHeaderProto");
+      }
+      TFCKPT_RETURN_IF_ERROR(Annotate(CheckVersion(header.version()), path));
+      if (header.endianness() != pb::BundleHeaderProto::LITTLE && header.endianness() != pb::BundleHeaderProto::BIG) {
+        return DataLossAt(path, "", block, StrCat("header has unknown endianness ", header.endianness()));
+      }
+      if (header.num_shards() < 0 || header.num_shards() > kMaxShards) {
+        return DataLossAt(path, "", block, StrCat("header has implausible num_shards ", header.num_shards()));
+      }
+      info_.num_shards = header.num_shards();
+      info_.big_endian = header.endianness() == pb::BundleHeaderProto::BIG;
+      info_.producer = header.version().producer();
+      info_.min_consumer = header.version().min_consumer();
+      return absl::OkStatus();
+    }
+    if (!have_header) return DataLossAt(path, key, block, "index has no header entry (empty key) before tensors");
+    if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      return DataLossAt(path, key, block, "entry is not a BundleEntryProto");
+    }
+    if (IsSliceKey(key)) {
+      slice_entries[std::string(key)].entry = e;
+      return absl::OkStatus();
+    }
     auto shape = ShapeFromProto(e.shape());
-    if (!shape.ok()) return DataLossAt(path, key, -1, SV(shape.status().message()));
-    t.shape = *shape;
+    if (!shape.ok()) return DataLossAt(path, key, block, SV(shape.status().message()));
+    TensorEntry& t = tensors_.emplace_back();
+    t.name.assign(key);
+    t.dtype = e.dtype();
+    t.shape = std::move(*shape);
     if (e.slices_size() == 0) {
-      StoredSlice s;
+      StoredSlice& s = t.slices.emplace_back();
       s.region = Region::Full(t.shape);
-      s.key = key;
+      s.key = t.name;
       t.defect = stored(key, e, t.dtype, t.shape, &s.data);
       t.bytes = s.data.size;
-      t.slices.push_back(std::move(s));
     } else {
       t.partitioned = true;
-      for (const auto& sp : e.slices()) {
-        StoredSlice s;
-        s.extents = ExtentsFromProto(sp);
-        auto region = RegionOf(s.extents, t.shape);
-        if (!region.ok()) {
-          if (t.defect.empty()) t.defect = std::string(SV(region.status().message()));
-          continue;
-        }
-        s.region = *region;
-        s.key = EncodeSliceKey(t.name, s.extents);
-        auto it = slice_entries.find(s.key);
-        if (it == slice_entries.end()) {
-          if (t.defect.empty()) t.defect = StrCat("slice ", SliceString(s.region, t.shape), " has no entry");
-          continue;
-        }
-        slice_used[it->second] = true;
-        pb::BundleEntryProto se;
-        if (!se.ParseFromString(raw_entries_[it->second].second)) {
-          return DataLossAt(path, s.key, -1, "slice entry is not a BundleEntryProto");
-        }
-        auto sshape = ShapeFromProto(se.shape());
-        std::string d;
-        if (!sshape.ok() || *sshape != s.region.shape) {
-          d = StrCat("slice ", SliceString(s.region, t.shape), " entry has shape ",
-                           sshape.ok() ? ShapeString(*sshape) : "(invalid)");
-        } else if (se.dtype() != e.dtype()) {
-          d = StrCat("slice ", SliceString(s.region, t.shape), " entry has dtype ", DTypeName(se.dtype()));
-        } else {
-          d = stored(s.key, se, t.dtype, s.region.shape, &s.data);
-        }
-        if (t.defect.empty()) t.defect = d;
-        t.bytes += s.data.size;
-        t.slices.push_back(std::move(s));
-      }
+      partitioned.emplace_back(tensors_.size() - 1, e);
     }
-    tensors_.push_back(std::move(t));
+    return absl::OkStatus();
+  }));
+  if (!have_header) return DataLossAt(path, "", -1, "index has no header entry");
+  for (int32_t i = 0; i < info_.num_shards; ++i) info_.data_files.push_back(DataFileName(info_.prefix, i, info_.num_shards));
+  data_files_.resize(info_.num_shards);
+
+  for (auto& [idx, meta] : partitioned) {
+    TensorEntry& t = tensors_[idx];
+    for (const auto& sp : meta.slices()) {
+      StoredSlice s;
+      s.extents = ExtentsFromProto(sp);
+      auto region = RegionOf(s.extents, t.shape);
+      if (!region.ok()) {
+        if (t.defect.empty()) t.defect = std::string(SV(region.status().message()));
+        continue;
+      }
+      s.region = *region;
+      s.key = EncodeSliceKey(t.name, s.extents);
+      auto it = slice_entries.find(s.key);
+      if (it == slice_entries.end()) {
+        if (t.defect.empty()) t.defect = StrCat("slice ", SliceString(s.region, t.shape), " has no entry");
+        continue;
+      }
+      it->second.used = true;
+      const pb::BundleEntryProto& se = it->second.entry;
+      auto sshape = ShapeFromProto(se.shape());
+      std::string d;
+      if (!sshape.ok() || *sshape != s.region.shape) {
+        d = StrCat("slice ", SliceString(s.region, t.shape), " entry has shape ",
+                   sshape.ok() ? ShapeString(*sshape) : "(invalid)");
+      } else if (se.dtype() != t.dtype) {
+        d = StrCat("slice ", SliceString(s.region, t.shape), " entry has dtype ", DTypeName(se.dtype()));
+      } else {
+        d = stored(s.key, se, t.dtype, s.region.shape, &s.data);
+      }
+      if (t.defect.empty()) t.defect = d;
+      t.bytes += s.data.size;
+      t.slices.push_back(std::move(s));
+    }
   }
-  for (const auto& [key, idx] : slice_entries) {
-    if (!slice_used[idx]) info_.orphan_slice_keys.push_back(key);
+  for (const auto& [key, se] : slice_entries) {
+    if (!se.used) info_.orphan_slice_keys.push_back(key);
   }
-  // raw_entries_ are in key order, so names are already sorted bytewise.
+  // Index keys are in byte order, so tensors_ is sorted by name.
   return absl::OkStatus();
 }
 

@@ -1,10 +1,16 @@
 #include "tfckpt/status.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace tfckpt {
 
 std::string PrintableKey(std::string_view key) {
+  const bool plain = std::all_of(key.begin(), key.end(), [](char ch) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    return c >= 0x20 && c != 0x7F && c != '\\' && c != '"';
+  });
+  if (plain) return std::string(key);
   std::string out;
   out.reserve(key.size());
   for (unsigned char c : key) {

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs missing Debian packages, then configures and builds tfckpt in BUILD_DIR
+# (default: build). Extra arguments go to `meson setup`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${BUILD_DIR:-build}
+scripts/install-deps.sh
+if [ -f "$build_dir/build.ninja" ]; then
+  meson setup --reconfigure "$build_dir" "$@" >/dev/null
+else
+  meson setup "$build_dir" "$@" >/dev/null
+fi
+meson compile -C "$build_dir" >/dev/null
