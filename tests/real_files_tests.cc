@@ -150,6 +150,14 @@ TEST_CASE("every real case: every tensor CRC verifies where the data is present"
       case Data::kPresent:
         CHECK(ok == static_cast<int>(k.tensors));
         CHECK(missing + damaged == 0);
+        if (k.format == tfckpt::Format::kV2) {
+          // TF packs data files densely: the tensors of each file add up to its size.
+          std::vector<uint64_t> used(c->info().num_shards, 0);
+          for (const auto& t : c->tensors()) used[t.slices[0].data.shard] += t.slices[0].data.size;
+          for (int32_t i = 0; i < c->info().num_shards; ++i) {
+            CHECK(used[i] == std::filesystem::file_size(c->info().data_files[i]));
+          }
+        }
         break;
       case Data::kIndexOnly:
         CHECK(missing == static_cast<int>(k.tensors));

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "test_util.h"
+#include "tfckpt/bundle_proto.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/crc32c.h"
@@ -314,4 +315,67 @@ TEST_CASE("table reader rejects damaged files with the offset in the message") {
     flipped[at] ^= 0x5a;
     (void)open_all(flipped);
   }
+}
+
+TEST_CASE("big-endian bundles are checked on the raw bytes and byte-swapped on read") {
+  TempDir dir;
+  const std::string prefix = dir / "be";
+  // Data file: float32 [2] = {1.5, -2.0} big-endian, then int16 scalar 0x0102, then the
+  // strings {"ab", ""} whose length-checksum word is big-endian.
+  const std::string f = tfckpt::testing::Bytes({0x3F, 0xC0, 0x00, 0x00, 0xC0, 0x00, 0x00, 0x00});
+  const std::string i16 = tfckpt::testing::Bytes({0x01, 0x02});
+  uint32_t lc = 0;
+  for (uint32_t len : {2u, 0u}) {
+    const unsigned char be[4] = {static_cast<unsigned char>(len >> 24), static_cast<unsigned char>(len >> 16),
+                                 static_cast<unsigned char>(len >> 8), static_cast<unsigned char>(len)};
+    lc = tfckpt::crc32c::Extend(lc, be, 4);
+  }
+  const uint32_t masked_lc = tfckpt::crc32c::Mask(lc);
+  std::string str = tfckpt::testing::Bytes({0x02, 0x00});
+  const std::string lc_be = tfckpt::testing::Bytes({static_cast<int>(masked_lc >> 24), static_cast<int>((masked_lc >> 16) & 0xff),
+                                                    static_cast<int>((masked_lc >> 8) & 0xff), static_cast<int>(masked_lc & 0xff)});
+  str += lc_be + "ab";
+  uint32_t sc = tfckpt::crc32c::Extend(lc, lc_be.data(), 4);
+  sc = tfckpt::crc32c::Extend(sc, "ab", 2);
+  WriteFile(prefix + ".data-00000-of-00001", f + i16 + str);
+  {
+    auto out = tfckpt::OutputFile::Create(prefix + ".index");
+    REQUIRE(out.ok());
+    tfckpt::TableWriter w(out->get());
+    std::string v;
+    tfckpt::MakeHeader(1, /*big_endian=*/true).SerializeToString(&v);
+    REQUIRE(w.Add("", v).ok());
+    v.clear();
+    tfckpt::MakeEntry(1, {2}, 0, 0, 8, tfckpt::crc32c::Mask(tfckpt::crc32c::Value(f))).SerializeToString(&v);
+    REQUIRE(w.Add("f", v).ok());
+    v.clear();
+    tfckpt::MakeEntry(5, {}, 0, 8, 2, tfckpt::crc32c::Mask(tfckpt::crc32c::Value(i16))).SerializeToString(&v);
+    REQUIRE(w.Add("i", v).ok());
+    v.clear();
+    tfckpt::MakeEntry(7, {2}, 0, 10, str.size(), tfckpt::crc32c::Mask(sc)).SerializeToString(&v);
+    REQUIRE(w.Add("s", v).ok());
+    REQUIRE(w.Finish().ok());
+    REQUIRE((*out)->Close().ok());
+    REQUIRE((*out)->Commit().ok());
+  }
+  auto c = tfckpt::Checkpoint::Open(prefix);
+  REQUIRE(c.ok());
+  CHECK((*c)->info().big_endian);
+  auto fb = (*c)->Read(*(*c)->Find("f"), (*c)->Find("f")->slices[0]);
+  REQUIRE(fb.ok());
+  float vals[2];
+  std::memcpy(vals, fb->data.data(), 8);
+  CHECK(vals[0] == 1.5f);
+  CHECK(vals[1] == -2.0f);
+  auto ib = (*c)->Read(*(*c)->Find("i"), (*c)->Find("i")->slices[0]);
+  REQUIRE(ib.ok());
+  int16_t iv;
+  std::memcpy(&iv, ib->data.data(), 2);
+  CHECK(iv == 0x0102);
+  auto sb = (*c)->Read(*(*c)->Find("s"), (*c)->Find("s")->slices[0]);
+  REQUIRE(sb.ok());
+  auto d = tfckpt::DecodeStrings(sb->data, 2);  // handed out in little-endian layout
+  REQUIRE(d.ok());
+  CHECK(d->elements[0] == "ab");
+  CHECK(d->elements[1] == "");
 }
