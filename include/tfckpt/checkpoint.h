@@ -23,6 +23,21 @@ namespace tfckpt {
 
 enum class Format { kV2, kV1 };
 
+enum class Severity { kError, kWarning };
+
+// One problem found in a checkpoint: a stable check id (man tfckpt-validate), where it
+// is, and what is wrong.
+struct Finding {
+  std::string check;
+  Severity severity = Severity::kError;
+  std::string file, key;
+  int64_t offset = -1;
+  std::string message;
+};
+
+// The finding an error status describes (its check id and location payloads).
+Finding FindingOf(const absl::Status& s, Severity severity = Severity::kError);
+
 // Where the bytes of one stored piece live.
 struct StoredData {
   // V2: data file `shard`, bytes [offset, offset + size), masked CRC-32C `masked_crc`.
@@ -55,6 +70,7 @@ struct TensorEntry {
   // Why this tensor cannot be read (unknown dtype, missing slice entry, size not matching
   // its shape, ...); empty when it looks readable. The rest of the checkpoint stays usable.
   std::string defect;
+  std::string defect_check;  // its check id (man tfckpt-validate), e.g. "entry.size"
 };
 
 struct CheckpointInfo {
@@ -81,13 +97,19 @@ struct TensorBytes {
 
 class Checkpoint {
  public:
-  // Opens what the user named: a V2 prefix, a `.index` path, a directory (its
-  // `checkpoint` state file, else its single `*.index`, else `variables/variables`),
-  // or a V1 file / pattern. See docs/ARCHITECTURE.md for the exact rules.
-  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& spec);
-  static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenV2(const std::string& prefix);
+  // Opens what the user named (see ResolveCheckpoint).
+  //
+  // Without `findings`, the first damaged table block, header or entry fails the open.
+  // With `findings` (validate), such damage is recorded there and the load goes on with
+  // the rest; only an index that cannot be opened at all fails. In both modes, tensors
+  // whose entries are inconsistent are listed with a `defect`.
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& spec,
+                                                          std::vector<Finding>* findings = nullptr);
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenV2(const std::string& prefix,
+                                                            std::vector<Finding>* findings = nullptr);
   static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenV1(const std::string& pattern,
-                                                            std::vector<std::string> files);
+                                                            std::vector<std::string> files,
+                                                            std::vector<Finding>* findings = nullptr);
 
   const CheckpointInfo& info() const { return info_; }
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
@@ -112,8 +134,8 @@ class Checkpoint {
 
  private:
   Checkpoint() = default;
-  absl::Status LoadV2Entries(TableReader& table);
-  absl::Status LoadV1(const std::vector<std::string>& files);
+  absl::Status LoadV2Entries(TableReader& table, std::vector<Finding>* findings);
+  absl::Status LoadV1(const std::vector<std::string>& files, std::vector<Finding>* findings);
   absl::StatusOr<TensorBytes> ReadV1(const TensorEntry& t, const StoredSlice& s) const;
 
   CheckpointInfo info_;
@@ -125,6 +147,23 @@ class Checkpoint {
   mutable std::vector<std::unique_ptr<MappedFile>> data_files_;
   mutable std::vector<std::unique_ptr<TableReader>> v1_tables_;
 };
+
+// What a CKPT argument names. In order: `X` ending in `.index`; `X.index` exists (V2
+// prefix `X`); a directory (its `checkpoint` state file, else its single `*.index`, else
+// `variables/variables`); a V1 table file (a `…-NNNNN-of-MMMMM` name brings in all its
+// shards); a V1 glob pattern or `X-?????-of-?????`.
+struct ResolvedCheckpoint {
+  Format format = Format::kV2;
+  std::string prefix;                 // V2 prefix, or V1 path / pattern
+  std::vector<std::string> v1_files;  // V1 only
+  std::vector<std::string> notes;     // how it was resolved
+  std::string state_dir;              // the directory whose state file was used, or ""
+};
+absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec);
+
+// Walks every entry of `table`. Without `findings`, stops at the first error (of the
+// table or of `visit`); with it, records errors there and continues with the next block.
+absl::Status VisitTable(TableReader& table, std::vector<Finding>* findings, const TableReader::Visitor& visit);
 
 // Name of data file `shard` of `num_shards` for `prefix`: PREFIX.data-00000-of-00002.
 std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards);

@@ -29,10 +29,28 @@
 
 namespace tfckpt {
 
-// Errors about the contents of a file carry where they were found. The message reads
-// "FILE: key "KEY": offset N: what" with the parts that are known.
-absl::Status DataLossAt(std::string_view file, std::string_view key, int64_t offset,
+// Errors about the contents of a file carry a stable check id (documented in
+// man/tfckpt-validate.1, e.g. "table.block-crc") and where they were found. The message
+// reads "FILE: key "KEY": offset N: what" with the parts that are known; the parts are
+// also attached as payloads so `validate` can report them as fields (see ErrorInfoOf).
+absl::Status DataLossAt(std::string_view check, std::string_view file, std::string_view key, int64_t offset,
                         std::string_view what);
+
+// A DataLoss error without a location yet (payload decoders), with a check id.
+absl::Status DataLossCheck(std::string_view check, std::string_view what);
+
+// Places `inner` (e.g. from DecodeStrings) at FILE/KEY/OFFSET, keeping its check id, or
+// using `fallback_check` when it has none. Keeps inner's code.
+absl::Status Locate(const absl::Status& inner, std::string_view fallback_check, std::string_view file,
+                    std::string_view key, int64_t offset);
+
+struct ErrorInfo {
+  std::string check;  // "" when the error carries none
+  std::string file, key;
+  int64_t offset = -1;
+  std::string what;   // the message without the location prefix
+};
+ErrorInfo ErrorInfoOf(const absl::Status& s);
 
 // Prefixes `status`'s message with `context + ": "`, keeping its code.
 absl::Status Annotate(const absl::Status& status, std::string_view context);

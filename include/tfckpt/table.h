@@ -58,6 +58,15 @@ class TableReader {
   // entry bounds and that keys strictly increase. Stops at the first error.
   absl::Status ForEach(const Visitor& visit);
 
+  // Key order state carried from block to block.
+  struct KeyOrder {
+    bool any = false;
+    std::string last;
+  };
+  // Visits the entries of data block `i` (reading and checking it); keys must be greater
+  // than order->last. For callers that go on after a damaged block (validate).
+  absl::Status VisitBlock(size_t i, KeyOrder* order, const Visitor& visit);
+
   // The value stored under `key`, or nullopt.
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key);
 
@@ -65,10 +74,6 @@ class TableReader {
   explicit TableReader(std::unique_ptr<MappedFile> file) : file_(std::move(file)) {}
   // Block contents after CRC check and decompression; `storage` owns decompressed bytes.
   absl::StatusOr<std::string_view> ReadBlock(const BlockHandle& h, std::string* storage);
-  struct KeyOrder {
-    bool any = false;
-    std::string last;
-  };
   // Visits the entries of one block. When `order` is given, keys must be strictly
   // greater than order->last (across calls) and it is updated.
   absl::Status ParseBlock(std::string_view block, uint64_t block_offset, KeyOrder* order,

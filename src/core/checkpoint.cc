@@ -6,6 +6,7 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -87,6 +88,26 @@ std::vector<std::string> IndexFilesIn(const std::string& dir) {
 
 }  // namespace
 
+Finding FindingOf(const absl::Status& s, Severity severity) {
+  ErrorInfo e = ErrorInfoOf(s);
+  return Finding{e.check.empty() ? "input" : e.check, severity, e.file, e.key, e.offset, e.what};
+}
+
+absl::Status VisitTable(TableReader& table, std::vector<Finding>* findings, const TableReader::Visitor& visit) {
+  if (findings == nullptr) return table.ForEach(visit);
+  // Lenient: a damaged block or entry is recorded and the walk goes on with the next.
+  TableReader::KeyOrder order;
+  for (size_t i = 0; i < table.data_blocks().size(); ++i) {
+    absl::Status s = table.VisitBlock(i, &order, [&](std::string_view k, std::string_view v, uint64_t off) {
+      absl::Status r = visit(k, v, off);
+      if (!r.ok()) findings->push_back(FindingOf(r));
+      return absl::OkStatus();
+    });
+    if (!s.ok()) findings->push_back(FindingOf(s));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes) {
   const std::string path = JoinPath(dir, "checkpoint");
   std::ifstream in(path, std::ios::binary);
@@ -104,10 +125,10 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
   } errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(buf.str(), &state)) {
-    return absl::DataLossError(StrCat(path, ": not a checkpoint state file: ", errors.first));
+    return DataLossAt("state.parse", path, "", -1, StrCat("not a checkpoint state file: ", errors.first));
   }
   if (state.model_checkpoint_path().empty()) {
-    return absl::DataLossError(StrCat(path, ": model_checkpoint_path is empty"));
+    return DataLossAt("state.parse", path, "", -1, "model_checkpoint_path is empty");
   }
   std::string prefix = JoinPath(dir, state.model_checkpoint_path());
   if (!state.model_checkpoint_path().empty() && state.model_checkpoint_path()[0] == '/' &&
@@ -123,50 +144,60 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
   return prefix;
 }
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& spec) {
+absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
   if (spec.empty()) return absl::InvalidArgumentError("empty checkpoint path");
-  std::vector<std::string> notes;
-  auto with_notes = [&](absl::StatusOr<std::unique_ptr<Checkpoint>> c) {
-    if (c.ok()) {
-      for (auto& n : notes) (*c)->info_.notes.insert((*c)->info_.notes.begin(), n);
-    }
-    return c;
+  ResolvedCheckpoint r;
+  auto v2 = [&r](std::string prefix) {
+    r.format = Format::kV2;
+    r.prefix = std::move(prefix);
+    return r;
   };
   // 1. PREFIX.index named directly.
-  if (absl::EndsWith(spec, ".index") && FileExists(spec) && !IsDirectory(spec)) {
-    return OpenV2(spec.substr(0, spec.size() - 6));
+  if (absl::EndsWith(AV(spec), ".index") && FileExists(spec) && !IsDirectory(spec)) {
+    return v2(spec.substr(0, spec.size() - 6));
   }
   // 2. A V2 prefix.
-  if (FileExists(spec + ".index")) return OpenV2(spec);
+  if (FileExists(spec + ".index")) return v2(spec);
   // 3. A directory.
   if (IsDirectory(spec)) {
-    if (FileExists(JoinPath(spec, "checkpoint")) && !IsDirectory(JoinPath(spec, "checkpoint"))) {
+    const std::string state = JoinPath(spec, "checkpoint");
+    if (FileExists(state) && !IsDirectory(state)) {
+      std::vector<std::string> notes;
       TFCKPT_ASSIGN_OR_RETURN(std::string prefix, ReadCheckpointState(spec, &notes));
       notes.insert(notes.begin(), StrCat("resolved ", spec, " through its checkpoint state file to ", prefix));
-      if (FileExists(prefix + ".index")) return with_notes(OpenV2(prefix));
+      absl::StatusOr<ResolvedCheckpoint> inner = absl::NotFoundError("");
       if (IsDirectory(prefix) && FileExists(JoinPath(prefix, ".index"))) {
-        return with_notes(OpenV2(JoinPath(prefix, ".")));
+        inner = ResolvedCheckpoint{Format::kV2, JoinPath(prefix, "."), {}, {}, ""};
+      } else if (FileExists(prefix + ".index")) {
+        inner = ResolvedCheckpoint{Format::kV2, prefix, {}, {}, ""};
+      } else if (!IsDirectory(prefix)) {
+        inner = ResolveCheckpoint(prefix);
       }
-      auto v1 = Open(prefix);
-      if (v1.ok()) return with_notes(std::move(v1));
-      return absl::NotFoundError(StrCat(JoinPath(spec, "checkpoint"), ": names ", prefix,
-                                              ", which is not a checkpoint (", SV(v1.status().message()), ")"));
+      if (!inner.ok()) {
+        return absl::NotFoundError(StrCat(state, ": names ", prefix, ", which is not a checkpoint",
+                                          inner.status().message().empty() ? "" : " (",
+                                          SV(inner.status().message()),
+                                          inner.status().message().empty() ? "" : ")"));
+      }
+      inner->state_dir = spec;
+      for (auto& n : inner->notes) notes.push_back(std::move(n));
+      inner->notes = std::move(notes);
+      return inner;
     }
     std::vector<std::string> indexes = IndexFilesIn(spec);
     if (indexes.size() == 1) {
-      const std::string name = indexes[0];
-      std::string dir = spec;
-      if (!absl::EndsWith(dir, "/")) dir += "/";
-      return OpenV2(dir + name.substr(0, name.size() - 6));
+      const std::string& name = indexes[0];
+      return v2(JoinPath(spec, name.size() == 6 ? "." : name.substr(0, name.size() - 6)));
     }
     if (indexes.size() > 1) {
       return absl::InvalidArgumentError(StrCat(spec, ": holds several checkpoints and no state file: ",
-                                                     absl::StrJoin(indexes, ", "), " (name one of them)"));
+                                               absl::StrJoin(indexes, ", "), " (name one of them)"));
     }
     const std::string sm = JoinPath(spec, "variables/variables");
-    if (FileExists(sm + ".index")) return OpenV2(sm);
+    if (FileExists(sm + ".index")) return v2(sm);
     return absl::NotFoundError(StrCat(spec, ": directory holds no checkpoint (no state file, no *.index)"));
   }
+  r.format = Format::kV1;
   // 4. A V1 file, possibly one shard of a sharded V1 checkpoint.
   if (FileExists(spec) && IsTableFile(spec)) {
     static const std::regex kSharded(R"((.*)-(\d{5})-of-(\d{5})$)");
@@ -174,45 +205,55 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     if (std::regex_match(spec, m, kSharded)) {
       const std::string base = m[1].str();
       const int n = std::stoi(m[3].str());
-      std::vector<std::string> files;
       for (int i = 0; i < n; ++i) {
         std::string f = absl::StrFormat("%s-%05d-of-%05d", base, i, n);
         if (!FileExists(f)) return absl::NotFoundError(StrCat(f, ": V1 shard missing"));
-        files.push_back(f);
+        r.v1_files.push_back(f);
       }
-      return OpenV1(absl::StrFormat("%s-?????-of-%05d", base, n), files);
+      r.prefix = absl::StrFormat("%s-?????-of-%05d", base, n);
+      return r;
     }
-    return OpenV1(spec, {spec});
+    r.prefix = spec;
+    r.v1_files = {spec};
+    return r;
   }
   if (FileExists(spec)) {
-    return absl::DataLossError(StrCat(spec, ": not a checkpoint (no ", spec,
-                                            ".index beside it, and not a V1 table file)"));
+    return DataLossAt("table.footer", spec, "", -1,
+                      StrCat("not a checkpoint (no ", spec, ".index beside it, and not a V1 table file)"));
   }
   // 5. A V1 pattern.
-  std::vector<std::string> files;
-  if (spec.find_first_of("*?[") != std::string::npos) {
-    files = Glob(spec);
-  } else {
-    files = Glob(spec + "-?????-of-?????");
-  }
+  std::vector<std::string> files =
+      Glob(spec.find_first_of("*?[") != std::string::npos ? spec : spec + "-?????-of-?????");
   if (!files.empty()) {
     for (const auto& f : files) {
-      if (!IsTableFile(f)) return absl::DataLossError(StrCat(f, ": not a V1 checkpoint table"));
+      if (!IsTableFile(f)) return DataLossAt("table.footer", f, "", -1, "not a V1 checkpoint table");
     }
-    return OpenV1(spec, files);
+    r.prefix = spec;
+    r.v1_files = std::move(files);
+    return r;
   }
-  return absl::NotFoundError(StrCat(spec, ": no checkpoint found (looked for ", spec, ".index, a directory, ",
-                                          "and V1 files)"));
+  return absl::NotFoundError(
+      StrCat(spec, ": no checkpoint found (looked for ", spec, ".index, a directory, and V1 files)"));
 }
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenV2(const std::string& prefix) {
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& spec,
+                                                             std::vector<Finding>* findings) {
+  TFCKPT_ASSIGN_OR_RETURN(ResolvedCheckpoint r, ResolveCheckpoint(spec));
+  absl::StatusOr<std::unique_ptr<Checkpoint>> c =
+      r.format == Format::kV2 ? OpenV2(r.prefix, findings) : OpenV1(r.prefix, r.v1_files, findings);
+  if (c.ok()) (*c)->info_.notes = std::move(r.notes);
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenV2(const std::string& prefix,
+                                                               std::vector<Finding>* findings) {
   std::unique_ptr<Checkpoint> c(new Checkpoint());
   c->info_.format = Format::kV2;
   c->info_.prefix = prefix;
   c->info_.index_path = prefix + ".index";
   TFCKPT_ASSIGN_OR_RETURN(c->index_, TableReader::Open(c->info_.index_path));
   c->info_.index_size = c->index_->file_size();
-  TFCKPT_RETURN_IF_ERROR(c->LoadV2Entries(*c->index_));
+  TFCKPT_RETURN_IF_ERROR(c->LoadV2Entries(*c->index_, findings));
   c->info_.index_has_snappy = c->index_->saw_snappy();
   return c;
 }
@@ -222,7 +263,7 @@ absl::Status Checkpoint::ForEachIndexEntry(const TableReader::Visitor& visit) co
   return index_->ForEach(visit);
 }
 
-absl::Status Checkpoint::LoadV2Entries(TableReader& table) {
+absl::Status Checkpoint::LoadV2Entries(TableReader& table, std::vector<Finding>* findings) {
   const std::string& path = info_.index_path;
   // Slice entries, kept until every metadata entry has claimed its slices.
   struct SliceEntry {
@@ -232,46 +273,54 @@ absl::Status Checkpoint::LoadV2Entries(TableReader& table) {
   std::map<std::string, SliceEntry> slice_entries;
   std::vector<std::pair<size_t, pb::BundleEntryProto>> partitioned;  // tensors_ index, metadata
 
-  // Fills `data` from a stored entry and returns a defect description or "".
+  // Fills `data` from a stored entry and returns {check id, defect description}, or
+  // empty strings when the entry looks readable.
+  using Defect = std::pair<std::string, std::string>;
   auto stored = [&](std::string_view key, const pb::BundleEntryProto& e, int32_t dtype, const Shape& shape,
-                    StoredData* data) -> std::string {
+                    StoredData* data) -> Defect {
     data->shard = e.shard_id();
     data->offset = static_cast<uint64_t>(e.offset());
     data->size = static_cast<uint64_t>(e.size());
     data->masked_crc = e.crc32c();
     if (e.shard_id() < 0 || e.shard_id() >= info_.num_shards) {
-      return StrCat("entry \"", PrintableKey(key), "\" names data file ", e.shard_id(), " but the header has ",
-                    info_.num_shards);
+      return {"entry.shard", StrCat("entry \"", PrintableKey(key), "\" names data file ", e.shard_id(),
+                                    " but the header has ", info_.num_shards)};
     }
-    if (e.offset() < 0 || e.size() < 0) return StrCat("entry \"", PrintableKey(key), "\" has a negative offset or size");
+    if (e.offset() < 0 || e.size() < 0) {
+      return {"entry.bounds", StrCat("entry \"", PrintableKey(key), "\" has a negative offset or size")};
+    }
     const DTypeInfo* info = LookupDType(dtype);
-    if (info == nullptr) return StrCat("unknown or unstorable dtype ", dtype);
+    if (info == nullptr) return {"entry.dtype", StrCat("unknown or unstorable dtype ", DTypeName(dtype))};
     if (info->element_size > 0) {
       const int64_t n = *NumElements(shape);
       if (n > INT64_MAX / info->element_size || e.size() != n * info->element_size) {
-        return StrCat("entry \"", PrintableKey(key), "\" has size ", e.size(), " but ", ShapeString(shape), " ",
-                      info->name, " needs ", n, " x ", info->element_size, " bytes");
+        return {"entry.size", StrCat("entry \"", PrintableKey(key), "\" has size ", e.size(), " but ",
+                                     ShapeString(shape), " ", info->name, " needs ", n, " x ", info->element_size,
+                                     " bytes")};
       }
     }
-    return "";
+    return {};
+  };
+  auto set_defect = [](TensorEntry& t, Defect d) {
+    if (t.defect.empty() && !d.second.empty()) std::tie(t.defect_check, t.defect) = std::move(d);
   };
 
   bool have_header = false;
   pb::BundleEntryProto e;
-  TFCKPT_RETURN_IF_ERROR(table.ForEach([&](std::string_view key, std::string_view value, uint64_t block) {
+  TFCKPT_RETURN_IF_ERROR(VisitTable(table, findings, [&](std::string_view key, std::string_view value, uint64_t block) {
     if (key.empty()) {
       raw_header_.assign(value);
       have_header = true;
       pb::BundleHeaderProto header;
       if (!header.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-        return DataLossAt(path, "", block, "header is not a BundleHeaderProto");
+        return DataLossAt("header.parse", path, "", block, "header is not a BundleHeaderProto");
       }
       TFCKPT_RETURN_IF_ERROR(Annotate(CheckVersion(header.version()), path));
       if (header.endianness() != pb::BundleHeaderProto::LITTLE && header.endianness() != pb::BundleHeaderProto::BIG) {
-        return DataLossAt(path, "", block, StrCat("header has unknown endianness ", header.endianness()));
+        return DataLossAt("header.endianness", path, "", block, StrCat("header has unknown endianness ", header.endianness()));
       }
       if (header.num_shards() < 0 || header.num_shards() > kMaxShards) {
-        return DataLossAt(path, "", block, StrCat("header has implausible num_shards ", header.num_shards()));
+        return DataLossAt("header.num-shards", path, "", block, StrCat("header has implausible num_shards ", header.num_shards()));
       }
       info_.num_shards = header.num_shards();
       info_.big_endian = header.endianness() == pb::BundleHeaderProto::BIG;
@@ -279,16 +328,16 @@ absl::Status Checkpoint::LoadV2Entries(TableReader& table) {
       info_.min_consumer = header.version().min_consumer();
       return absl::OkStatus();
     }
-    if (!have_header) return DataLossAt(path, key, block, "index has no header entry (empty key) before tensors");
+    if (!have_header) return DataLossAt("header.missing", path, key, block, "index has no header entry (empty key) before tensors");
     if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-      return DataLossAt(path, key, block, "entry is not a BundleEntryProto");
+      return DataLossAt("entry.parse", path, key, block, "entry is not a BundleEntryProto");
     }
     if (IsSliceKey(key)) {
       slice_entries[std::string(key)].entry = e;
       return absl::OkStatus();
     }
     auto shape = ShapeFromProto(e.shape());
-    if (!shape.ok()) return DataLossAt(path, key, block, SV(shape.status().message()));
+    if (!shape.ok()) return DataLossAt("entry.shape", path, key, block, SV(shape.status().message()));
     TensorEntry& t = tensors_.emplace_back();
     t.name.assign(key);
     t.dtype = e.dtype();
@@ -297,7 +346,7 @@ absl::Status Checkpoint::LoadV2Entries(TableReader& table) {
       StoredSlice& s = t.slices.emplace_back();
       s.region = Region::Full(t.shape);
       s.key = t.name;
-      t.defect = stored(key, e, t.dtype, t.shape, &s.data);
+      set_defect(t, stored(key, e, t.dtype, t.shape, &s.data));
       t.bytes = s.data.size;
     } else {
       t.partitioned = true;
@@ -305,7 +354,11 @@ absl::Status Checkpoint::LoadV2Entries(TableReader& table) {
     }
     return absl::OkStatus();
   }));
-  if (!have_header) return DataLossAt(path, "", -1, "index has no header entry");
+  if (!have_header) {
+    absl::Status st = DataLossAt("header.missing", path, "", -1, "index has no header entry");
+    if (findings == nullptr) return st;
+    findings->push_back(FindingOf(st));
+  }
   for (int32_t i = 0; i < info_.num_shards; ++i) info_.data_files.push_back(DataFileName(info_.prefix, i, info_.num_shards));
   data_files_.resize(info_.num_shards);
 
@@ -316,29 +369,28 @@ absl::Status Checkpoint::LoadV2Entries(TableReader& table) {
       s.extents = ExtentsFromProto(sp);
       auto region = RegionOf(s.extents, t.shape);
       if (!region.ok()) {
-        if (t.defect.empty()) t.defect = std::string(SV(region.status().message()));
+        set_defect(t, {"slice.bounds", std::string(SV(region.status().message()))});
         continue;
       }
       s.region = *region;
       s.key = EncodeSliceKey(t.name, s.extents);
       auto it = slice_entries.find(s.key);
       if (it == slice_entries.end()) {
-        if (t.defect.empty()) t.defect = StrCat("slice ", SliceString(s.region, t.shape), " has no entry");
+        set_defect(t, {"slice.missing-entry", StrCat("slice ", SliceString(s.region, t.shape), " has no entry")});
         continue;
       }
       it->second.used = true;
       const pb::BundleEntryProto& se = it->second.entry;
       auto sshape = ShapeFromProto(se.shape());
-      std::string d;
       if (!sshape.ok() || *sshape != s.region.shape) {
-        d = StrCat("slice ", SliceString(s.region, t.shape), " entry has shape ",
-                   sshape.ok() ? ShapeString(*sshape) : "(invalid)");
+        set_defect(t, {"slice.shape", StrCat("slice ", SliceString(s.region, t.shape), " entry has shape ",
+                                             sshape.ok() ? ShapeString(*sshape) : "(invalid)")});
       } else if (se.dtype() != t.dtype) {
-        d = StrCat("slice ", SliceString(s.region, t.shape), " entry has dtype ", DTypeName(se.dtype()));
+        set_defect(t, {"slice.dtype", StrCat("slice ", SliceString(s.region, t.shape), " entry has dtype ",
+                                             DTypeName(se.dtype()))});
       } else {
-        d = stored(s.key, se, t.dtype, s.region.shape, &s.data);
+        set_defect(t, stored(s.key, se, t.dtype, s.region.shape, &s.data));
       }
-      if (t.defect.empty()) t.defect = d;
       t.bytes += s.data.size;
       t.slices.push_back(std::move(s));
     }
@@ -365,8 +417,9 @@ absl::StatusOr<const MappedFile*> Checkpoint::DataFile(int32_t shard) const {
     auto f = MappedFile::Open(info_.data_files[shard]);
     if (!f.ok()) {
       if (absl::IsNotFound(f.status())) {
-        return absl::NotFoundError(StrCat(info_.data_files[shard], ": data file missing (the index lists ",
-                                                info_.num_shards, " data files)"));
+        return Locate(absl::NotFoundError(StrCat("data file missing (the index lists ", info_.num_shards,
+                                                 " data files)")),
+                      "files.missing-data", info_.data_files[shard], "", -1);
       }
       return f.status();
     }
@@ -377,23 +430,23 @@ absl::StatusOr<const MappedFile*> Checkpoint::DataFile(int32_t shard) const {
 
 absl::StatusOr<TensorBytes> Checkpoint::Read(const TensorEntry& t, const StoredSlice& s, bool verify) const {
   if (!t.defect.empty()) {
-    return absl::DataLossError(StrCat(info_.format == Format::kV2 ? info_.index_path : info_.prefix,
-                                            ": key \"", PrintableKey(t.name), "\": ", t.defect));
+    return DataLossAt(t.defect_check, info_.format == Format::kV2 ? info_.index_path : info_.prefix, t.name, -1,
+                      t.defect);
   }
   if (info_.format == Format::kV1) return ReadV1(t, s);
   TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, DataFile(s.data.shard));
   auto range = file->Range(s.data.offset, s.data.size);
   if (!range.ok()) {
-    return DataLossAt(file->path(), s.key, static_cast<int64_t>(s.data.offset),
+    return DataLossAt("entry.bounds", file->path(), s.key, static_cast<int64_t>(s.data.offset),
                       StrCat("tensor of ", s.data.size, " bytes runs past the end of the file (",
                                    file->size(), " bytes)"));
   }
   const int64_t n = s.region.num_elements();
   if (verify) {
     auto crc = PayloadCrc(t.dtype, *range, n, info_.big_endian);
-    if (!crc.ok()) return DataLossAt(file->path(), s.key, static_cast<int64_t>(s.data.offset), SV(crc.status().message()));
+    if (!crc.ok()) return Locate(crc.status(), "data.crc", file->path(), s.key, static_cast<int64_t>(s.data.offset));
     if (*crc != crc32c::Unmask(s.data.masked_crc)) {
-      return DataLossAt(file->path(), s.key, static_cast<int64_t>(s.data.offset),
+      return DataLossAt("data.crc", file->path(), s.key, static_cast<int64_t>(s.data.offset),
                         StrCat("tensor checksum mismatch (stored ",
                                      absl::Hex(crc32c::Unmask(s.data.masked_crc), absl::kZeroPad8), ", computed ",
                                      absl::Hex(*crc, absl::kZeroPad8), ")"));
@@ -404,10 +457,10 @@ absl::StatusOr<TensorBytes> Checkpoint::Read(const TensorEntry& t, const StoredS
   auto buf = std::make_shared<std::string>();
   if (t.dtype == static_cast<int32_t>(DType::kString)) {
     auto d = DecodeStrings(*range, n, /*big_endian=*/true);
-    if (!d.ok()) return DataLossAt(file->path(), s.key, static_cast<int64_t>(s.data.offset), SV(d.status().message()));
+    if (!d.ok()) return Locate(d.status(), "data.string-layout", file->path(), s.key, static_cast<int64_t>(s.data.offset));
     EncodeStrings(d->elements, buf.get());
   } else if (t.dtype == static_cast<int32_t>(DType::kVariant)) {
-    return DataLossAt(file->path(), s.key, static_cast<int64_t>(s.data.offset),
+    return DataLossAt("data.variant", file->path(), s.key, static_cast<int64_t>(s.data.offset),
                       "variant tensors of big-endian bundles cannot be read (TensorFlow refuses them too)");
   } else {
     buf->assign(*range);

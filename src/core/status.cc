@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+
+#include "absl/strings/cord.h"
 
 namespace tfckpt {
 
@@ -30,13 +33,63 @@ std::string PrintableKey(std::string_view key) {
   return out;
 }
 
-absl::Status DataLossAt(std::string_view file, std::string_view key, int64_t offset,
-                        std::string_view what) {
+namespace {
+
+constexpr char kCheck[] = "tfckpt.check";
+constexpr char kFile[] = "tfckpt.file";
+constexpr char kKey[] = "tfckpt.key";
+constexpr char kOffset[] = "tfckpt.offset";
+constexpr char kWhat[] = "tfckpt.what";
+
+std::string Payload(const absl::Status& s, const char* url) {
+  auto p = s.GetPayload(url);
+  return p ? std::string(*p) : std::string();
+}
+
+absl::Status Located(absl::StatusCode code, std::string_view check, std::string_view file, std::string_view key,
+                     int64_t offset, std::string_view what) {
   std::string msg(file);
   if (!key.empty()) StrAppend(&msg, ": key \"", PrintableKey(key), "\"");
   if (offset >= 0) StrAppend(&msg, ": offset ", offset);
-  StrAppend(&msg, ": ", what);
-  return absl::DataLossError(msg);
+  StrAppend(&msg, msg.empty() ? "" : ": ", what);
+  absl::Status st(code, msg);
+  if (!check.empty()) st.SetPayload(kCheck, absl::Cord(AV(check)));
+  st.SetPayload(kFile, absl::Cord(AV(file)));
+  st.SetPayload(kKey, absl::Cord(AV(key)));
+  st.SetPayload(kOffset, absl::Cord(StrCat(offset)));
+  st.SetPayload(kWhat, absl::Cord(AV(what)));
+  return st;
+}
+
+}  // namespace
+
+absl::Status DataLossAt(std::string_view check, std::string_view file, std::string_view key, int64_t offset,
+                        std::string_view what) {
+  return Located(absl::StatusCode::kDataLoss, check, file, key, offset, what);
+}
+
+absl::Status DataLossCheck(std::string_view check, std::string_view what) {
+  absl::Status st = absl::DataLossError(AV(what));
+  st.SetPayload(kCheck, absl::Cord(AV(check)));
+  return st;
+}
+
+absl::Status Locate(const absl::Status& inner, std::string_view fallback_check, std::string_view file,
+                    std::string_view key, int64_t offset) {
+  std::string check = Payload(inner, kCheck);
+  if (check.empty()) check = std::string(fallback_check);
+  return Located(inner.code(), check, file, key, offset, SV(inner.message()));
+}
+
+ErrorInfo ErrorInfoOf(const absl::Status& s) {
+  ErrorInfo e;
+  e.check = Payload(s, kCheck);
+  e.file = Payload(s, kFile);
+  e.key = Payload(s, kKey);
+  const std::string off = Payload(s, kOffset);
+  if (!off.empty()) e.offset = std::stoll(off);
+  e.what = s.GetPayload(kWhat) ? Payload(s, kWhat) : std::string(SV(s.message()));
+  return e;
 }
 
 absl::Status Annotate(const absl::Status& status, std::string_view context) {

@@ -7,6 +7,7 @@
 #include "tfckpt/coding.h"
 #include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/status.h"
 
 namespace tfckpt {
 namespace {
@@ -27,7 +28,7 @@ uint32_t ExtendLength(uint32_t crc, uint64_t len, bool big_endian) {
 
 absl::StatusOr<DecodedElements> DecodeStrings(std::string_view payload, int64_t n, bool big_endian) {
   if (n < 0 || payload.size() < 4 || static_cast<uint64_t>(n) > payload.size() - 4) {
-    return absl::DataLossError(StrCat("string tensor of ", n, " elements cannot fit in ", payload.size(),
+    return DataLossCheck("data.string-layout", StrCat("string tensor of ", n, " elements cannot fit in ", payload.size(),
                                             " bytes"));
   }
   DecodedElements out;
@@ -37,23 +38,23 @@ absl::StatusOr<DecodedElements> DecodeStrings(std::string_view payload, int64_t 
   uint64_t total = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (!GetVarint64(&rest, &lengths[i])) {
-      return absl::DataLossError(StrCat("string tensor: malformed length of element ", i));
+      return DataLossCheck("data.string-layout", StrCat("string tensor: malformed length of element ", i));
     }
     crc = ExtendLength(crc, lengths[i], big_endian);
     total += std::min<uint64_t>(lengths[i], payload.size());  // cannot overflow: n <= size
   }
-  if (rest.size() < 4) return absl::DataLossError("string tensor: lengths run into the length checksum");
+  if (rest.size() < 4) return DataLossCheck("data.string-layout", "string tensor: lengths run into the length checksum");
   uint32_t stored = DecodeFixed32(rest.data());
   if (big_endian) stored = __builtin_bswap32(stored);
   if (crc32c::Unmask(stored) != crc) {
-    return absl::DataLossError(StrCat("string tensor: length checksum mismatch (stored ",
+    return DataLossCheck("data.string-lengths", StrCat("string tensor: length checksum mismatch (stored ",
                                             absl::Hex(crc32c::Unmask(stored), absl::kZeroPad8), ", computed ",
                                             absl::Hex(crc, absl::kZeroPad8), ")"));
   }
   crc = crc32c::Extend(crc, rest.data(), 4);
   rest.remove_prefix(4);
   if (total != rest.size()) {
-    return absl::DataLossError(StrCat("string tensor: lengths add up to ", total, " bytes but ",
+    return DataLossCheck("data.string-layout", StrCat("string tensor: lengths add up to ", total, " bytes but ",
                                             rest.size(), " follow the length checksum"));
   }
   crc = crc32c::Extend(crc, rest.data(), rest.size());
@@ -69,7 +70,7 @@ absl::StatusOr<DecodedElements> DecodeStrings(std::string_view payload, int64_t 
 absl::StatusOr<DecodedElements> DecodeVariants(std::string_view payload, int64_t n) {
   // Each element takes at least 1 (length) + 4 (checksum) bytes.
   if (n < 0 || static_cast<uint64_t>(n) > payload.size() / 5) {
-    return absl::DataLossError(StrCat("variant tensor of ", n, " elements cannot fit in ", payload.size(),
+    return DataLossCheck("data.variant", StrCat("variant tensor of ", n, " elements cannot fit in ", payload.size(),
                                             " bytes"));
   }
   DecodedElements out;
@@ -78,7 +79,7 @@ absl::StatusOr<DecodedElements> DecodeVariants(std::string_view payload, int64_t
   for (int64_t i = 0; i < n; ++i) {
     uint64_t len;
     if (!GetVarint64(&rest, &len) || len > rest.size() || rest.size() - len < 4) {
-      return absl::DataLossError(StrCat("variant tensor: element ", i, " runs past the payload"));
+      return DataLossCheck("data.variant", StrCat("variant tensor: element ", i, " runs past the payload"));
     }
     unsigned char lenbuf[8];
     for (int b = 0; b < 8; ++b) lenbuf[b] = static_cast<unsigned char>(len >> (8 * b));
@@ -88,13 +89,13 @@ absl::StatusOr<DecodedElements> DecodeVariants(std::string_view payload, int64_t
     rest.remove_prefix(len);
     const uint32_t stored = DecodeFixed32(rest.data());
     if (stored != crc32c::Mask(crc)) {
-      return absl::DataLossError(StrCat("variant tensor: checksum of element ", i, " does not match"));
+      return DataLossCheck("data.variant", StrCat("variant tensor: checksum of element ", i, " does not match"));
     }
     crc = crc32c::Extend(crc, rest.data(), 4);
     rest.remove_prefix(4);
   }
   if (!rest.empty()) {
-    return absl::DataLossError(StrCat("variant tensor: ", rest.size(), " bytes left after ", n, " elements"));
+    return DataLossCheck("data.variant", StrCat("variant tensor: ", rest.size(), " bytes left after ", n, " elements"));
   }
   out.crc = crc;
   return out;

@@ -22,22 +22,22 @@ absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const std::string
   std::unique_ptr<TableReader> t(new TableReader(std::move(file)));
   const uint64_t size = t->file_->size();
   if (size < kFooterSize) {
-    return DataLossAt(path, "", -1, StrCat("file is ", size, " bytes, too short for a table footer (48)"));
+    return DataLossAt("table.footer", path, "", -1, StrCat("file is ", size, " bytes, too short for a table footer (48)"));
   }
   const uint64_t footer_at = size - kFooterSize;
   std::string_view footer = t->file_->all().substr(footer_at);
   if (DecodeFixed64(footer.data() + 40) != kTableMagic) {
-    return DataLossAt(path, "", footer_at + 40, "bad table magic number (not a TensorFlow index or V1 file)");
+    return DataLossAt("table.footer", path, "", footer_at + 40, "bad table magic number (not a TensorFlow index or V1 file)");
   }
   std::string_view handles = footer.substr(0, 40);
   BlockHandle meta, index;
   if (!DecodeHandle(&handles, &meta) || !DecodeHandle(&handles, &index)) {
-    return DataLossAt(path, "", footer_at, "malformed block handles in table footer");
+    return DataLossAt("table.footer", path, "", footer_at, "malformed block handles in table footer");
   }
   for (const BlockHandle* h : {&meta, &index}) {
     if (h->offset > footer_at || h->size > footer_at - h->offset ||
         footer_at - h->offset - h->size < kBlockTrailerSize) {
-      return DataLossAt(path, "", footer_at,
+      return DataLossAt("table.footer", path, "", footer_at,
                         StrCat("footer handle (offset ", h->offset, ", size ", h->size,
                                      ") points outside the file"));
     }
@@ -50,7 +50,7 @@ absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const std::string
       [&](std::string_view key, std::string_view value, uint64_t) -> absl::Status {
         DataBlockInfo info{std::string(key), {}};
         if (!DecodeHandle(&value, &info.handle)) {
-          return DataLossAt(path, key, index.offset, "malformed block handle in the index block");
+          return DataLossAt("table.index", path, key, index.offset, "malformed block handle in the index block");
         }
         t->blocks_.push_back(std::move(info));
         return absl::OkStatus();
@@ -63,7 +63,7 @@ absl::StatusOr<std::string_view> TableReader::ReadBlock(const BlockHandle& h, st
   const std::string& path = file_->path();
   if (h.size > file_->size() || h.offset > file_->size() - h.size ||
       file_->size() - h.offset - h.size < kBlockTrailerSize) {
-    return DataLossAt(path, "", h.offset,
+    return DataLossAt("table.block-bounds", path, "", h.offset,
                       StrCat("block of ", h.size, " bytes plus trailer runs past the end of the file (",
                                    file_->size(), " bytes)"));
   }
@@ -72,29 +72,29 @@ absl::StatusOr<std::string_view> TableReader::ReadBlock(const BlockHandle& h, st
   const uint32_t stored = crc32c::Unmask(DecodeFixed32(raw.data() + h.size + 1));
   const uint32_t actual = crc32c::Value(raw.data(), h.size + 1);
   if (stored != actual) {
-    return DataLossAt(path, "", h.offset,
+    return DataLossAt("table.block-crc", path, "", h.offset,
                       StrCat("block checksum mismatch (stored ", absl::Hex(stored, absl::kZeroPad8),
                                    ", computed ", absl::Hex(actual, absl::kZeroPad8), ")"));
   }
   std::string_view contents = raw.substr(0, h.size);
   if (type == 0) return contents;
   if (type != 1) {
-    return DataLossAt(path, "", h.offset + h.size, StrCat("unknown block compression type ", type));
+    return DataLossAt("table.compression", path, "", h.offset + h.size, StrCat("unknown block compression type ", type));
   }
   saw_snappy_ = true;
   size_t ulen = 0;
   if (!snappy::GetUncompressedLength(contents.data(), contents.size(), &ulen)) {
-    return DataLossAt(path, "", h.offset, "corrupt Snappy block header");
+    return DataLossAt("table.compression", path, "", h.offset, "corrupt Snappy block header");
   }
   // Snappy expands at most ~22x (a 3-byte copy emits 64 bytes); larger claims are corrupt
   // and must not drive an allocation.
   if (ulen > contents.size() * 32 + 64) {
-    return DataLossAt(path, "", h.offset,
+    return DataLossAt("table.compression", path, "", h.offset,
                       StrCat("Snappy block claims ", ulen, " bytes from ", contents.size()));
   }
   storage->resize(ulen);
   if (!snappy::RawUncompress(contents.data(), contents.size(), storage->data())) {
-    return DataLossAt(path, "", h.offset, "corrupt Snappy block");
+    return DataLossAt("table.compression", path, "", h.offset, "corrupt Snappy block");
   }
   return std::string_view(*storage);
 }
@@ -102,17 +102,17 @@ absl::StatusOr<std::string_view> TableReader::ReadBlock(const BlockHandle& h, st
 absl::Status TableReader::ParseBlock(std::string_view block, uint64_t block_offset, KeyOrder* order,
                                      const Visitor& visit) {
   const std::string& path = file_->path();
-  if (block.size() < 4) return DataLossAt(path, "", block_offset, "block shorter than its restart count");
+  if (block.size() < 4) return DataLossAt("table.restarts", path, "", block_offset, "block shorter than its restart count");
   const uint64_t num_restarts = DecodeFixed32(block.data() + block.size() - 4);
   if (num_restarts == 0) return absl::OkStatus();  // TF treats this as an empty block
   if (num_restarts > (block.size() - 4) / 4) {
-    return DataLossAt(path, "", block_offset,
+    return DataLossAt("table.restarts", path, "", block_offset,
                       StrCat("restart count ", num_restarts, " does not fit in a ", block.size(), "-byte block"));
   }
   const size_t entries_end = block.size() - 4 - 4 * num_restarts;
   const char* restarts = block.data() + entries_end;
   if (entries_end > 0 && DecodeFixed32(restarts) != 0) {
-    return DataLossAt(path, "", block_offset, "first restart point is not 0");
+    return DataLossAt("table.restarts", path, "", block_offset, "first restart point is not 0");
   }
   size_t next_restart = 0;  // index into the restart array
   uint64_t next_restart_offset = 0;
@@ -123,23 +123,23 @@ absl::Status TableReader::ParseBlock(std::string_view block, uint64_t block_offs
     const uint64_t entry_offset = block_offset + at;  // exact for uncompressed blocks
     uint32_t shared, non_shared, value_len;
     if (!GetVarint32(&rest, &shared) || !GetVarint32(&rest, &non_shared) || !GetVarint32(&rest, &value_len)) {
-      return DataLossAt(path, "", entry_offset, "truncated entry header in block");
+      return DataLossAt("table.entry", path, "", entry_offset, "truncated entry header in block");
     }
     if (shared > prev.size()) {
-      return DataLossAt(path, "", entry_offset, "entry shares more key bytes than the previous key has");
+      return DataLossAt("table.entry", path, "", entry_offset, "entry shares more key bytes than the previous key has");
     }
     if (static_cast<uint64_t>(non_shared) + value_len > rest.size()) {
-      return DataLossAt(path, "", entry_offset, "entry runs past the end of its block");
+      return DataLossAt("table.entry", path, "", entry_offset, "entry runs past the end of its block");
     }
     if (next_restart < num_restarts && at > next_restart_offset) {
-      return DataLossAt(path, "", block_offset + next_restart_offset, "restart point does not start an entry");
+      return DataLossAt("table.restarts", path, "", block_offset + next_restart_offset, "restart point does not start an entry");
     }
     if (next_restart < num_restarts && at == next_restart_offset) {
-      if (shared != 0) return DataLossAt(path, "", entry_offset, "restart entry has a shared key prefix");
+      if (shared != 0) return DataLossAt("table.restarts", path, "", entry_offset, "restart entry has a shared key prefix");
       if (++next_restart < num_restarts) {
         const uint32_t n = DecodeFixed32(restarts + 4 * next_restart);
         if (n <= next_restart_offset || n >= entries_end) {
-          return DataLossAt(path, "", block_offset, "restart array is not increasing inside the block");
+          return DataLossAt("table.restarts", path, "", block_offset, "restart array is not increasing inside the block");
         }
         next_restart_offset = n;
       }
@@ -148,7 +148,7 @@ absl::Status TableReader::ParseBlock(std::string_view block, uint64_t block_offs
     prev.append(rest.data(), non_shared);
     if (order != nullptr) {
       if (order->any && !(prev > order->last)) {
-        return DataLossAt(path, prev, entry_offset, "keys are not strictly increasing");
+        return DataLossAt("table.key-order", path, prev, entry_offset, "keys are not strictly increasing");
       }
       order->any = true;
       order->last = prev;
@@ -158,18 +158,20 @@ absl::Status TableReader::ParseBlock(std::string_view block, uint64_t block_offs
     TFCKPT_RETURN_IF_ERROR(visit(prev, value, block_offset));
   }
   if (next_restart < num_restarts) {
-    return DataLossAt(path, "", block_offset + next_restart_offset, "restart point does not start an entry");
+    return DataLossAt("table.restarts", path, "", block_offset + next_restart_offset, "restart point does not start an entry");
   }
   return absl::OkStatus();
 }
 
-absl::Status TableReader::ForEach(const Visitor& visit) {
+absl::Status TableReader::VisitBlock(size_t i, KeyOrder* order, const Visitor& visit) {
   std::string storage;
+  TFCKPT_ASSIGN_OR_RETURN(std::string_view block, ReadBlock(blocks_.at(i).handle, &storage));
+  return ParseBlock(block, blocks_[i].handle.offset, order, visit);
+}
+
+absl::Status TableReader::ForEach(const Visitor& visit) {
   KeyOrder order;
-  for (const DataBlockInfo& b : blocks_) {
-    TFCKPT_ASSIGN_OR_RETURN(std::string_view block, ReadBlock(b.handle, &storage));
-    TFCKPT_RETURN_IF_ERROR(ParseBlock(block, b.handle.offset, &order, visit));
-  }
+  for (size_t i = 0; i < blocks_.size(); ++i) TFCKPT_RETURN_IF_ERROR(VisitBlock(i, &order, visit));
   return absl::OkStatus();
 }
 

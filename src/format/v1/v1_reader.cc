@@ -99,16 +99,17 @@ absl::StatusOr<std::string> PayloadFromTensorProto(int32_t dtype, const pb::Tens
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenV1(const std::string& pattern,
-                                                               std::vector<std::string> files) {
+                                                               std::vector<std::string> files,
+                                                               std::vector<Finding>* findings) {
   std::unique_ptr<Checkpoint> c(new Checkpoint());
   c->info_.format = Format::kV1;
   c->info_.prefix = pattern;
   c->info_.v1_files = files;
-  TFCKPT_RETURN_IF_ERROR(c->LoadV1(files));
+  TFCKPT_RETURN_IF_ERROR(c->LoadV1(files, findings));
   return c;
 }
 
-absl::Status Checkpoint::LoadV1(const std::vector<std::string>& files) {
+absl::Status Checkpoint::LoadV1(const std::vector<std::string>& files, std::vector<Finding>* findings) {
   std::map<std::string, TensorEntry> by_name;
   for (size_t fi = 0; fi < files.size(); ++fi) {
     TFCKPT_ASSIGN_OR_RETURN(auto table, TableReader::Open(files[fi]));
@@ -116,7 +117,7 @@ absl::Status Checkpoint::LoadV1(const std::vector<std::string>& files) {
     std::map<std::string, bool> keys;  // slice keys present in this file
     std::string meta_value;
     bool have_meta = false;
-    TFCKPT_RETURN_IF_ERROR(table->ForEach([&](std::string_view key, std::string_view value, uint64_t) {
+    TFCKPT_RETURN_IF_ERROR(VisitTable(*table, findings, [&](std::string_view key, std::string_view value, uint64_t) {
       if (key.empty()) {
         meta_value.assign(value);
         have_meta = true;
@@ -126,15 +127,15 @@ absl::Status Checkpoint::LoadV1(const std::vector<std::string>& files) {
       return absl::OkStatus();
     }));
     info_.index_has_snappy = info_.index_has_snappy || table->saw_snappy();
-    if (!have_meta) return DataLossAt(files[fi], "", -1, "V1 checkpoint has no table of contents (empty key)");
+    if (!have_meta) return DataLossAt("v1.meta", files[fi], "", -1, "V1 checkpoint has no table of contents (empty key)");
     pb::SavedTensorSlices sts;
     if (!sts.ParseFromString(meta_value) || !sts.has_meta()) {
-      return DataLossAt(files[fi], "", -1, "table of contents is not a SavedTensorSlices message");
+      return DataLossAt("v1.meta", files[fi], "", -1, "table of contents is not a SavedTensorSlices message");
     }
     TFCKPT_RETURN_IF_ERROR(Annotate(CheckVersion(sts.meta().versions()), files[fi]));
     for (const auto& m : sts.meta().tensor()) {
       auto shape = ShapeFromProto(m.shape());
-      if (!shape.ok()) return DataLossAt(files[fi], m.name(), -1, SV(shape.status().message()));
+      if (!shape.ok()) return DataLossAt("entry.shape", files[fi], m.name(), -1, SV(shape.status().message()));
       auto [it, inserted] = by_name.try_emplace(m.name());
       TensorEntry& t = it->second;
       if (inserted) {
@@ -142,18 +143,19 @@ absl::Status Checkpoint::LoadV1(const std::vector<std::string>& files) {
         t.dtype = m.type();
         t.shape = *shape;
       } else if (t.dtype != m.type() || t.shape != *shape) {
-        return DataLossAt(files[fi], m.name(), -1, "dtype or shape differs between V1 files");
+        return DataLossAt("v1.meta", files[fi], m.name(), -1, "dtype or shape differs between V1 files");
       }
       for (const auto& sp : m.slice()) {
         StoredSlice s;
         s.extents = ExtentsFromProto(sp);
         auto region = RegionOf(s.extents, t.shape);
-        if (!region.ok()) return DataLossAt(files[fi], m.name(), -1, SV(region.status().message()));
+        if (!region.ok()) return DataLossAt("v1.meta", files[fi], m.name(), -1, SV(region.status().message()));
         s.region = *region;
         s.key = EncodeSliceKey(t.name, s.extents);
         s.data.v1_file = static_cast<int>(fi);
         if (!keys.count(s.key) && t.defect.empty()) {
           t.defect = StrCat("slice ", SliceString(s.region, t.shape), " has no entry in ", files[fi]);
+          t.defect_check = "slice.missing-entry";
         }
         t.slices.push_back(std::move(s));
       }
@@ -163,7 +165,10 @@ absl::Status Checkpoint::LoadV1(const std::vector<std::string>& files) {
   for (auto& [name, t] : by_name) {
     t.partitioned = !(t.slices.size() == 1 && t.slices[0].region.Covers(t.shape));
     const DTypeInfo* info = LookupDType(t.dtype);
-    if (info == nullptr && t.defect.empty()) t.defect = StrCat("unknown or unstorable dtype ", t.dtype);
+    if (info == nullptr && t.defect.empty()) {
+      t.defect = StrCat("unknown or unstorable dtype ", DTypeName(t.dtype));
+      t.defect_check = "entry.dtype";
+    }
     if (info != nullptr) {
       for (const auto& s : t.slices) t.bytes += static_cast<uint64_t>(s.region.num_elements()) * info->element_size;
     }
@@ -184,13 +189,13 @@ absl::StatusOr<TensorBytes> Checkpoint::ReadV1(const TensorEntry& t, const Store
     std::lock_guard<std::mutex> lock(mu_);  // TableReader::Get is not thread-safe
     TFCKPT_ASSIGN_OR_RETURN(value, (*table)->Get(s.key));
   }
-  if (!value) return DataLossAt(file, s.key, -1, "slice entry missing");
+  if (!value) return DataLossAt("slice.missing-entry", file, s.key, -1, "slice entry missing");
   pb::SavedTensorSlices sts;
   if (!sts.ParseFromString(*value) || !sts.has_data()) {
-    return DataLossAt(file, s.key, -1, "slice entry is not a SavedTensorSlices data message");
+    return DataLossAt("v1.slice", file, s.key, -1, "slice entry is not a SavedTensorSlices data message");
   }
   auto payload = PayloadFromTensorProto(t.dtype, sts.data().data(), s.region.num_elements());
-  if (!payload.ok()) return DataLossAt(file, s.key, -1, SV(payload.status().message()));
+  if (!payload.ok()) return DataLossAt("v1.slice", file, s.key, -1, SV(payload.status().message()));
   auto buf = std::make_shared<std::string>(std::move(*payload));
   std::string_view view = *buf;
   return TensorBytes{view, std::move(buf)};
