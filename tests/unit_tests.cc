@@ -265,3 +265,43 @@ TEST_CASE("dtype table: Python names and sizes") {
   CHECK(*tfckpt::ParseDType("bfloat16") == tfckpt::DType::kBFloat16);
   CHECK_FALSE(tfckpt::ParseDType("float128").has_value());
 }
+
+TEST_CASE("ForEachRun: runs of a sub-region inside containing slices") {
+  using tfckpt::Region;
+  // sub = rows 2..3, cols 1..2 of a [4, 3] slice starting at (1, 0), and of a [3, 4] slice at (2, 0).
+  Region a{{1, 0}, {4, 3}}, b{{2, 0}, {3, 4}}, sub{{2, 1}, {2, 2}};
+  std::vector<std::pair<std::vector<int64_t>, int64_t>> runs;
+  tfckpt::ForEachRun(sub, {&a, &b}, [&](const int64_t* off, int64_t n) {
+    runs.push_back({{off[0], off[1]}, n});
+  });
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0].first == std::vector<int64_t>{1 * 3 + 1, 0 * 4 + 1});
+  CHECK(runs[0].second == 2);
+  CHECK(runs[1].first == std::vector<int64_t>{2 * 3 + 1, 1 * 4 + 1});
+  // Whole trailing dimensions merge: rows 1..2 of two [*, 3, 2] slices with full trailing dims.
+  Region c{{0, 0, 0}, {4, 3, 2}}, d{{1, 0, 0}, {3, 3, 2}}, rows{{1, 0, 0}, {2, 3, 2}};
+  runs.clear();
+  tfckpt::ForEachRun(rows, {&c, &d}, [&](const int64_t* off, int64_t n) { runs.push_back({{off[0], off[1]}, n}); });
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].first == std::vector<int64_t>{6, 0});
+  CHECK(runs[0].second == 12);
+  // Scalars and empty regions.
+  Region s{{}, {}};
+  int calls = 0;
+  tfckpt::ForEachRun(s, {&s}, [&](const int64_t*, int64_t n) { calls += static_cast<int>(n); });
+  CHECK(calls == 1);
+  Region e{{0}, {0}};
+  tfckpt::ForEachRun(e, {&e}, [&](const int64_t*, int64_t) { ++calls; });
+  CHECK(calls == 1);
+  // Every element visited exactly once, in row-major order, for a 3-D cut.
+  Region big{{0, 0, 0}, {3, 4, 5}}, cut{{1, 1, 2}, {2, 3, 3}};
+  std::vector<int64_t> seen;
+  tfckpt::ForEachRun(cut, {&big}, [&](const int64_t* off, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) seen.push_back(off[0] + i);
+  });
+  std::vector<int64_t> want;
+  for (int64_t i = 1; i < 3; ++i)
+    for (int64_t j = 1; j < 4; ++j)
+      for (int64_t k = 2; k < 5; ++k) want.push_back(i * 20 + j * 5 + k);
+  CHECK(seen == want);
+}

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,6 +47,15 @@ struct Region {
 // Intersection of two regions of the same rank; nullopt when it is empty.
 // REQUIRES: a.rank() == b.rank().
 std::optional<Region> Intersect(const Region& a, const Region& b);
+
+// Calls fn(offsets, count) for each run of `sub` that is contiguous in the row-major
+// layout of every region in `containers`: offsets[i] is the element offset of the run's
+// first element inside containers[i], count its number of elements. Runs come in
+// row-major order of `sub`, as long as the containers allow (whole trailing dimensions
+// merge into one run). Nothing is called for an empty `sub`.
+// REQUIRES: every container has sub's rank and contains sub.
+void ForEachRun(const Region& sub, const std::vector<const Region*>& containers,
+                const std::function<void(const int64_t* offsets, int64_t count)>& fn);
 
 // TensorSlice text form (FORMAT §d.3): "0,5:-". Dimensions covering all of `full`
 // print as "-". A scalar prints as "". REQUIRES: r.rank() == full.size().

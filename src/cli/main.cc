@@ -21,12 +21,15 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  tfckpt inspect model_dir/\n"
       "  tfckpt inspect model.ckpt-1000 --json\n"
-      "  tfckpt inspect model.ckpt-1000 --tensor dense/kernel --stats\n\n"
+      "  tfckpt inspect model.ckpt-1000 --tensor dense/kernel --stats\n"
+      "  tfckpt validate model.ckpt-1000 --json\n"
+      "  tfckpt validate resharded/model --against model.ckpt-1000\n\n"
       "Run 'tfckpt COMMAND --help' for a command's options; 'man tfckpt' for more.");
 
   std::vector<std::function<int()>> runners;
   std::vector<CLI::App*> subs;
   runners.push_back(AddInspect(app));
+  runners.push_back(AddValidate(app));
   subs = app.get_subcommands({});
 
   try {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <google/protobuf/io/tokenizer.h>
@@ -195,6 +196,21 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
     }
     const std::string sm = JoinPath(spec, "variables/variables");
     if (FileExists(sm + ".index")) return v2(sm);
+    // A single V1 checkpoint (one table file, or the shards of one).
+    std::set<std::string> v1;
+    std::error_code ec;
+    static const std::regex kShard(R"((.*)-\d{5}-of-(\d{5})$)");
+    for (const auto& e : fs::directory_iterator(spec, ec)) {
+      const std::string path = JoinPath(spec, e.path().filename().string());
+      if (!e.is_regular_file(ec) || !IsTableFile(path)) continue;
+      std::smatch m;
+      v1.insert(std::regex_match(path, m, kShard) ? StrCat(m[1].str(), "-00000-of-", m[2].str()) : path);
+    }
+    if (v1.size() == 1) return ResolveCheckpoint(*v1.begin());
+    if (v1.size() > 1) {
+      return absl::InvalidArgumentError(StrCat(spec, ": holds several V1 checkpoints: ", absl::StrJoin(v1, ", "),
+                                               " (name one of them)"));
+    }
     return absl::NotFoundError(StrCat(spec, ": directory holds no checkpoint (no state file, no *.index)"));
   }
   r.format = Format::kV1;

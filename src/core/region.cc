@@ -73,6 +73,53 @@ std::optional<Region> Intersect(const Region& a, const Region& b) {
   return r;
 }
 
+void ForEachRun(const Region& sub, const std::vector<const Region*>& containers,
+                const std::function<void(const int64_t* offsets, int64_t count)>& fn) {
+  const size_t rank = sub.rank();
+  const size_t k = containers.size();
+  std::vector<int64_t> offsets(k, 0);
+  if (sub.empty()) return;
+  if (rank == 0) {
+    fn(offsets.data(), 1);
+    return;
+  }
+  // Dimensions after `d` are whole in every container, so they merge into the run.
+  size_t d = rank - 1;
+  auto whole_in_all = [&](size_t dim) {
+    for (const Region* c : containers) {
+      if (c->shape[dim] != sub.shape[dim]) return false;
+    }
+    return true;
+  };
+  while (d > 0 && whole_in_all(d)) --d;
+  int64_t count = 1;
+  for (size_t j = d; j < rank; ++j) count *= sub.shape[j];
+  std::vector<std::vector<int64_t>> strides;
+  for (const Region* c : containers) strides.push_back(Strides(c->shape));
+  // Offset of sub's first element in each container, then walk dims [0, d) row-major.
+  std::vector<int64_t> base(k, 0);
+  for (size_t i = 0; i < k; ++i) {
+    for (size_t j = 0; j < rank; ++j) base[i] += (sub.start[j] - containers[i]->start[j]) * strides[i][j];
+  }
+  std::vector<int64_t> idx(d, 0);
+  while (true) {
+    for (size_t i = 0; i < k; ++i) {
+      int64_t off = base[i];
+      for (size_t j = 0; j < d; ++j) off += idx[j] * strides[i][j];
+      offsets[i] = off;
+    }
+    fn(offsets.data(), count);
+    size_t j = d;
+    while (j > 0) {
+      --j;
+      if (++idx[j] < sub.shape[j]) break;
+      idx[j] = 0;
+      if (j == 0) return;
+    }
+    if (d == 0) return;
+  }
+}
+
 std::string SliceString(const Region& r, const Shape& full) {
   std::string out;
   for (size_t d = 0; d < r.rank(); ++d) {

@@ -1,0 +1,640 @@
+// tfckpt validate: every check of a checkpoint, and logical comparison of two.
+#include "tfckpt/validate.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <thread>
+#include <fstream>
+#include <tuple>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tfckpt/crc32c.h"
+#include "tfckpt/dtype.h"
+#include "tfckpt/object_graph.h"
+#include "tfckpt/status.h"
+#include "tfckpt/tensor_encoding.h"
+#include "tfckpt/values.h"
+
+namespace tfckpt {
+
+namespace fs = std::filesystem;
+
+size_t ValidateReport::errors() const {
+  return std::count_if(findings.begin(), findings.end(), [](const Finding& f) { return f.severity == Severity::kError; });
+}
+size_t ValidateReport::warnings() const { return findings.size() - errors(); }
+
+namespace {
+
+Finding Make(std::string check, Severity sev, std::string file, std::string key, int64_t offset, std::string msg) {
+  return Finding{std::move(check), sev, std::move(file), std::move(key), offset, std::move(msg)};
+}
+
+int Jobs(int requested) {
+  if (requested > 0) return requested;
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+// Runs fn(i) for i in [0, n) on `jobs` threads.
+void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++) fn(i);
+  };
+  std::vector<std::thread> threads;
+  const int extra = std::min<int>(jobs, static_cast<int>(n)) - 1;
+  for (int t = 0; t < extra; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+}
+
+std::string IndexString(const std::vector<int64_t>& idx) {
+  return StrCat("[", absl::StrJoin(idx, ", "), "]");
+}
+
+// ---------------------------------------------------------------------------------------
+// Files beside the index: data files present, unreferenced, leftovers of crashed saves.
+
+void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
+  const CheckpointInfo& info = c.info();
+  const fs::path prefix(info.prefix);
+  const fs::path dir = prefix.has_parent_path() ? prefix.parent_path() : fs::path(".");
+  const std::string base = prefix.filename().string();  // "" when the prefix is a directory
+  std::vector<uint64_t> need(info.data_files.size(), 0);
+  std::vector<int> users(info.data_files.size(), 0);
+  for (const auto& t : c.tensors()) {
+    for (const auto& s : t.slices) {
+      if (s.data.shard >= 0 && s.data.shard < static_cast<int32_t>(need.size())) {
+        need[s.data.shard] = std::max(need[s.data.shard], s.data.offset + s.data.size);
+        ++users[s.data.shard];
+      }
+    }
+  }
+  // Data files that exist, by name.
+  const std::regex data_re(R"(\.data-(\d{5})-of-(\d{5})$)");
+  std::set<std::string> expected(info.data_files.begin(), info.data_files.end());
+  std::map<int, int> other_counts;  // NNNNN of data files for another shard count -> files
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.compare(0, base.size(), base) != 0) continue;
+    const std::string rest = name.substr(base.size());
+    const std::string path = (dir / name).string();
+    if (rest.find(".tempstate") != std::string::npos || rest.find(".tmp-tfckpt-") != std::string::npos) {
+      out->push_back(Make("files.debris", Severity::kWarning, path, "", -1,
+                          "temporary file left by an interrupted save (not part of the checkpoint)"));
+      continue;
+    }
+    if (e.is_directory(ec) && (rest.rfind("_temp", 0) == 0)) {
+      for (const auto& p : fs::directory_iterator(e.path(), ec)) {
+        if (p.path().filename().string().rfind("part-", 0) == 0) {
+          out->push_back(Make("files.debris", Severity::kWarning, p.path().string(), "", -1,
+                              "part of an unmerged distributed save (tfckpt merge --recover can finish it)"));
+        }
+      }
+      continue;
+    }
+    std::smatch m;
+    if (rest.rfind(".data-", 0) != 0 || !std::regex_search(rest, m, data_re) ||
+        m.position(0) != 0) {
+      continue;
+    }
+    if (!expected.count(path)) {
+      ++other_counts[std::stoi(m[2].str())];
+      out->push_back(Make("files.unreferenced-data", Severity::kWarning, path, "", -1,
+                          StrCat("data file of this prefix that the index does not use (header: ", info.num_shards,
+                                 " data files)")));
+    }
+  }
+  size_t missing = 0;
+  for (size_t i = 0; i < info.data_files.size(); ++i) {
+    const std::string& f = info.data_files[i];
+    if (!FileExists(f)) {
+      ++missing;
+      out->push_back(Make("files.missing-data", Severity::kError, f, "", -1,
+                          StrCat("data file missing; ", users[i], " stored tensors point into it")));
+      continue;
+    }
+    const uint64_t size = fs::file_size(f, ec);
+    if (users[i] == 0 && size > 0) {
+      out->push_back(Make("files.unreferenced-data", Severity::kWarning, f, "", -1,
+                          StrCat("no tensor is stored in this data file (", size, " bytes)")));
+    }
+  }
+  for (const auto& [count, files] : other_counts) {
+    if (missing > 0 && count != info.num_shards) {
+      out->push_back(Make("header.num-shards", Severity::kError, info.index_path, "", -1,
+                          StrCat("header says ", info.num_shards, " data files, but ", files,
+                                 " data files named for ", count, " exist")));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Entries: defects, ranges inside their data files, overlapping byte ranges.
+
+void CheckEntries(const Checkpoint& c, std::vector<Finding>* out, std::vector<bool>* readable) {
+  const CheckpointInfo& info = c.info();
+  const std::string where = info.format == Format::kV2 ? info.index_path : info.prefix;
+  std::vector<int64_t> sizes(info.data_files.size(), -1);
+  for (size_t i = 0; i < info.data_files.size(); ++i) {
+    std::error_code ec;
+    const auto n = fs::file_size(info.data_files[i], ec);
+    if (!ec) sizes[i] = static_cast<int64_t>(n);
+  }
+  struct Range {
+    uint64_t begin, end;
+    const std::string* key;
+  };
+  std::vector<std::vector<Range>> ranges(info.data_files.size());
+  size_t k = 0;
+  for (const auto& t : c.tensors()) {
+    if (!t.defect.empty()) {
+      out->push_back(Make(t.defect_check.empty() ? "entry" : t.defect_check, Severity::kError, where, t.name, -1,
+                          t.defect));
+    }
+    for (const auto& s : t.slices) {
+      bool ok = t.defect.empty();
+      if (info.format == Format::kV2 && ok) {
+        const int64_t fsize = sizes[s.data.shard];
+        if (fsize < 0) {
+          ok = false;  // reported as files.missing-data
+        } else if (s.data.offset > static_cast<uint64_t>(fsize) || s.data.size > static_cast<uint64_t>(fsize) - s.data.offset) {
+          out->push_back(Make("entry.bounds", Severity::kError, info.data_files[s.data.shard], s.key,
+                              static_cast<int64_t>(s.data.offset),
+                              StrCat("tensor of ", s.data.size, " bytes runs past the end of the file (", fsize,
+                                     " bytes)")));
+          ok = false;
+        }
+        if (s.data.size > 0) ranges[s.data.shard].push_back({s.data.offset, s.data.offset + s.data.size, &s.key});
+      }
+      (*readable)[k++] = ok;
+    }
+  }
+  for (size_t f = 0; f < ranges.size(); ++f) {
+    auto& r = ranges[f];
+    std::sort(r.begin(), r.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+    for (size_t i = 1; i < r.size(); ++i) {
+      if (r[i].begin < r[i - 1].end) {
+        out->push_back(Make("entry.overlap", Severity::kWarning, info.data_files[f], *r[i].key,
+                            static_cast<int64_t>(r[i].begin),
+                            StrCat("bytes overlap those of \"", PrintableKey(*r[i - 1].key), "\" (", r[i - 1].begin,
+                                   "..", r[i - 1].end, ")")));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Data: every stored piece's checksum, streamed with large reads, in parallel.
+
+struct Piece {
+  const TensorEntry* t;
+  const StoredSlice* s;
+};
+
+absl::Status CheckPodCrc(int fd, const std::string& file, const StoredSlice& s, std::string& buf) {
+  uint32_t crc = 0;
+  uint64_t at = s.data.offset, left = s.data.size;
+  posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(left), POSIX_FADV_SEQUENTIAL);
+  while (left > 0) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+    const ssize_t got = ::pread(fd, buf.data(), want, static_cast<off_t>(at));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      return DataLossAt("entry.bounds", file, s.key, static_cast<int64_t>(at),
+                        got == 0 ? "unexpected end of file" : std::strerror(errno));
+    }
+    crc = crc32c::Extend(crc, buf.data(), static_cast<size_t>(got));
+    at += static_cast<uint64_t>(got);
+    left -= static_cast<uint64_t>(got);
+  }
+  if (crc != crc32c::Unmask(s.data.masked_crc)) {
+    return DataLossAt("data.crc", file, s.key, static_cast<int64_t>(s.data.offset),
+                      StrCat("tensor checksum mismatch (stored ", absl::Hex(crc32c::Unmask(s.data.masked_crc), absl::kZeroPad8),
+                             ", computed ", absl::Hex(crc, absl::kZeroPad8), ")"));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t CheckData(const Checkpoint& c, const std::vector<Piece>& pieces, int jobs, std::vector<Finding>* out) {
+  const CheckpointInfo& info = c.info();
+  std::vector<int> fds(info.data_files.size(), -1);
+  for (size_t i = 0; i < fds.size(); ++i) fds[i] = ::open(info.data_files[i].c_str(), O_RDONLY | O_CLOEXEC);
+  // Largest first, so one big tensor does not finish last on its own.
+  std::vector<size_t> order(pieces.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return pieces[a].s->data.size > pieces[b].s->data.size; });
+  std::mutex mu;
+  std::atomic<uint64_t> bytes{0};
+  constexpr size_t kBuffer = 8 << 20;
+  ParallelFor(order.size(), jobs, [&](size_t n) {
+    thread_local std::string buf;
+    const Piece& p = pieces[order[n]];
+    absl::Status st;
+    const DTypeInfo* dt = LookupDType(p.t->dtype);
+    if (info.format == Format::kV2 && dt != nullptr && dt->element_size > 0 && !info.big_endian) {
+      if (buf.size() != kBuffer) buf.resize(kBuffer);
+      const int fd = fds[p.s->data.shard];
+      st = fd < 0 ? absl::NotFoundError("data file cannot be opened")
+                  : CheckPodCrc(fd, info.data_files[p.s->data.shard], *p.s, buf);
+    } else {
+      auto r = c.Read(*p.t, *p.s, /*verify=*/true);  // strings, variants, V1 values, big-endian
+      st = r.status();
+    }
+    if (st.ok()) {
+      bytes += info.format == Format::kV2 ? p.s->data.size
+                                          : static_cast<uint64_t>(p.s->region.num_elements()) * (dt ? dt->element_size : 0);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    out->push_back(FindingOf(st));
+  });
+  for (int fd : fds) {
+    if (fd >= 0) ::close(fd);
+  }
+  return bytes;
+}
+
+// ---------------------------------------------------------------------------------------
+// Object graph.
+
+void CheckObjectGraph(const Checkpoint& c, std::vector<Finding>* out) {
+  const TensorEntry* gt = c.Find(kObjectGraphKey);
+  if (gt == nullptr || !gt->defect.empty()) return;
+  const std::string where = c.info().format == Format::kV2 ? c.info().index_path : c.info().prefix;
+  auto g = LoadObjectGraph(c);
+  if (!g.ok()) {
+    Finding f = FindingOf(g.status());
+    if (f.check != "data.crc" && f.check != "data.string-lengths" && f.check != "data.string-layout") {
+      f.check = "graph.parse";
+    }
+    f.key = kObjectGraphKey;
+    out->push_back(std::move(f));
+    return;
+  }
+  std::set<const TensorEntry*> referenced = {gt};
+  for (int i = 0; i < (*g)->nodes_size(); ++i) {
+    for (const auto& a : (*g)->nodes(i).attributes()) {
+      auto ts = AttributeTensors(c, a.checkpoint_key());
+      if (ts.empty()) {
+        out->push_back(Make("graph.missing-key", Severity::kError, where, a.checkpoint_key(), -1,
+                            StrCat("object graph node ", i, " attribute ", a.name(),
+                                   " names a key that is not in the checkpoint")));
+      }
+      referenced.insert(ts.begin(), ts.end());
+    }
+  }
+  for (const auto& t : c.tensors()) {
+    if (!referenced.count(&t)) {
+      out->push_back(Make("graph.unreferenced", Severity::kWarning, where, t.name, -1,
+                          "no object-graph attribute refers to this tensor (it would not be restored)"));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The checkpoint state file of a directory.
+
+void CheckStateFile(const std::string& dir, const std::vector<std::string>& notes, std::vector<Finding>* out) {
+  const std::string path = (fs::path(dir) / "checkpoint").string();
+  for (const auto& n : notes) {
+    if (n.find("does not exist; using") != std::string::npos) {
+      out->push_back(Make("state.moved", Severity::kWarning, path, "", -1, n));
+    }
+  }
+  // ResolveCheckpoint already parsed it and found model_checkpoint_path; check the list.
+  std::ifstream in(path);
+  std::string line;
+  const std::regex re(R"re(^\s*all_model_checkpoint_paths\s*:\s*"(.*)"\s*$)re");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, re)) continue;
+    std::string p = m[1].str();
+    std::string full = !p.empty() && p[0] == '/' ? p : (fs::path(dir) / p).string();
+    if (p == ".") full = dir + "/";
+    if (!FileExists(full + ".index") && !FileExists(full) && !FileExists(fs::path(dir) / fs::path(p).filename())) {
+      out->push_back(Make("state.stale-entry", Severity::kWarning, path, "", -1,
+                          StrCat("lists ", p, ", which does not exist (older checkpoints are often deleted)")));
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Slice layout.
+
+void CheckSliceLayout(const TensorEntry& t, const std::string& file, std::vector<Finding>* out) {
+  if (!t.partitioned || t.slices.empty()) return;
+  const auto total = NumElements(t.shape);
+  if (!total.ok()) return;
+  std::vector<size_t> order(t.slices.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const bool scalar = t.shape.empty();
+  auto start0 = [&](size_t i) { return scalar ? 0 : t.slices[i].region.start[0]; };
+  auto end0 = [&](size_t i) { return scalar ? 1 : t.slices[i].region.start[0] + t.slices[i].region.shape[0]; };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return start0(a) < start0(b); });
+  bool overlap = false;
+  int64_t covered = 0;
+  for (size_t x = 0; x < order.size(); ++x) {
+    const Region& a = t.slices[order[x]].region;
+    covered += a.num_elements();
+    for (size_t y = x + 1; y < order.size() && start0(order[y]) < end0(order[x]); ++y) {
+      const Region& b = t.slices[order[y]].region;
+      if (a.empty() || b.empty() || !Intersect(a, b)) continue;
+      overlap = true;
+      out->push_back(Make("slice.overlap", Severity::kError, file, t.name, -1,
+                          a == b ? StrCat("slice ", SliceString(a, t.shape), " is stored twice")
+                                 : StrCat("slices ", SliceString(a, t.shape), " and ", SliceString(b, t.shape),
+                                          " overlap")));
+    }
+  }
+  if (!overlap && covered == *total) return;
+  if (overlap && covered < *total) {
+    // fall through to the gap search
+  } else if (overlap) {
+    return;  // overlapping but possibly complete: the overlap is the finding
+  }
+  // The first element (row-major) in no slice lies on the grid of slice ends and 0.
+  std::vector<std::vector<int64_t>> cand(t.shape.size());
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    cand[d].push_back(0);
+    for (const auto& s : t.slices) {
+      const int64_t e = s.region.start[d] + s.region.shape[d];
+      if (e < t.shape[d]) cand[d].push_back(e);
+    }
+    std::sort(cand[d].begin(), cand[d].end());
+    cand[d].erase(std::unique(cand[d].begin(), cand[d].end()), cand[d].end());
+  }
+  std::vector<size_t> pos(t.shape.size(), 0);
+  std::vector<int64_t> idx(t.shape.size());
+  std::string where;
+  for (int64_t budget = 2'000'000; budget > 0; --budget) {
+    for (size_t d = 0; d < idx.size(); ++d) idx[d] = cand[d][pos[d]];
+    bool in_any = false;
+    for (const auto& s : t.slices) in_any = in_any || s.region.Contains(idx);
+    if (!in_any) {
+      where = StrCat(" starting at ", IndexString(idx));
+      break;
+    }
+    size_t d = idx.size();
+    while (d > 0 && ++pos[d - 1] == cand[d - 1].size()) pos[--d] = 0;
+    if (d == 0) break;
+  }
+  out->push_back(Make("slice.gap", Severity::kError, file, t.name, -1,
+                      StrCat("elements", where, " are in no slice (slices hold ", covered, " of ", *total,
+                             " elements): they could never be restored")));
+}
+
+absl::StatusOr<ValidateReport> Validate(const std::string& spec, const ValidateOptions& options) {
+  ValidateReport report;
+  report.path = spec;
+  auto resolved = ResolveCheckpoint(spec);
+  if (!resolved.ok()) {
+    if (absl::IsDataLoss(resolved.status())) {  // e.g. a state file that does not parse
+      report.findings.push_back(FindingOf(resolved.status()));
+      return report;
+    }
+    return resolved.status();
+  }
+  report.path = resolved->prefix;
+  std::vector<Finding>& out = report.findings;
+  if (!resolved->state_dir.empty()) CheckStateFile(resolved->state_dir, resolved->notes, &out);
+  auto opened = resolved->format == Format::kV2 ? Checkpoint::OpenV2(resolved->prefix, &out)
+                                                : Checkpoint::OpenV1(resolved->prefix, resolved->v1_files, &out);
+  if (!opened.ok()) {
+    if (absl::IsDataLoss(opened.status())) {
+      out.push_back(FindingOf(opened.status()));
+      return report;
+    }
+    return opened.status();
+  }
+  const Checkpoint& c = **opened;
+  const CheckpointInfo& info = c.info();
+  report.tensors = static_cast<int64_t>(c.tensors().size());
+  const std::string where = info.format == Format::kV2 ? info.index_path : info.prefix;
+
+  if (info.format == Format::kV2) CheckFiles(c, &out);
+  size_t pieces_total = 0;
+  for (const auto& t : c.tensors()) pieces_total += t.slices.size();
+  std::vector<bool> readable(pieces_total, false);
+  CheckEntries(c, &out, &readable);
+  for (const auto& key : info.orphan_slice_keys) {
+    auto d = DecodeSliceKey(key);
+    out.push_back(Make("slice.orphan-entry", Severity::kError, where, key, -1,
+                       d.ok() ? StrCat("slice entry of \"", PrintableKey(d->name),
+                                       "\" that its metadata entry does not list")
+                              : "slice entry whose key does not decode"));
+  }
+  for (const auto& t : c.tensors()) CheckSliceLayout(t, where, &out);
+  if (!options.quick) {
+    std::vector<Piece> pieces;
+    size_t k = 0;
+    for (const auto& t : c.tensors()) {
+      for (const auto& s : t.slices) {
+        if (readable[k++]) pieces.push_back({&t, &s});
+      }
+    }
+    report.bytes_checked = CheckData(c, pieces, Jobs(options.jobs), &out);
+  }
+  CheckObjectGraph(c, &out);
+  // Stable order: by severity, then file, key and offset.
+  std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+    return std::tie(a.severity, a.file, a.key, a.offset) < std::tie(b.severity, b.file, b.key, b.offset);
+  });
+  return report;
+}
+
+// ---------------------------------------------------------------------------------------
+// Compare.
+
+namespace {
+
+struct Loaded {
+  TensorBytes bytes;
+  std::vector<std::string_view> elements;  // strings
+};
+
+absl::StatusOr<std::vector<Loaded>> LoadAll(const Checkpoint& c, const TensorEntry& t) {
+  std::vector<Loaded> out;
+  for (const auto& s : t.slices) {
+    TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(t, s, /*verify=*/true));
+    Loaded l{std::move(b), {}};
+    if (t.dtype == static_cast<int32_t>(DType::kString)) {
+      TFCKPT_ASSIGN_OR_RETURN(auto d, DecodeStrings(l.bytes.data, s.region.num_elements()));
+      l.elements = std::move(d.elements);
+    } else if (t.dtype == static_cast<int32_t>(DType::kVariant)) {
+      TFCKPT_ASSIGN_OR_RETURN(auto d, DecodeVariants(l.bytes.data, s.region.num_elements()));
+      l.elements = std::move(d.elements);
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::vector<int64_t> FullIndex(const Region& r, int64_t local) {
+  std::vector<int64_t> idx(r.rank());
+  for (size_t d = r.rank(); d-- > 0;) {
+    idx[d] = r.start[d] + local % r.shape[d];
+    local /= r.shape[d];
+  }
+  return idx;
+}
+
+std::string ElementText(const TensorEntry& t, const Loaded& l, int64_t i) {
+  const DTypeInfo* dt = LookupDType(t.dtype);
+  if (dt->element_size == 0) {
+    std::string s(l.elements[i].substr(0, 64));
+    return StrCat("b'", PrintableKey(s), l.elements[i].size() > 64 ? "...'" : "'");
+  }
+  return FormatElement(t.dtype, l.bytes.data.data() + i * dt->element_size);
+}
+
+// Compares the values of `a` (new) and `b` (old), equal dtype and shape.
+void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb, const TensorEntry& b,
+                   const CompareOptions& options, std::vector<Finding>* out, std::atomic<uint64_t>* bytes) {
+  const std::string where = ca.info().format == Format::kV2 ? ca.info().index_path : ca.info().prefix;
+  auto la = LoadAll(ca, a);
+  if (!la.ok()) {
+    out->push_back(FindingOf(la.status()));
+    return;
+  }
+  auto lb = LoadAll(cb, b);
+  if (!lb.ok()) {
+    out->push_back(FindingOf(lb.status()));
+    return;
+  }
+  const DTypeInfo* dt = LookupDType(a.dtype);
+  const int64_t esize = dt->element_size;
+  const bool tolerant = options.use_tolerance && dt->kind == ValueKind::kFloat;
+  const auto strides = Strides(a.shape);
+  int64_t differ = 0, first_linear = INT64_MAX;
+  std::string first_text;
+  for (size_t i = 0; i < a.slices.size(); ++i) {
+    for (size_t j = 0; j < b.slices.size(); ++j) {
+      auto r = Intersect(a.slices[i].region, b.slices[j].region);
+      if (!r) continue;
+      const Loaded& x = (*la)[i];
+      const Loaded& y = (*lb)[j];
+      ForEachRun(*r, {&a.slices[i].region, &b.slices[j].region}, [&](const int64_t* off, int64_t n) {
+        if (esize > 0 && !tolerant &&
+            std::memcmp(x.bytes.data.data() + off[0] * esize, y.bytes.data.data() + off[1] * esize, n * esize) == 0) {
+          return;
+        }
+        for (int64_t e = 0; e < n; ++e) {
+          bool same;
+          if (esize == 0) {
+            same = x.elements[off[0] + e] == y.elements[off[1] + e];
+          } else if (tolerant) {
+            const double u = ElementToDouble(a.dtype, x.bytes.data.data() + (off[0] + e) * esize);
+            const double v = ElementToDouble(a.dtype, y.bytes.data.data() + (off[1] + e) * esize);
+            same = (std::isnan(u) && std::isnan(v)) || u == v || std::fabs(u - v) <= options.tolerance;
+          } else {
+            same = std::memcmp(x.bytes.data.data() + (off[0] + e) * esize, y.bytes.data.data() + (off[1] + e) * esize,
+                               esize) == 0;
+          }
+          if (same) continue;
+          ++differ;
+          const auto idx = FullIndex(a.slices[i].region, off[0] + e);
+          int64_t linear = 0;
+          for (size_t d = 0; d < idx.size(); ++d) linear += idx[d] * strides[d];
+          if (linear < first_linear) {
+            first_linear = linear;
+            first_text = StrCat("first at ", IndexString(idx), ": new ", ElementText(a, x, off[0] + e), ", old ",
+                                ElementText(b, y, off[1] + e));
+          }
+        }
+      });
+    }
+  }
+  *bytes += a.bytes;
+  if (differ > 0) {
+    out->push_back(Make("against.values", Severity::kError, where, a.name, -1,
+                        StrCat(differ, " of ", *NumElements(a.shape), " elements differ",
+                               tolerant ? StrCat(" by more than ", options.tolerance) : "", "; ", first_text)));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ValidateReport> Compare(const std::string& new_spec, const std::string& old_spec,
+                                       const CompareOptions& options) {
+  ValidateReport report;
+  std::vector<Finding>& out = report.findings;
+  auto nc = Checkpoint::Open(new_spec, &out);
+  if (!nc.ok()) return nc.status();
+  auto oc = Checkpoint::Open(old_spec, &out);
+  if (!oc.ok()) return oc.status();
+  const Checkpoint& a = **nc;
+  const Checkpoint& b = **oc;
+  report.path = a.info().prefix;
+  report.tensors = static_cast<int64_t>(a.tensors().size());
+  const std::string where = a.info().format == Format::kV2 ? a.info().index_path : a.info().prefix;
+  std::vector<std::pair<const TensorEntry*, const TensorEntry*>> pairs;
+  for (const auto& t : b.tensors()) {
+    if (a.Find(t.name) == nullptr) {
+      out.push_back(Make("against.removed", Severity::kError, where, t.name, -1,
+                         StrCat("tensor of the old checkpoint (", DTypeName(t.dtype), " ", ShapeString(t.shape),
+                                ") is missing")));
+    }
+  }
+  for (const auto& t : a.tensors()) {
+    const TensorEntry* o = b.Find(t.name);
+    if (o == nullptr) {
+      out.push_back(Make("against.added", Severity::kError, where, t.name, -1,
+                         StrCat("tensor (", DTypeName(t.dtype), " ", ShapeString(t.shape),
+                                ") is not in the old checkpoint")));
+      continue;
+    }
+    if (t.dtype != o->dtype) {
+      out.push_back(Make("against.dtype", Severity::kError, where, t.name, -1,
+                         StrCat("dtype changed from ", DTypeName(o->dtype), " to ", DTypeName(t.dtype))));
+      continue;
+    }
+    if (t.shape != o->shape) {
+      out.push_back(Make("against.shape", Severity::kError, where, t.name, -1,
+                         StrCat("shape changed from ", ShapeString(o->shape), " to ", ShapeString(t.shape))));
+      continue;
+    }
+    CheckSliceLayout(t, where, &out);
+    if (!t.defect.empty()) {
+      out.push_back(Make(t.defect_check, Severity::kError, where, t.name, -1, t.defect));
+      continue;
+    }
+    if (!o->defect.empty()) {
+      out.push_back(Make(o->defect_check, Severity::kError, b.info().prefix, o->name, -1, o->defect));
+      continue;
+    }
+    if (LookupDType(t.dtype) == nullptr) continue;
+    pairs.emplace_back(&t, o);
+  }
+  std::mutex mu;
+  std::atomic<uint64_t> bytes{0};
+  ParallelFor(pairs.size(), Jobs(options.jobs), [&](size_t i) {
+    std::vector<Finding> local;
+    CompareValues(a, *pairs[i].first, b, *pairs[i].second, options, &local, &bytes);
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& f : local) out.push_back(std::move(f));
+  });
+  report.bytes_checked = bytes;
+  std::stable_sort(out.begin(), out.end(), [](const Finding& x, const Finding& y) {
+    return std::tie(x.severity, x.file, x.key, x.offset) < std::tie(y.severity, y.file, y.key, y.offset);
+  });
+  return report;
+}
+
+}  // namespace tfckpt
