@@ -2,13 +2,32 @@
 //   make_fixture non_utf8 PREFIX      a tensor whose name is not valid UTF-8
 //   make_fixture partitioned PREFIX   a [10, 3] float32 tensor in 4 slices, values 0..29
 //   make_fixture kinds PREFIX         float16, bfloat16, bool, strings, complex64, NaN/Inf
+//   make_fixture family VARIANT PREFIX
+//       the same logical tensors ("part" [10, 3] float32 = 0..29, "step" int64 = 42,
+//       "words" string [3], and an object graph naming them) laid out as VARIANT:
+//       base (4 row slices over 2 files), resliced (3 column slices over 3 files),
+//       whole (unpartitioned), changed (resliced, part[7, 1] = 99.5), removed (no
+//       "words"), added (an extra tensor), dtype ("step" int32), shape ("words" [1, 3]),
+//       overlap (row slices [0, 4) and [3, 10)), gap (row slices [0, 3) and [4, 10)),
+//       badgraph (the graph names a key that is not stored)
+//   make_fixture mutate MODE SRC_PREFIX DST_PREFIX
+//       copies SRC's data files and writes a changed index: drop-slice (the first
+//       slice-key entry), size (first fixed-size plain entry's size + 4), dtype (its
+//       dtype = 99), num-shards (header num_shards + 1)
 #include <cmath>
 #include <cstring>
 #include <iostream>
 #include <limits>
 
+#include <filesystem>
+#include <map>
+
+#include "tfckpt/bundle_proto.h"
 #include "tfckpt/bundle_writer.h"
+#include "tfckpt/checkpoint.h"
+#include "tfckpt/table.h"
 #include "tfckpt/tensor_encoding.h"
+#include "trackable_object_graph.pb.h"
 
 namespace {
 
@@ -27,9 +46,135 @@ int Check(const absl::Status& s) {
 
 }  // namespace
 
+// The object graph of the family: root -> model -> {part, step, words}.
+std::string FamilyGraph(const std::string& missing_key) {
+  tfckpt::pb::TrackableObjectGraph g;
+  auto* root = g.add_nodes();
+  auto* c = root->add_children();
+  c->set_node_id(1);
+  c->set_local_name("model");
+  auto* model = g.add_nodes();
+  int id = 2;
+  for (const char* name : {"part", "step", "words"}) {
+    auto* ch = model->add_children();
+    ch->set_node_id(id++);
+    ch->set_local_name(name);
+    auto* a = g.add_nodes()->add_attributes();
+    a->set_name("VARIABLE_VALUE");
+    a->set_checkpoint_key(std::string("model/") + name + "/.ATTRIBUTES/VARIABLE_VALUE");
+  }
+  if (!missing_key.empty()) g.mutable_nodes(4)->mutable_attributes(0)->set_checkpoint_key(missing_key);
+  std::string bytes, payload;
+  g.SerializeToString(&bytes);
+  tfckpt::EncodeStrings({bytes}, &payload);
+  return payload;
+}
+
+int Family(const std::string& variant, const std::string& prefix) {
+  const std::string part = "model/part/.ATTRIBUTES/VARIABLE_VALUE", step = "model/step/.ATTRIBUTES/VARIABLE_VALUE",
+                    words = "model/words/.ATTRIBUTES/VARIABLE_VALUE";
+  std::vector<float> v(30);
+  for (int i = 0; i < 30; ++i) v[i] = static_cast<float>(i);
+  if (variant == "changed") v[7 * 3 + 1] = 99.5f;
+  auto rows = [&](int r0, int n) {
+    return std::string(reinterpret_cast<const char*>(v.data() + r0 * 3), n * 12);
+  };
+  auto column = [&](int col) {
+    std::string out;
+    for (int r = 0; r < 10; ++r) out += Pod<float>({v[r * 3 + col]});
+    return out;
+  };
+  tfckpt::BundleWriterOptions o;
+  o.num_shards = variant == "resliced" || variant == "changed" ? 3 : 2;
+  auto w = tfckpt::BundleWriter::Create(prefix, o);
+  Check(w.status());
+  const tfckpt::Shape full{10, 3};
+  if (variant == "resliced" || variant == "changed") {
+    for (int col = 0; col < 3; ++col) {
+      Check((*w)->AddSlice(part, 1, full, tfckpt::Region{{0, col}, {10, 1}}, column(col), col));
+    }
+  } else if (variant == "whole") {
+    Check((*w)->Add(part, 1, full, rows(0, 10), 1));
+  } else if (variant == "overlap") {
+    Check((*w)->AddSlice(part, 1, full, tfckpt::Region{{0, 0}, {4, 3}}, rows(0, 4), 0));
+    Check((*w)->AddSlice(part, 1, full, tfckpt::Region{{3, 0}, {7, 3}}, rows(3, 7), 1));
+  } else if (variant == "gap") {
+    Check((*w)->AddSlice(part, 1, full, tfckpt::Region{{0, 0}, {3, 3}}, rows(0, 3), 0));
+    Check((*w)->AddSlice(part, 1, full, tfckpt::Region{{4, 0}, {6, 3}}, rows(4, 6), 1));
+  } else {
+    const int cuts[] = {0, 3, 6, 8, 10};
+    for (int i = 0; i < 4; ++i) {
+      Check((*w)->AddSlice(part, 1, full, tfckpt::Region{{cuts[i], 0}, {cuts[i + 1] - cuts[i], 3}},
+                           rows(cuts[i], cuts[i + 1] - cuts[i]), i % 2));
+    }
+  }
+  const int last = o.num_shards - 1;
+  if (variant == "dtype") {
+    Check((*w)->Add(step, 3, {}, Pod<int32_t>({42}), last));
+  } else {
+    Check((*w)->Add(step, 9, {}, Pod<int64_t>({42}), last));
+  }
+  if (variant != "removed") {
+    std::string s;
+    tfckpt::EncodeStrings({"alpha", "", "gamma"}, &s);
+    Check((*w)->Add(words, 7, variant == "shape" ? tfckpt::Shape{1, 3} : tfckpt::Shape{3}, s, last));
+  }
+  if (variant == "added") Check((*w)->Add("model/extra/.ATTRIBUTES/VARIABLE_VALUE", 1, {}, Pod<float>({1.0f}), 0));
+  Check((*w)->Add("_CHECKPOINTABLE_OBJECT_GRAPH", 7, {},
+                  FamilyGraph(variant == "badgraph" ? "model/missing/.ATTRIBUTES/VARIABLE_VALUE" : ""), 0));
+  Check((*w)->Finish());
+  return 0;
+}
+
+int Mutate(const std::string& mode, const std::string& src, const std::string& dst) {
+  auto c = tfckpt::Checkpoint::Open(src);
+  Check(c.status());
+  namespace fs = std::filesystem;
+  for (const auto& f : (*c)->info().data_files) {
+    fs::copy_file(f, dst + f.substr(src.size()), fs::copy_options::overwrite_existing);
+  }
+  auto out = tfckpt::OutputFile::Create(dst + ".index");
+  Check(out.status());
+  tfckpt::TableWriter table(out->get());
+  bool done = false;
+  Check((*c)->ForEachIndexEntry([&](std::string_view key, std::string_view value, uint64_t) -> absl::Status {
+    std::string v(value);
+    if (key.empty()) {
+      tfckpt::pb::BundleHeaderProto h;
+      h.ParseFromString(v);
+      if (mode == "num-shards") h.set_num_shards(h.num_shards() + 1);
+      v.clear();
+      h.SerializeToString(&v);
+      return table.Add(key, v);
+    }
+    tfckpt::pb::BundleEntryProto e;
+    e.ParseFromString(v);
+    if (!done && mode == "drop-slice" && tfckpt::IsSliceKey(key)) {
+      done = true;
+      return absl::OkStatus();
+    }
+    const bool pod = e.dtype() != 7 && e.dtype() != 21;
+    if (!done && pod && !tfckpt::IsSliceKey(key) && e.slices_size() == 0 && (mode == "size" || mode == "dtype")) {
+      done = true;
+      if (mode == "size") e.set_size(e.size() + 4);
+      if (mode == "dtype") e.set_dtype(static_cast<tfckpt::pb::DataType>(99));
+      v.clear();
+      e.SerializeToString(&v);
+    }
+    return table.Add(key, v);
+  }));
+  Check(table.Finish());
+  Check((*out)->Close());
+  Check((*out)->Commit());
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "family") return Family(argv[2], argv[3]);
+  if (argc == 5 && std::string(argv[1]) == "mutate") return Mutate(argv[2], argv[3], argv[4]);
   if (argc != 3) {
-    std::cerr << "usage: make_fixture non_utf8|partitioned|kinds PREFIX\n";
+    std::cerr << "usage: make_fixture non_utf8|partitioned|kinds PREFIX | family VARIANT PREFIX |"
+                 " mutate MODE SRC DST\n";
     return 2;
   }
   const std::string mode = argv[1], prefix = argv[2];

@@ -165,6 +165,10 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec);
 // table or of `visit`); with it, records errors there and continues with the next block.
 absl::Status VisitTable(TableReader& table, std::vector<Finding>* findings, const TableReader::Visitor& visit);
 
+// How errors name a stored piece: "" for an unpartitioned tensor, "slice 0,250:- " for
+// a slice (errors carry the logical tensor name as their key, never raw slice keys).
+std::string PieceLabel(const TensorEntry& t, const StoredSlice& s);
+
 // Name of data file `shard` of `num_shards` for `prefix`: PREFIX.data-00000-of-00002.
 std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards);
 

@@ -42,7 +42,7 @@ absl::Status DataLossCheck(std::string_view check, std::string_view what);
 // Places `inner` (e.g. from DecodeStrings) at FILE/KEY/OFFSET, keeping its check id, or
 // using `fallback_check` when it has none. Keeps inner's code.
 absl::Status Locate(const absl::Status& inner, std::string_view fallback_check, std::string_view file,
-                    std::string_view key, int64_t offset);
+                    std::string_view key, int64_t offset, std::string_view what_prefix = "");
 
 struct ErrorInfo {
   std::string check;  // "" when the error carries none

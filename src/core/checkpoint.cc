@@ -32,6 +32,10 @@ namespace tfckpt {
 
 namespace fs = std::filesystem;
 
+std::string PieceLabel(const TensorEntry& t, const StoredSlice& s) {
+  return t.partitioned ? StrCat("slice ", SliceString(s.region, t.shape), ": ") : std::string();
+}
+
 std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards) {
   return absl::StrFormat("%s.data-%05d-of-%05d", prefix, shard, num_shards);
 }
@@ -405,7 +409,8 @@ absl::Status Checkpoint::LoadV2Entries(TableReader& table, std::vector<Finding>*
         set_defect(t, {"slice.dtype", StrCat("slice ", SliceString(s.region, t.shape), " entry has dtype ",
                                              DTypeName(se.dtype()))});
       } else {
-        set_defect(t, stored(s.key, se, t.dtype, s.region.shape, &s.data));
+        set_defect(t, stored(StrCat(t.name, " slice ", SliceString(s.region, t.shape)), se, t.dtype,
+                             s.region.shape, &s.data));
       }
       t.bytes += s.data.size;
       t.slices.push_back(std::move(s));
@@ -451,19 +456,20 @@ absl::StatusOr<TensorBytes> Checkpoint::Read(const TensorEntry& t, const StoredS
   }
   if (info_.format == Format::kV1) return ReadV1(t, s);
   TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, DataFile(s.data.shard));
+  const std::string label = PieceLabel(t, s);
   auto range = file->Range(s.data.offset, s.data.size);
   if (!range.ok()) {
-    return DataLossAt("entry.bounds", file->path(), s.key, static_cast<int64_t>(s.data.offset),
-                      StrCat("tensor of ", s.data.size, " bytes runs past the end of the file (",
+    return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset),
+                      StrCat(label, "tensor of ", s.data.size, " bytes runs past the end of the file (",
                                    file->size(), " bytes)"));
   }
   const int64_t n = s.region.num_elements();
   if (verify) {
     auto crc = PayloadCrc(t.dtype, *range, n, info_.big_endian);
-    if (!crc.ok()) return Locate(crc.status(), "data.crc", file->path(), s.key, static_cast<int64_t>(s.data.offset));
+    if (!crc.ok()) return Locate(crc.status(), "data.crc", file->path(), t.name, static_cast<int64_t>(s.data.offset), label);
     if (*crc != crc32c::Unmask(s.data.masked_crc)) {
-      return DataLossAt("data.crc", file->path(), s.key, static_cast<int64_t>(s.data.offset),
-                        StrCat("tensor checksum mismatch (stored ",
+      return DataLossAt("data.crc", file->path(), t.name, static_cast<int64_t>(s.data.offset),
+                        StrCat(label, "tensor checksum mismatch (stored ",
                                      absl::Hex(crc32c::Unmask(s.data.masked_crc), absl::kZeroPad8), ", computed ",
                                      absl::Hex(*crc, absl::kZeroPad8), ")"));
     }
@@ -473,10 +479,10 @@ absl::StatusOr<TensorBytes> Checkpoint::Read(const TensorEntry& t, const StoredS
   auto buf = std::make_shared<std::string>();
   if (t.dtype == static_cast<int32_t>(DType::kString)) {
     auto d = DecodeStrings(*range, n, /*big_endian=*/true);
-    if (!d.ok()) return Locate(d.status(), "data.string-layout", file->path(), s.key, static_cast<int64_t>(s.data.offset));
+    if (!d.ok()) return Locate(d.status(), "data.string-layout", file->path(), t.name, static_cast<int64_t>(s.data.offset), label);
     EncodeStrings(d->elements, buf.get());
   } else if (t.dtype == static_cast<int32_t>(DType::kVariant)) {
-    return DataLossAt("data.variant", file->path(), s.key, static_cast<int64_t>(s.data.offset),
+    return DataLossAt("data.variant", file->path(), t.name, static_cast<int64_t>(s.data.offset),
                       "variant tensors of big-endian bundles cannot be read (TensorFlow refuses them too)");
   } else {
     buf->assign(*range);

@@ -14,13 +14,13 @@ absl::StatusOr<std::optional<pb::TrackableObjectGraph>> LoadObjectGraph(const Ch
   const TensorEntry* t = c.Find(kObjectGraphKey);
   if (t == nullptr) return std::optional<pb::TrackableObjectGraph>();
   if (t->dtype != static_cast<int32_t>(DType::kString) || !t->shape.empty() || t->slices.size() != 1) {
-    return absl::DataLossError(StrCat(kObjectGraphKey, " is not a scalar string"));
+    return DataLossCheck("graph.parse", StrCat(kObjectGraphKey, " is not a scalar string"));
   }
   TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(*t, t->slices[0]));
   TFCKPT_ASSIGN_OR_RETURN(DecodedElements d, DecodeStrings(b.data, 1));
   pb::TrackableObjectGraph g;
   if (!g.ParseFromString(std::string(d.elements[0]))) {
-    return absl::DataLossError(StrCat(kObjectGraphKey, " does not hold a TrackableObjectGraph"));
+    return DataLossCheck("graph.parse", StrCat(kObjectGraphKey, " does not hold a TrackableObjectGraph"));
   }
   return std::optional<pb::TrackableObjectGraph>(std::move(g));
 }

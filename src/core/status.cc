@@ -75,10 +75,10 @@ absl::Status DataLossCheck(std::string_view check, std::string_view what) {
 }
 
 absl::Status Locate(const absl::Status& inner, std::string_view fallback_check, std::string_view file,
-                    std::string_view key, int64_t offset) {
+                    std::string_view key, int64_t offset, std::string_view what_prefix) {
   std::string check = Payload(inner, kCheck);
   if (check.empty()) check = std::string(fallback_check);
-  return Located(inner.code(), check, file, key, offset, SV(inner.message()));
+  return Located(inner.code(), check, file, key, offset, StrCat(what_prefix, SV(inner.message())));
 }
 
 ErrorInfo ErrorInfoOf(const absl::Status& s) {

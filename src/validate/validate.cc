@@ -156,7 +156,8 @@ void CheckEntries(const Checkpoint& c, std::vector<Finding>* out, std::vector<bo
   }
   struct Range {
     uint64_t begin, end;
-    const std::string* key;
+    const TensorEntry* t;
+    const StoredSlice* s;
   };
   std::vector<std::vector<Range>> ranges(info.data_files.size());
   size_t k = 0;
@@ -172,13 +173,13 @@ void CheckEntries(const Checkpoint& c, std::vector<Finding>* out, std::vector<bo
         if (fsize < 0) {
           ok = false;  // reported as files.missing-data
         } else if (s.data.offset > static_cast<uint64_t>(fsize) || s.data.size > static_cast<uint64_t>(fsize) - s.data.offset) {
-          out->push_back(Make("entry.bounds", Severity::kError, info.data_files[s.data.shard], s.key,
+          out->push_back(Make("entry.bounds", Severity::kError, info.data_files[s.data.shard], t.name,
                               static_cast<int64_t>(s.data.offset),
-                              StrCat("tensor of ", s.data.size, " bytes runs past the end of the file (", fsize,
+                              StrCat(PieceLabel(t, s), "tensor of ", s.data.size, " bytes runs past the end of the file (", fsize,
                                      " bytes)")));
           ok = false;
         }
-        if (s.data.size > 0) ranges[s.data.shard].push_back({s.data.offset, s.data.offset + s.data.size, &s.key});
+        if (s.data.size > 0) ranges[s.data.shard].push_back({s.data.offset, s.data.offset + s.data.size, &t, &s});
       }
       (*readable)[k++] = ok;
     }
@@ -188,10 +189,11 @@ void CheckEntries(const Checkpoint& c, std::vector<Finding>* out, std::vector<bo
     std::sort(r.begin(), r.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
     for (size_t i = 1; i < r.size(); ++i) {
       if (r[i].begin < r[i - 1].end) {
-        out->push_back(Make("entry.overlap", Severity::kWarning, info.data_files[f], *r[i].key,
+        out->push_back(Make("entry.overlap", Severity::kWarning, info.data_files[f], r[i].t->name,
                             static_cast<int64_t>(r[i].begin),
-                            StrCat("bytes overlap those of \"", PrintableKey(*r[i - 1].key), "\" (", r[i - 1].begin,
-                                   "..", r[i - 1].end, ")")));
+                            StrCat(PieceLabel(*r[i].t, *r[i].s), "bytes overlap those of \"",
+                                   PrintableKey(r[i - 1].t->name), "\" ", PieceLabel(*r[i - 1].t, *r[i - 1].s), "(",
+                                   r[i - 1].begin, "..", r[i - 1].end, ")")));
       }
     }
   }
@@ -205,7 +207,8 @@ struct Piece {
   const StoredSlice* s;
 };
 
-absl::Status CheckPodCrc(int fd, const std::string& file, const StoredSlice& s, std::string& buf) {
+absl::Status CheckPodCrc(int fd, const std::string& file, const TensorEntry& t, const StoredSlice& s,
+                         std::string& buf) {
   uint32_t crc = 0;
   uint64_t at = s.data.offset, left = s.data.size;
   posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(left), POSIX_FADV_SEQUENTIAL);
@@ -214,16 +217,16 @@ absl::Status CheckPodCrc(int fd, const std::string& file, const StoredSlice& s, 
     const ssize_t got = ::pread(fd, buf.data(), want, static_cast<off_t>(at));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
-      return DataLossAt("entry.bounds", file, s.key, static_cast<int64_t>(at),
-                        got == 0 ? "unexpected end of file" : std::strerror(errno));
+      return DataLossAt("entry.bounds", file, t.name, static_cast<int64_t>(at),
+                        StrCat(PieceLabel(t, s), got == 0 ? "unexpected end of file" : std::strerror(errno)));
     }
     crc = crc32c::Extend(crc, buf.data(), static_cast<size_t>(got));
     at += static_cast<uint64_t>(got);
     left -= static_cast<uint64_t>(got);
   }
   if (crc != crc32c::Unmask(s.data.masked_crc)) {
-    return DataLossAt("data.crc", file, s.key, static_cast<int64_t>(s.data.offset),
-                      StrCat("tensor checksum mismatch (stored ", absl::Hex(crc32c::Unmask(s.data.masked_crc), absl::kZeroPad8),
+    return DataLossAt("data.crc", file, t.name, static_cast<int64_t>(s.data.offset),
+                      StrCat(PieceLabel(t, s), "tensor checksum mismatch (stored ", absl::Hex(crc32c::Unmask(s.data.masked_crc), absl::kZeroPad8),
                              ", computed ", absl::Hex(crc, absl::kZeroPad8), ")"));
   }
   return absl::OkStatus();
@@ -250,7 +253,7 @@ uint64_t CheckData(const Checkpoint& c, const std::vector<Piece>& pieces, int jo
       if (buf.size() != kBuffer) buf.resize(kBuffer);
       const int fd = fds[p.s->data.shard];
       st = fd < 0 ? absl::NotFoundError("data file cannot be opened")
-                  : CheckPodCrc(fd, info.data_files[p.s->data.shard], *p.s, buf);
+                  : CheckPodCrc(fd, info.data_files[p.s->data.shard], *p.t, *p.s, buf);
     } else {
       auto r = c.Read(*p.t, *p.s, /*verify=*/true);  // strings, variants, V1 values, big-endian
       st = r.status();
@@ -278,12 +281,13 @@ void CheckObjectGraph(const Checkpoint& c, std::vector<Finding>* out) {
   const std::string where = c.info().format == Format::kV2 ? c.info().index_path : c.info().prefix;
   auto g = LoadObjectGraph(c);
   if (!g.ok()) {
+    // A graph tensor that cannot be read is reported by the data checks already.
     Finding f = FindingOf(g.status());
-    if (f.check != "data.crc" && f.check != "data.string-lengths" && f.check != "data.string-layout") {
-      f.check = "graph.parse";
+    if (f.check == "graph.parse") {
+      if (f.file.empty()) f.file = where;
+      f.key = kObjectGraphKey;
+      out->push_back(std::move(f));
     }
-    f.key = kObjectGraphKey;
-    out->push_back(std::move(f));
     return;
   }
   std::set<const TensorEntry*> referenced = {gt};

@@ -189,13 +189,14 @@ absl::StatusOr<TensorBytes> Checkpoint::ReadV1(const TensorEntry& t, const Store
     std::lock_guard<std::mutex> lock(mu_);  // TableReader::Get is not thread-safe
     TFCKPT_ASSIGN_OR_RETURN(value, (*table)->Get(s.key));
   }
-  if (!value) return DataLossAt("slice.missing-entry", file, s.key, -1, "slice entry missing");
+  if (!value) return DataLossAt("slice.missing-entry", file, t.name, -1, StrCat(PieceLabel(t, s), "slice entry missing"));
   pb::SavedTensorSlices sts;
   if (!sts.ParseFromString(*value) || !sts.has_data()) {
-    return DataLossAt("v1.slice", file, s.key, -1, "slice entry is not a SavedTensorSlices data message");
+    return DataLossAt("v1.slice", file, t.name, -1,
+                      StrCat(PieceLabel(t, s), "slice entry is not a SavedTensorSlices data message"));
   }
   auto payload = PayloadFromTensorProto(t.dtype, sts.data().data(), s.region.num_elements());
-  if (!payload.ok()) return DataLossAt("v1.slice", file, s.key, -1, SV(payload.status().message()));
+  if (!payload.ok()) return Locate(payload.status(), "v1.slice", file, t.name, -1, PieceLabel(t, s));
   auto buf = std::make_shared<std::string>(std::move(*payload));
   std::string_view view = *buf;
   return TensorBytes{view, std::move(buf)};
