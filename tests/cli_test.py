@@ -86,6 +86,8 @@ def help_has_examples_and_usage_errors_exit_2():
     assert "Examples:" in p.stdout and "inspect" in p.stdout
     p = run("inspect", "--help", code=0)
     assert "Examples:" in p.stdout and "--json" in p.stdout and "--stats" in p.stdout
+    p = run("validate", "--help", code=0)
+    assert "Examples:" in p.stdout and "--against" in p.stdout and "--strict" in p.stdout
     run(code=2)
     run("inspect", code=2)
     run("inspect", "x", "--no-such-flag", code=2)
@@ -323,6 +325,185 @@ def error_nonexistent_and_not_a_checkpoint():
         os.mkdir(bad_state)
         open(os.path.join(bad_state, "checkpoint"), "w").write("model_checkpoint_path: \n")
         one_error_line(run("inspect", bad_state, code=3), "checkpoint")
+
+
+# ---------------------------------------------------------------------------------------
+# validate
+
+MALFORMED = {"index_only_lingvo_snappy": "files.missing-data", "index_only_minigo_snappy": "files.missing-data",
+             "t5x_mtf_bfloat16_missing_shard": "files.missing-data",
+             "truncated_data_resnet_savedmodel": "entry.bounds"}
+
+
+def validate_json(*args, code):
+    p = run("validate", *args, "--json", code=code)
+    j = json.loads(p.stdout)
+    assert set(j) >= {"ok", "path", "tensors", "bytes_checked", "errors", "warnings"}, j.keys()
+    for f in j["errors"] + j["warnings"]:
+        assert set(f) == {"check", "file", "key", "offset", "message"}, f
+    assert j["ok"] == (code == 0)
+    return j
+
+
+def checks(j):
+    return {e["check"] for e in j["errors"]}
+
+
+def family(d, variant):
+    prefix = os.path.join(d, variant)
+    subprocess.run([MAKE_FIXTURE, "family", variant, prefix], check=True)
+    return prefix
+
+
+def mutate(d, mode, src):
+    dst = os.path.join(d, "m-" + mode)
+    subprocess.run([MAKE_FIXTURE, "mutate", mode, src, dst], check=True)
+    return dst
+
+
+@test(needs_data=True)
+def validate_real_cases():
+    for case in COUNTS:
+        path = data(case + "/variables") if case == "truncated_data_resnet_savedmodel" else data(case)
+        if case in MALFORMED:
+            j = validate_json(path, code=1)
+            assert checks(j) == {MALFORMED[case]}, (case, j["errors"][:3])
+        else:
+            j = validate_json(path, code=0)
+            assert j["errors"] == [], (case, j["errors"])
+            assert j["tensors"] == COUNTS[case]
+            assert j["bytes_checked"] > 0
+    # Text mode: one summary line at the end.
+    p = run("validate", data("estimator_dnn_adam_2shards"), code=0)
+    assert p.stdout.splitlines()[-1].endswith("66 tensors, 22228 bytes checked: OK"), p.stdout
+    # Stale state-file entries are warnings; --strict makes them fail.
+    p = run("validate", data("tf2_float64_variant_pinn"), code=0)
+    assert "state.stale-entry" in p.stdout
+    j = validate_json(data("tf2_float64_variant_pinn"), "--strict", code=1)
+    assert checks(j) == {"state.stale-entry"} and j["warnings"] == []
+    # --quick reads no data.
+    j = validate_json(data("t2t_transformer_2shards"), "--quick", code=0)
+    assert j["bytes_checked"] == 0
+
+
+@test()
+def validate_planted_data_defects():
+    with tempfile.TemporaryDirectory() as d:
+        base = family(d, "base")
+        j = validate_json(base, "-j", "2", code=0)
+        assert j["errors"] == [] and j["warnings"] == []
+        listing = json.loads(run("inspect", base, "--json", code=0).stdout)
+        by_name = {t["name"]: t for t in listing["tensors"]}
+        part = by_name["model/part/.ATTRIBUTES/VARIABLE_VALUE"]
+        step = by_name["model/step/.ATTRIBUTES/VARIABLE_VALUE"]
+        words = by_name["model/words/.ATTRIBUTES/VARIABLE_VALUE"]
+        cases = [
+            ("float", part["slices"][1]["shard"], part["slices"][1]["offset"] + 5, "data.crc",
+             "model/part/.ATTRIBUTES/VARIABLE_VALUE", "slice 3,3:-"),
+            ("int64", step["shard"], step["offset"] + 7, "data.crc", "model/step/.ATTRIBUTES/VARIABLE_VALUE", ""),
+            ("string bytes", words["shard"], words["offset"] + words["size"] - 1, "data.crc",
+             "model/words/.ATTRIBUTES/VARIABLE_VALUE", ""),
+            ("string lengths", words["shard"], words["offset"], "data.string-lengths",
+             "model/words/.ATTRIBUTES/VARIABLE_VALUE", ""),
+        ]
+        for what, shard, offset, check, key, label in cases:
+            with tempfile.TemporaryDirectory() as e:
+                prefix = copy_ckpt(base, e)
+                flip(prefix + ".data-%05d-of-00002" % shard, offset)
+                j = validate_json(prefix, code=1)
+                assert checks(j) == {check}, (what, j["errors"])
+                err = j["errors"][0]
+                assert err["key"] == key and err["file"].endswith(".data-%05d-of-00002" % shard), (what, err)
+                assert label in err["message"], (what, err)
+                # --quick skips data and passes.
+                validate_json(prefix, "--quick", code=0)
+        # A truncated data file, a missing data file.
+        with tempfile.TemporaryDirectory() as e:
+            prefix = copy_ckpt(base, e)
+            f = prefix + ".data-00001-of-00002"
+            os.truncate(f, os.path.getsize(f) // 2)
+            assert checks(validate_json(prefix, code=1)) == {"entry.bounds"}
+            os.remove(f)
+            j = validate_json(prefix, code=1)
+            assert checks(j) == {"files.missing-data"}, j["errors"]
+            one_error_line(run("validate", prefix, "--tensor", code=2))  # usage: unknown option
+        # A flipped byte in the index's data block.
+        with tempfile.TemporaryDirectory() as e:
+            prefix = copy_ckpt(base, e)
+            flip(prefix + ".index", 30)
+            j = validate_json(prefix, code=1)
+            assert "table.block-crc" in checks(j), j["errors"]
+            assert any(x["offset"] == 0 and x["file"].endswith(".index") for x in j["errors"])
+
+
+@test()
+def validate_planted_index_and_layout_defects():
+    with tempfile.TemporaryDirectory() as d:
+        base = family(d, "base")
+        for prefix, want in [
+            (mutate(d, "drop-slice", base), {"slice.missing-entry", "slice.gap"}),
+            (mutate(d, "size", base), {"entry.size"}),
+            (mutate(d, "dtype", base), {"entry.dtype"}),
+            (mutate(d, "num-shards", base), {"header.num-shards", "files.missing-data"}),
+            (family(d, "overlap"), {"slice.overlap"}),
+            (family(d, "gap"), {"slice.gap"}),
+            (family(d, "badgraph"), {"graph.missing-key"}),
+        ]:
+            j = validate_json(prefix, code=1)
+            assert checks(j) == want, (prefix, j["errors"])
+        j = validate_json(os.path.join(d, "gap"), code=1)
+        assert "[3, 0]" in j["errors"][0]["message"], j["errors"]
+        j = validate_json(os.path.join(d, "badgraph"), code=1)
+        assert j["errors"][0]["key"] == "model/missing/.ATTRIBUTES/VARIABLE_VALUE"
+        assert [w["check"] for w in j["warnings"]] == ["graph.unreferenced"]
+        # Debris of interrupted saves is a warning.
+        open(base + ".data-00000-of-00001.tempstate123", "wb").close()
+        os.makedirs(base + "_temp")
+        open(os.path.join(base + "_temp", "part-00000-of-00001.index"), "wb").close()
+        j = validate_json(base, code=0)
+        assert [w["check"] for w in j["warnings"]] == ["files.debris", "files.debris"], j["warnings"]
+        validate_json(base, "--strict", code=1)
+
+
+@test()
+def validate_against():
+    with tempfile.TemporaryDirectory() as d:
+        base = family(d, "base")
+        for v in ("resliced", "whole"):
+            j = validate_json(family(d, v), "--against", base, code=0)
+            assert j["errors"] == [] and j["bytes_checked"] > 0
+        validate_json(base, "--against", os.path.join(d, "resliced"), code=0)
+        want = {
+            "changed": ("against.values", "model/part/.ATTRIBUTES/VARIABLE_VALUE",
+                        "1 of 30 elements differ; first at [7, 1]: new 99.5, old 22.0"),
+            "removed": ("against.removed", "model/words/.ATTRIBUTES/VARIABLE_VALUE", "is missing"),
+            "added": ("against.added", "model/extra/.ATTRIBUTES/VARIABLE_VALUE", "not in the old checkpoint"),
+            "dtype": ("against.dtype", "model/step/.ATTRIBUTES/VARIABLE_VALUE", "from int64 to int32"),
+            "shape": ("against.shape", "model/words/.ATTRIBUTES/VARIABLE_VALUE", "from [3] to [1, 3]"),
+            "overlap": ("slice.overlap", "model/part/.ATTRIBUTES/VARIABLE_VALUE", "overlap"),
+        }
+        for v, (check, key, text) in want.items():
+            j = validate_json(family(d, v), "--against", base, code=1)
+            assert [e["check"] for e in j["errors"]] == [check], (v, j["errors"])
+            assert j["errors"][0]["key"] == key and text in j["errors"][0]["message"], (v, j["errors"])
+        changed = os.path.join(d, "changed")
+        validate_json(changed, "--against", base, "--tolerance", "100", code=0)
+        validate_json(changed, "--against", base, "--tolerance", "1", code=1)
+        one_error_line(run("validate", base, "--tolerance", "1", code=2), "--against")
+        p = run("validate", changed, "--against", base, code=1)
+        assert "against.values" in p.stdout and p.stdout.splitlines()[-1].endswith("FAILED (1 error)")
+
+
+@test(needs_data=True)
+def validate_against_real_and_unreadable():
+    # A real checkpoint against itself (by another path), and against another step.
+    validate_json(data("estimator_dnn_adam_2shards/model.ckpt-1000"), "--against",
+                  data("estimator_dnn_adam_2shards"), code=0)
+    j = validate_json(data("estimator_dnn_adam_2shards/model.ckpt-0"), "--against",
+                      data("estimator_dnn_adam_2shards/model.ckpt-1000"), code=1)
+    assert checks(j) == {"against.values"}
+    one_error_line(run("validate", "/nonexistent/ckpt", code=3), "/nonexistent/ckpt")
+    one_error_line(run("validate", data("keras_tf2_adam_2shards"), "--against", "/nonexistent/x", code=3))
 
 
 def main():

@@ -41,7 +41,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // One line, like every other error; --help has the rest.
+    std::string msg = e.what();
+    for (char& c : msg) {
+      if (c == '\n') c = ' ';
+    }
+    std::cerr << "tfckpt: error: " << msg << " (see tfckpt --help)" << std::endl;
     return kExitUsage;
   }
   for (size_t i = 0; i < subs.size(); ++i) {

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Benchmark: `tfckpt validate` on a >= 2 GiB checkpoint (4 embedding tables of 512 MiB
+# float32 in 4 slices over 4 data files, plus dense layers), warm page cache, compared in
+# the same run with `cat PREFIX.data-* > /dev/null`. Targets: ratio <= 1.25, RSS <= 256 MiB.
+# Usage: bench/validate_large.sh [MIB_PER_TABLE] [WORK_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/common.sh
+mib=${1:-512}
+work=${2:-$(mktemp -d)}
+trap 'rm -rf "$work"' EXIT
+scripts/build.sh >/dev/null
+build/bench/gen_checkpoint tables "$work/big" "$mib" 4 4
+bytes=$(cat "$work"/big.data-* | wc -c)
+echo "checkpoint: $bytes bytes in $(ls "$work"/big.data-* | wc -l) data files"
+cat "$work"/big.data-* >/dev/null  # warm the page cache
+t_cat=$(best_of 3 sh -c "cat $work/big.data-* > /dev/null")
+t_val=$(best_of 3 build/src/tfckpt validate "$work/big")
+rss=$(peak_rss_kib build/src/tfckpt validate "$work/big")
+ratio=$(python3 -c "print(f'{$t_val / $t_cat:.2f}')")
+gbs=$(python3 -c "print(f'{$bytes / $t_val / 1e9:.2f}')")
+echo "cat: ${t_cat} s; validate: ${t_val} s (${gbs} GB/s); ratio ${ratio}; validate peak RSS ${rss} KiB"
