@@ -451,6 +451,10 @@ def validate_planted_index_and_layout_defects():
         ]:
             j = validate_json(prefix, code=1)
             assert checks(j) == want, (prefix, j["errors"])
+        # Two entries sharing bytes: a warning (TF never writes that), values still check.
+        j = validate_json(mutate(d, "alias", base), code=0)
+        assert [w["check"] for w in j["warnings"]] == ["entry.overlap"], j["warnings"]
+        assert "slice 3,3:-" in j["warnings"][0]["message"]
         j = validate_json(os.path.join(d, "gap"), code=1)
         assert "[3, 0]" in j["errors"][0]["message"], j["errors"]
         j = validate_json(os.path.join(d, "badgraph"), code=1)

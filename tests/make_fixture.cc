@@ -13,7 +13,8 @@
 //   make_fixture mutate MODE SRC_PREFIX DST_PREFIX
 //       copies SRC's data files and writes a changed index: drop-slice (the first
 //       slice-key entry), size (first fixed-size plain entry's size + 4), dtype (its
-//       dtype = 99), num-shards (header num_shards + 1)
+//       dtype = 99), num-shards (header num_shards + 1), alias (the second slice-key
+//       entry points at the first one's bytes)
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -21,6 +22,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "tfckpt/bundle_proto.h"
 #include "tfckpt/bundle_writer.h"
@@ -137,6 +139,7 @@ int Mutate(const std::string& mode, const std::string& src, const std::string& d
   Check(out.status());
   tfckpt::TableWriter table(out->get());
   bool done = false;
+  std::optional<tfckpt::pb::BundleEntryProto> first_slice;
   Check((*c)->ForEachIndexEntry([&](std::string_view key, std::string_view value, uint64_t) -> absl::Status {
     std::string v(value);
     if (key.empty()) {
@@ -152,6 +155,18 @@ int Mutate(const std::string& mode, const std::string& src, const std::string& d
     if (!done && mode == "drop-slice" && tfckpt::IsSliceKey(key)) {
       done = true;
       return absl::OkStatus();
+    }
+    if (!done && mode == "alias" && tfckpt::IsSliceKey(key)) {
+      if (!first_slice) {
+        first_slice = e;
+      } else {
+        done = true;
+        e.set_shard_id(first_slice->shard_id());
+        e.set_offset(first_slice->offset());
+        e.set_crc32c(first_slice->crc32c());
+        v.clear();
+        e.SerializeToString(&v);
+      }
     }
     const bool pod = e.dtype() != 7 && e.dtype() != 21;
     if (!done && pod && !tfckpt::IsSliceKey(key) && e.slices_size() == 0 && (mode == "size" || mode == "dtype")) {
