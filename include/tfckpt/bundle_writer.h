@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,9 +48,15 @@ class BundleWriter {
 
   // Streaming form for fixed-size dtypes: the payload of the entry is appended in
   // pieces through the returned stream; its CRC is computed while writing.
+  //
+  // Thread safety: entries may be added concurrently from several threads as long as
+  // each data file (shard) is written by one thread at a time.
   class EntryStream {
    public:
     absl::Status Append(std::string_view bytes);
+    // Appends `bytes`, which the caller has just read from `src_fd` at `src_offset`:
+    // the CRC is computed on `bytes`, the data moved in-kernel (copy_file_range).
+    absl::Status AppendFrom(int src_fd, uint64_t src_offset, std::string_view bytes);
     // Completes the entry. REQUIRES: exactly the announced number of bytes appended.
     absl::Status Close();
 
@@ -82,8 +89,9 @@ class BundleWriter {
   struct Pending;
   std::map<std::string, std::unique_ptr<Pending>> entries_;   // table key -> entry
   std::map<std::string, std::string> partitioned_;            // name -> metadata key (= name)
-  bool in_stream_ = false;
+  std::vector<char> in_stream_;                                // per shard
   bool finished_ = false;
+  std::mutex mu_;  // guards entries_ and partitioned_
 };
 
 }  // namespace tfckpt

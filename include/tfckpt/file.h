@@ -29,11 +29,18 @@ class MappedFile {
 
   // Hints that [offset, offset + n) will be read once, front to back.
   void AdviseSequential(uint64_t offset, uint64_t n) const;
+  // Drops the pages of [offset, offset + n) from this process (the page cache keeps
+  // them), so that reading a large file through the mapping does not grow memory use.
+  void Release(uint64_t offset, uint64_t n) const;
+
+  // The open descriptor of the file (for pread and copy_file_range).
+  int fd() const { return fd_; }
 
  private:
-  MappedFile(std::string path, const char* data, uint64_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+  MappedFile(std::string path, int fd, const char* data, uint64_t size)
+      : path_(std::move(path)), fd_(fd), data_(data), size_(size) {}
   std::string path_;
+  int fd_;
   const char* data_;
   uint64_t size_;
 };
@@ -46,6 +53,9 @@ class OutputFile {
   ~OutputFile();
 
   absl::Status Append(std::string_view data);
+  // Appends `n` bytes of `src_fd` from `src_offset`, moved inside the kernel
+  // (copy_file_range) when the file systems allow, else read and written.
+  absl::Status AppendFrom(int src_fd, uint64_t src_offset, uint64_t n);
   uint64_t size() const { return size_; }
   const std::string& final_path() const { return final_path_; }
   const std::string& temp_path() const { return temp_path_; }

@@ -10,5 +10,6 @@ namespace tfckpt::cli {
 // Adds the subcommand to `app`; the returned function runs it and gives the exit code.
 std::function<int()> AddInspect(CLI::App& app);
 std::function<int()> AddValidate(CLI::App& app);
+std::function<int()> AddReshard(CLI::App& app);
 
 }  // namespace tfckpt::cli

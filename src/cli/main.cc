@@ -23,13 +23,15 @@ int main(int argc, char** argv) {
       "  tfckpt inspect model.ckpt-1000 --json\n"
       "  tfckpt inspect model.ckpt-1000 --tensor dense/kernel --stats\n"
       "  tfckpt validate model.ckpt-1000 --json\n"
-      "  tfckpt validate resharded/model --against model.ckpt-1000\n\n"
+      "  tfckpt validate resharded/model --against model.ckpt-1000\n"
+      "  tfckpt reshard model.ckpt-1000 -o ps3/model.ckpt-1000 --partition fixed:3\n\n"
       "Run 'tfckpt COMMAND --help' for a command's options; 'man tfckpt' for more.");
 
   std::vector<std::function<int()>> runners;
   std::vector<CLI::App*> subs;
   runners.push_back(AddInspect(app));
   runners.push_back(AddValidate(app));
+  runners.push_back(AddReshard(app));
   subs = app.get_subcommands({});
 
   try {

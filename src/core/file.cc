@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "tfckpt/status.h"
 
 namespace tfckpt {
 
@@ -65,12 +66,21 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
     }
     data = static_cast<const char*>(p);
   }
-  ::close(fd);
-  return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
+  return std::unique_ptr<MappedFile>(new MappedFile(path, fd, data, size));
 }
 
 MappedFile::~MappedFile() {
   if (size_ > 0) ::munmap(const_cast<char*>(data_), size_);
+  ::close(fd_);
+}
+
+void MappedFile::Release(uint64_t offset, uint64_t n) const {
+  if (size_ == 0 || n == 0) return;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = offset / page * page;
+  const uint64_t end = std::min(size_, offset + n);
+  if (begin >= end) return;
+  ::madvise(const_cast<char*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 
 absl::StatusOr<std::string_view> MappedFile::Range(uint64_t offset, uint64_t n) const {
@@ -138,6 +148,38 @@ absl::Status OutputFile::Append(std::string_view data) {
   }
   buffer_.assign(data);  // large writes go straight through
   return FlushBuffer();
+}
+
+absl::Status OutputFile::AppendFrom(int src_fd, uint64_t src_offset, uint64_t n) {
+  if (fd_ < 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": append after close"));
+  TFCKPT_RETURN_IF_ERROR(FlushBuffer());
+  loff_t in = static_cast<loff_t>(src_offset);
+  uint64_t left = n;
+  while (left > 0) {
+    const ssize_t k = ::copy_file_range(src_fd, &in, fd_, nullptr, left, 0);
+    if (k > 0) {
+      left -= static_cast<uint64_t>(k);
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP && errno != EBADF) {
+      return ErrnoError(temp_path_, "copy failed", errno);
+    }
+    // Not supported here (or a short source): read and write instead.
+    std::string buf(static_cast<size_t>(std::min<uint64_t>(left, 1 << 20)), '\0');
+    while (left > 0) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+      const ssize_t got = ::pread(src_fd, buf.data(), want, in);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return ErrnoError(temp_path_, "source ended early while copying", got == 0 ? EIO : errno);
+      buffer_.assign(buf.data(), static_cast<size_t>(got));
+      TFCKPT_RETURN_IF_ERROR(FlushBuffer());
+      in += got;
+      left -= static_cast<uint64_t>(got);
+    }
+  }
+  size_ += n;
+  return absl::OkStatus();
 }
 
 absl::Status OutputFile::Close() {

@@ -22,6 +22,7 @@
 #include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/parallel.h"
 #include "tfckpt/status.h"
 #include "tfckpt/tensor_encoding.h"
 #include "tfckpt/values.h"
@@ -39,25 +40,6 @@ namespace {
 
 Finding Make(std::string check, Severity sev, std::string file, std::string key, int64_t offset, std::string msg) {
   return Finding{std::move(check), sev, std::move(file), std::move(key), offset, std::move(msg)};
-}
-
-int Jobs(int requested) {
-  if (requested > 0) return requested;
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
-}
-
-// Runs fn(i) for i in [0, n) on `jobs` threads.
-void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < n; i = next++) fn(i);
-  };
-  std::vector<std::thread> threads;
-  const int extra = std::min<int>(jobs, static_cast<int>(n)) - 1;
-  for (int t = 0; t < extra; ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
 }
 
 std::string IndexString(const std::vector<int64_t>& idx) {

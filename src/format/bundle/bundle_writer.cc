@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const std::st
   std::unique_ptr<BundleWriter> w(new BundleWriter());
   w->prefix_ = prefix;
   w->options_ = options;
+  w->in_stream_.assign(options.num_shards, 0);
   for (int32_t i = 0; i < options.num_shards; ++i) {
     TFCKPT_ASSIGN_OR_RETURN(auto f, OutputFile::Create(DataFileName(prefix, i, options.num_shards)));
     w->data_.push_back(std::move(f));
@@ -72,7 +73,6 @@ absl::StatusOr<std::string> BundleWriter::Register(std::string_view name, int32_
                                                    const std::optional<Region>& region, int32_t shard,
                                                    uint64_t size) {
   if (finished_) return absl::FailedPreconditionError("bundle already finished");
-  if (in_stream_) return absl::FailedPreconditionError("an entry stream is still open");
   if (name.empty()) return absl::InvalidArgumentError("tensor name is empty");
   if (IsSliceKey(name)) return absl::InvalidArgumentError("tensor names may not start with a NUL byte");
   const DTypeInfo* info = LookupDType(dtype);
@@ -80,6 +80,7 @@ absl::StatusOr<std::string> BundleWriter::Register(std::string_view name, int32_
   if (shard < 0 || shard >= options_.num_shards) {
     return absl::InvalidArgumentError(StrCat("data file ", shard, " out of range"));
   }
+  if (in_stream_[shard]) return absl::FailedPreconditionError("an entry stream is still open on this data file");
   auto n_full = NumElements(full);
   if (!n_full.ok()) return n_full.status();
   const bool sliced = region.has_value() && !region->Covers(full);
@@ -92,6 +93,7 @@ absl::StatusOr<std::string> BundleWriter::Register(std::string_view name, int32_
     return absl::InvalidArgumentError(StrCat(name, ": payload of ", size, " bytes, ", ShapeString(stored_shape),
                                                    " ", info->name, " needs ", n * info->element_size));
   }
+  std::lock_guard<std::mutex> lock(mu_);
   std::string key(name);
   SliceExtents ext;
   if (sliced) {
@@ -130,6 +132,7 @@ absl::StatusOr<std::string> BundleWriter::Register(std::string_view name, int32_
 }
 
 absl::Status BundleWriter::FinishEntry(const std::string& key, uint64_t offset, uint64_t size, uint32_t crc) {
+  std::lock_guard<std::mutex> lock(mu_);
   Pending& p = *entries_.at(key);
   p.entry.set_offset(static_cast<int64_t>(offset));
   p.entry.set_size(static_cast<int64_t>(size));
@@ -144,6 +147,7 @@ absl::Status BundleWriter::Add(std::string_view name, int32_t dtype, const Shape
   auto n = NumElements(shape);
   auto crc = PayloadCrc(dtype, payload, *n);
   if (!crc.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
     entries_.erase(key);
     return Annotate(crc.status(), name);
   }
@@ -188,7 +192,7 @@ absl::StatusOr<BundleWriter::EntryStream> BundleWriter::BeginEntry(std::string_v
   s.shard_ = shard;
   s.expected_ = size;
   s.offset_ = data_[shard]->size();
-  in_stream_ = true;
+  in_stream_[shard] = 1;
   return s;
 }
 
@@ -202,6 +206,16 @@ absl::Status BundleWriter::EntryStream::Append(std::string_view bytes) {
   return writer_->data_[shard_]->Append(bytes);
 }
 
+absl::Status BundleWriter::EntryStream::AppendFrom(int src_fd, uint64_t src_offset, std::string_view bytes) {
+  if (writer_ == nullptr) return absl::FailedPreconditionError("entry stream is closed");
+  if (bytes.size() > expected_ - written_) {
+    return absl::InvalidArgumentError(StrCat("entry stream: more than the announced ", expected_, " bytes"));
+  }
+  crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
+  written_ += bytes.size();
+  return writer_->data_[shard_]->AppendFrom(src_fd, src_offset, bytes.size());
+}
+
 absl::Status BundleWriter::EntryStream::Close() {
   if (writer_ == nullptr) return absl::FailedPreconditionError("entry stream is closed");
   if (written_ != expected_) {
@@ -209,13 +223,15 @@ absl::Status BundleWriter::EntryStream::Close() {
   }
   BundleWriter* w = writer_;
   writer_ = nullptr;
-  w->in_stream_ = false;
+  w->in_stream_[shard_] = 0;
   return w->FinishEntry(key_, offset_, written_, crc_);
 }
 
 absl::Status BundleWriter::Finish() {
   if (finished_) return absl::FailedPreconditionError("bundle already finished");
-  if (in_stream_) return absl::FailedPreconditionError("an entry stream is still open");
+  for (char open : in_stream_) {
+    if (open) return absl::FailedPreconditionError("an entry stream is still open");
+  }
   finished_ = true;
   for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Close());
   TFCKPT_ASSIGN_OR_RETURN(auto index, OutputFile::Create(prefix_ + ".index"));

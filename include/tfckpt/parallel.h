@@ -1,0 +1,32 @@
+// A minimal parallel loop for independent work items.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace tfckpt {
+
+// The number of threads to use for `requested` (0 = number of cores).
+inline int Jobs(int requested) {
+  if (requested > 0) return requested;
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+// Runs fn(i) for every i in [0, n) on up to `jobs` threads (the caller's included).
+inline void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++) fn(i);
+  };
+  std::vector<std::thread> threads;
+  const int extra = static_cast<int>(std::min<size_t>(static_cast<size_t>(jobs), n)) - 1;
+  for (int t = 0; t < extra; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace tfckpt

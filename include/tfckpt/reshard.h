@@ -1,0 +1,89 @@
+// Resharding: a plan (which regions of which tensors go to which output data file) and
+// its execution (streaming copies, crc computed while writing).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tfckpt/checkpoint.h"
+#include "tfckpt/partition.h"
+
+namespace tfckpt {
+
+// Which data file each tensor or slice lands in (the "sharding callback").
+struct Policy {
+  enum class Kind { kByTask, kShards, kSingle, kMaxShardSize };
+  Kind kind = Kind::kByTask;
+  int64_t n = 0;  // by-task: files (0 = as many as the input has); shards: files; max-shard-size: bytes
+};
+
+// "by-task[:N]", "shards:N", "single", "max-shard-size:BYTES".
+absl::StatusOr<Policy> ParsePolicy(std::string_view text);
+
+struct PlannedPiece {
+  Region region;  // in the full tensor
+  int32_t file = 0;
+  uint64_t bytes = 0;  // payload bytes (estimated for strings)
+};
+
+struct TensorPlan {
+  const TensorEntry* source = nullptr;
+  std::vector<PlannedPiece> pieces;  // one covering piece = stored whole
+  bool resliced = false;             // regions differ from the source's
+  std::string rule;                  // the --partition rule that applied, or ""
+  std::string note;                  // why a matching rule was not applied
+};
+
+struct ReshardPlan {
+  int32_t num_files = 1;
+  std::vector<TensorPlan> tensors;   // in the input's (name) order
+  std::vector<uint64_t> file_bytes;  // per output file
+  std::vector<std::string> notes;
+};
+
+struct ReshardOptions {
+  std::vector<PartitionRule> rules;  // first match wins; no pattern = tensors partitioned today
+  Policy policy;
+  int64_t bytes_per_string = 16;     // element size of strings for min-size / max-size
+};
+
+// Builds the plan and checks it against TensorFlow's validate_shards rules (every tensor
+// kept with its dtype and shape, each element in exactly one piece, no duplicate
+// key+slice); a violation is reported as an internal error (a bug). Errors: an explicit
+// REGEX that matches no tensor, an indivisible layout (naming the tensor), a policy that
+// cannot fit an element.
+absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOptions& options);
+
+// TF's MaxShardSizePolicy over shardable pieces, in order: returns, per output file, the
+// (tensor index, region) pieces it holds. Exposed for tests. `sizes(i, region)` gives the
+// (total bytes, bytes per element) TF would use for piece i.
+struct ShardablePiece {
+  size_t tensor;  // index into the caller's list
+  Region root;    // the piece as it is before the policy
+  Shape full;     // the tensor's full shape
+  bool sized = true;  // false: size unknown to TF (object graph, variants): counts as 0
+};
+absl::StatusOr<std::vector<std::vector<std::pair<size_t, Region>>>> MaxShardSizeShards(
+    const std::vector<ShardablePiece>& pieces, int64_t max_bytes,
+    const std::function<std::pair<int64_t, int64_t>(size_t, const Region&)>& sizes,
+    const std::function<std::string(size_t)>& name);
+
+struct ExecuteOptions {
+  int jobs = 0;           // output files written in parallel; 0 = cores
+  bool overwrite = false;
+  std::atomic<uint64_t>* progress = nullptr;  // bytes written so far, if given
+};
+
+// Writes `plan` for checkpoint `c` to `out_prefix` (atomic: temporaries renamed into place,
+// data files first, index last). Bytes that move unchanged and contiguous are copied
+// in-kernel; others are gathered through a bounded buffer; memory does not grow with the
+// checkpoint. The object graph and every tensor the plan does not reslice are carried
+// over byte for byte.
+absl::Status ExecutePlan(const Checkpoint& c, const ReshardPlan& plan, const std::string& out_prefix,
+                         const ExecuteOptions& options);
+
+}  // namespace tfckpt

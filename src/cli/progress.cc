@@ -1,0 +1,49 @@
+#include "progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "common.h"
+
+namespace tfckpt::cli {
+
+Progress::Progress(uint64_t total, bool enabled) : total_(total), start_(std::chrono::steady_clock::now()) {
+  if (enabled && ::isatty(STDERR_FILENO)) thread_ = std::thread([this] { Run(); });
+}
+
+Progress::~Progress() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Progress::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_; })) {
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (t >= 1.0) Draw(t, false);
+  }
+  if (shown_) {
+    Draw(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(), true);
+  }
+}
+
+void Progress::Draw(double seconds, bool final) {
+  shown_ = true;
+  const uint64_t done = std::min(done_.load(), total_);
+  const double frac = total_ ? static_cast<double>(done) / static_cast<double>(total_) : 1.0;
+  const int width = 30, filled = static_cast<int>(frac * width);
+  const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
+  const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
+  std::fprintf(stderr, "\r[%s%s] %s / %s  %s/s  ETA %.0fs   ", std::string(filled, '#').c_str(),
+               std::string(width - filled, ' ').c_str(), HumanBytes(done).c_str(), HumanBytes(total_).c_str(),
+               HumanBytes(static_cast<uint64_t>(rate)).c_str(), eta);
+  if (final) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace tfckpt::cli

@@ -1,0 +1,243 @@
+#include "tfckpt/partition.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
+#include "tfckpt/status.h"
+
+namespace tfckpt {
+
+std::vector<std::pair<int64_t, int64_t>> SplitAxis(int64_t dim, int64_t parts) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  const int64_t base = dim / parts, extra = dim % parts;
+  int64_t at = 0;
+  for (int64_t i = 0; i < parts; ++i) {
+    const int64_t n = base + (i < extra ? 1 : 0);
+    out.emplace_back(at, n);
+    at += n;
+  }
+  return out;
+}
+
+std::vector<Region> CutAlongAxis(const Shape& shape, int axis, int64_t parts) {
+  std::vector<Region> out;
+  for (auto [start, len] : SplitAxis(shape[axis], parts)) {
+    Region r = Region::Full(shape);
+    r.start[axis] = start;
+    r.shape[axis] = len;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+int64_t FixedShardsParts(const Shape& shape, int axis, int64_t n) { return std::max<int64_t>(1, std::min(n, shape[axis])); }
+
+int64_t MinSizeParts(const Shape& shape, int axis, int64_t esize, int64_t min_slice_bytes, int64_t max_shards) {
+  const int64_t elements = *NumElements(shape);
+  const double partitions = static_cast<double>(elements) * static_cast<double>(esize) / static_cast<double>(min_slice_bytes);
+  const int64_t want = static_cast<int64_t>(std::ceil(partitions));
+  return std::max<int64_t>(1, std::min({shape[axis], max_shards, want}));
+}
+
+int64_t MaxSizeParts(const Shape& shape, int axis, int64_t esize, int64_t max_shard_bytes, int64_t max_shards) {
+  if (shape[axis] == 0) return 1;
+  const int64_t elements = *NumElements(shape);
+  const double bytes_per_slice = static_cast<double>(elements) / static_cast<double>(shape[axis]) * static_cast<double>(esize);
+  const double slices_per_shard =
+      bytes_per_slice > 0 ? std::max(1.0, std::floor(static_cast<double>(max_shard_bytes) / bytes_per_slice)) : 1.0;
+  int64_t parts = static_cast<int64_t>(std::ceil(static_cast<double>(shape[axis]) / slices_per_shard));
+  if (max_shards > 0) parts = std::min(parts, max_shards);
+  return std::max<int64_t>(1, parts);
+}
+
+absl::StatusOr<Layout> ParseLayout(std::string_view text) {
+  Layout l;
+  std::string_view specs, mesh;
+  if (text.rfind("sharding_specs:", 0) == 0) {
+    // TF's form: "sharding_specs:x,unsharded, mesh:|x=2,y=4|0,1,...|...|/job:...".
+    const size_t m = text.find("mesh:");
+    if (m == std::string_view::npos) return absl::InvalidArgumentError("layout has no mesh:");
+    specs = text.substr(15, m - 15);
+    std::string_view rest = text.substr(m + 5);
+    std::vector<absl::string_view> parts = absl::StrSplit(AV(rest), '|');
+    if (parts.size() < 2) return absl::InvalidArgumentError("mesh: wants |dim=size,...|");
+    mesh = SV(parts[1]);
+  } else {
+    const size_t at = text.rfind('@');
+    if (at == std::string_view::npos) return absl::InvalidArgumentError("layout wants SPECS@MESH, e.g. x,unsharded@x=2,y=4");
+    specs = text.substr(0, at);
+    mesh = text.substr(at + 1);
+  }
+  for (absl::string_view s : absl::StrSplit(AV(specs), ',', absl::SkipWhitespace())) {
+    std::string item(absl::StripAsciiWhitespace(s));
+    l.specs.push_back(item == "unsharded" ? "" : item);
+  }
+  for (absl::string_view d : absl::StrSplit(AV(mesh), ',', absl::SkipWhitespace())) {
+    std::vector<absl::string_view> kv = absl::StrSplit(absl::StripAsciiWhitespace(d), '=');
+    int64_t size;
+    if (kv.size() != 2 || kv[0].empty() || !absl::SimpleAtoi(kv[1], &size) || size < 1) {
+      return absl::InvalidArgumentError(StrCat("bad mesh dimension \"", SV(d), "\" (want NAME=SIZE)"));
+    }
+    l.mesh.emplace_back(std::string(kv[0]), size);
+  }
+  if (l.mesh.empty()) return absl::InvalidArgumentError("layout has an empty mesh");
+  for (const auto& s : l.specs) {
+    if (s.empty()) continue;
+    if (std::none_of(l.mesh.begin(), l.mesh.end(), [&](const auto& m) { return m.first == s; })) {
+      return absl::InvalidArgumentError(StrCat("layout shards over \"", s, "\", which is not a mesh dimension"));
+    }
+    if (std::count(l.specs.begin(), l.specs.end(), s) > 1) {
+      return absl::InvalidArgumentError(StrCat("mesh dimension \"", s, "\" shards more than one axis"));
+    }
+  }
+  return l;
+}
+
+absl::StatusOr<std::vector<Region>> LayoutRegions(const Shape& shape, const Layout& layout) {
+  if (layout.specs.size() != shape.size()) {
+    return absl::InvalidArgumentError(StrCat("layout has ", layout.specs.size(), " axes, tensor ",
+                                             ShapeString(shape), " has ", shape.size()));
+  }
+  std::vector<Region> out = {Region::Full(shape)};
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    if (layout.specs[axis].empty()) continue;
+    int64_t k = 1;
+    for (const auto& [name, size] : layout.mesh) {
+      if (name == layout.specs[axis]) k = size;
+    }
+    if (shape[axis] % k != 0) {
+      return absl::InvalidArgumentError(StrCat("axis ", axis, " of size ", shape[axis], " cannot be cut into ", k,
+                                               " equal parts (mesh dimension ", layout.specs[axis], ")"));
+    }
+    std::vector<Region> next;
+    for (const Region& r : out) {
+      for (int64_t i = 0; i < k; ++i) {
+        Region c = r;
+        c.shape[axis] = shape[axis] / k;
+        c.start[axis] = i * c.shape[axis];
+        next.push_back(std::move(c));
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+namespace {
+
+// "N" or "N@AXIS" -> (N, axis).
+bool ParseCountAxis(std::string_view s, int64_t* n, int* axis) {
+  *axis = 0;
+  const size_t at = s.find('@');
+  if (at != std::string_view::npos) {
+    if (!absl::SimpleAtoi(AV(s.substr(at + 1)), axis) || *axis < 0) return false;
+    s = s.substr(0, at);
+  }
+  return absl::SimpleAtoi(AV(s), n);
+}
+
+absl::StatusOr<PartitionRule> ParseSpec(std::string_view spec) {
+  PartitionRule r;
+  if (spec == "none") {
+    r.kind = PartitionRule::Kind::kNone;
+    return r;
+  }
+  if (spec.rfind("fixed:", 0) == 0) {
+    r.kind = PartitionRule::Kind::kFixed;
+    if (!ParseCountAxis(spec.substr(6), &r.n, &r.axis) || r.n < 1) {
+      return absl::InvalidArgumentError("fixed wants N[@AXIS] with N >= 1");
+    }
+    return r;
+  }
+  for (auto [prefix, kind] : {std::pair{"min-size:", PartitionRule::Kind::kMinSize},
+                              std::pair{"max-size:", PartitionRule::Kind::kMaxSize}}) {
+    const std::string_view p(prefix);
+    if (spec.rfind(p, 0) != 0) continue;
+    r.kind = kind;
+    std::string_view rest = spec.substr(p.size());
+    const size_t at = rest.find('@');
+    if (at != std::string_view::npos) {
+      if (!absl::SimpleAtoi(AV(rest.substr(at + 1)), &r.axis) || r.axis < 0) {
+        return absl::InvalidArgumentError(StrCat(prefix, " has a bad @AXIS"));
+      }
+      rest = rest.substr(0, at);
+    }
+    std::vector<absl::string_view> parts = absl::StrSplit(AV(rest), ',');
+    r.max_shards = kind == PartitionRule::Kind::kMinSize ? 1 : 0;
+    if (parts.empty() || parts.size() > 2 || !absl::SimpleAtoi(parts[0], &r.n) || r.n < 1 ||
+        (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &r.max_shards) || r.max_shards < 1))) {
+      return absl::InvalidArgumentError(StrCat(prefix, " wants BYTES[,MAX_SHARDS][@AXIS]"));
+    }
+    return r;
+  }
+  if (spec.rfind("layout:", 0) == 0 || spec.rfind("sharding_specs:", 0) == 0) {
+    r.kind = PartitionRule::Kind::kLayout;
+    TFCKPT_ASSIGN_OR_RETURN(r.layout, ParseLayout(spec.rfind("layout:", 0) == 0 ? spec.substr(7) : spec));
+    return r;
+  }
+  return absl::InvalidArgumentError("unknown partition spec (fixed:, min-size:, max-size:, none, layout:)");
+}
+
+}  // namespace
+
+absl::StatusOr<PartitionRule> ParsePartitionRule(std::string_view text) {
+  auto whole = ParseSpec(text);
+  if (whole.ok()) {
+    whole->text = std::string(text);
+    return whole;
+  }
+  // REGEX=SPEC: the first '=' after which a valid spec follows (specs contain '=' too).
+  absl::Status last = whole.status();
+  for (size_t i = text.find('='); i != std::string_view::npos; i = text.find('=', i + 1)) {
+    auto r = ParseSpec(text.substr(i + 1));
+    if (!r.ok()) {
+      last = r.status();
+      continue;
+    }
+    r->text = std::string(text);
+    r->pattern = std::string(text.substr(0, i));
+    try {
+      std::regex check(*r->pattern);
+    } catch (const std::regex_error& e) {
+      return absl::InvalidArgumentError(StrCat("--partition ", text, ": bad regular expression: ", e.what()));
+    }
+    return r;
+  }
+  return absl::InvalidArgumentError(StrCat("--partition ", text, ": ", SV(last.message())));
+}
+
+absl::StatusOr<std::optional<std::vector<Region>>> ApplyRule(const PartitionRule& rule, const Shape& shape,
+                                                             int64_t esize, std::string* note) {
+  using K = PartitionRule::Kind;
+  if (rule.kind == K::kNone) return std::optional<std::vector<Region>>(std::vector<Region>{Region::Full(shape)});
+  if (rule.kind == K::kLayout) {
+    if (shape.empty()) {
+      *note = "scalar: left whole";
+      return std::optional<std::vector<Region>>();
+    }
+    TFCKPT_ASSIGN_OR_RETURN(auto regions, LayoutRegions(shape, rule.layout));
+    return std::optional<std::vector<Region>>(std::move(regions));
+  }
+  if (shape.empty()) {
+    *note = "scalar: left whole";
+    return std::optional<std::vector<Region>>();
+  }
+  if (rule.axis >= static_cast<int>(shape.size())) {
+    *note = StrCat("axis ", rule.axis, " beyond rank ", shape.size(), ": left whole");
+    return std::optional<std::vector<Region>>();
+  }
+  int64_t parts = 1;
+  switch (rule.kind) {
+    case K::kFixed: parts = FixedShardsParts(shape, rule.axis, rule.n); break;
+    case K::kMinSize: parts = MinSizeParts(shape, rule.axis, esize, rule.n, rule.max_shards); break;
+    case K::kMaxSize: parts = MaxSizeParts(shape, rule.axis, esize, rule.n, rule.max_shards); break;
+    default: break;
+  }
+  if (shape[rule.axis] == 0) parts = 1;
+  return std::optional<std::vector<Region>>(CutAlongAxis(shape, rule.axis, parts));
+}
+
+}  // namespace tfckpt

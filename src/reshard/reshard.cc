@@ -1,0 +1,563 @@
+// Reshard: plan which regions go to which output file, then write them.
+#include "tfckpt/reshard.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <regex>
+
+#include "absl/strings/numbers.h"
+#include "tfckpt/bundle_writer.h"
+#include "tfckpt/dtype.h"
+#include "tfckpt/parallel.h"
+#include "tfckpt/status.h"
+#include "tfckpt/tensor_encoding.h"
+
+namespace tfckpt {
+
+absl::StatusOr<Policy> ParsePolicy(std::string_view text) {
+  Policy p;
+  auto number = [&](std::string_view s, int64_t* v) { return absl::SimpleAtoi(AV(s), v) && *v >= 1; };
+  if (text == "single") {
+    p.kind = Policy::Kind::kSingle;
+  } else if (text == "by-task") {
+    p.kind = Policy::Kind::kByTask;
+  } else if (text.rfind("by-task:", 0) == 0 && number(text.substr(8), &p.n)) {
+    p.kind = Policy::Kind::kByTask;
+  } else if (text.rfind("shards:", 0) == 0 && number(text.substr(7), &p.n)) {
+    p.kind = Policy::Kind::kShards;
+  } else if (text.rfind("max-shard-size:", 0) == 0 && number(text.substr(15), &p.n)) {
+    p.kind = Policy::Kind::kMaxShardSize;
+  } else {
+    return absl::InvalidArgumentError(
+        StrCat("--policy ", text, ": want by-task[:N], shards:N, single or max-shard-size:BYTES (N, BYTES >= 1)"));
+  }
+  return p;
+}
+
+namespace {
+
+int64_t Prod(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// TF's MaxShardSizePolicy.MaxShardSizePartitioner, step for step
+// (tensorflow/python/checkpoint/sharding/sharding_policies.py).
+class MaxShardSizePartitioner {
+ public:
+  MaxShardSizePartitioner(int64_t max_bytes) : max_(max_bytes), remaining_(max_bytes) { shards_.emplace_back(); }
+
+  absl::Status Add(size_t tensor, const Region& root, int64_t total, int64_t dsize, const std::string& name) {
+    tensor_ = tensor;
+    root_ = root;
+    dsize_ = dsize;
+    if (root.rank() == 0) {
+      if (total > max_) {
+        large_.push_back({{tensor, root}});
+      } else {
+        if (total > remaining_) NewShard();
+        shards_.back().emplace_back(tensor, root);
+        remaining_ -= total;
+      }
+      return absl::OkStatus();
+    }
+    offset_ = root.start;
+    shape_ = root.shape;
+    int64_t working = total;
+    while (working > remaining_) {
+      if (dsize_ > max_) {
+        // TF loops forever here: no piece of even one element fits in a shard.
+        return absl::InvalidArgumentError(StrCat("max-shard-size:", max_, " cannot hold one element of \"", name,
+                                                 "\" (", dsize_, " bytes)"));
+      }
+      auto [axis, part] = NextPartition();
+      if (part == 0) {
+        NewShard();
+      } else {
+        TFCKPT_RETURN_IF_ERROR(AddPartition(axis, part));
+        working = Prod(shape_) * dsize_;
+      }
+    }
+    if (Prod(shape_) > 0) shards_.back().emplace_back(tensor, Region{offset_, shape_});
+    remaining_ -= working;
+    return absl::OkStatus();
+  }
+
+  std::vector<std::vector<std::pair<size_t, Region>>> Result() {
+    std::vector<std::vector<std::pair<size_t, Region>>> out;
+    for (auto& s : shards_) {
+      if (!s.empty()) out.push_back(std::move(s));  // TF keeps a trailing empty shard; a file needs content
+    }
+    for (auto& s : large_) out.push_back(std::move(s));
+    return out;
+  }
+
+ private:
+  void NewShard() {
+    shards_.emplace_back();
+    remaining_ = max_;
+  }
+
+  std::pair<int, int64_t> NextPartition() {
+    const int64_t num_elems = Prod(shape_);
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    auto num_partitions = [&](size_t axis) -> double {
+      const int64_t axis_len = shape_[axis];
+      const int64_t bytes_per_slice = num_elems / axis_len * dsize_;
+      const int64_t slices_per_shard = remaining_ / bytes_per_slice;
+      if (slices_per_shard == 0) return kInf;
+      return std::ceil(static_cast<double>(axis_len) / static_cast<double>(slices_per_shard));
+    };
+    double min_parts = num_partitions(0);
+    int min_axis = 0;
+    for (size_t axis = 1; axis < shape_.size(); ++axis) {
+      const double parts = num_partitions(axis);
+      const double part_size = static_cast<double>(num_elems * dsize_) / parts;
+      if (parts < min_parts && part_size <= static_cast<double>(remaining_)) {
+        min_axis = static_cast<int>(axis);
+        min_parts = parts;
+      }
+    }
+    if (std::isinf(min_parts)) return {min_axis, 0};
+    return {min_axis, static_cast<int64_t>(std::ceil(static_cast<double>(shape_[min_axis]) / min_parts))};
+  }
+
+  absl::Status AddPartition(int axis, int64_t part) {
+    Shape slice_shape = shape_;
+    slice_shape[axis] = part;
+    const int64_t size = Prod(slice_shape) * dsize_;
+    Region piece{offset_, slice_shape};
+    if (size > max_) {
+      large_.push_back({{tensor_, piece}});
+    } else if (size > remaining_) {
+      return absl::InternalError("bug: max-shard-size slice larger than the remaining shard space");
+    } else {
+      shards_.back().emplace_back(tensor_, piece);
+      remaining_ -= size;
+      if (remaining_ == 0) NewShard();
+    }
+    offset_[axis] += part;
+    for (size_t d = 0; d < shape_.size(); ++d) shape_[d] = root_.shape[d] - (offset_[d] - root_.start[d]);
+    return absl::OkStatus();
+  }
+
+  int64_t max_, remaining_;
+  std::vector<std::vector<std::pair<size_t, Region>>> shards_, large_;
+  size_t tensor_ = 0;
+  Region root_;
+  int64_t dsize_ = 0;
+  Shape offset_, shape_;
+};
+
+// validate_shards: every element of every tensor in exactly one piece, regions inside the
+// tensor, no duplicate key+slice, every file index valid.
+absl::Status CheckPlan(const ReshardPlan& plan) {
+  for (const TensorPlan& tp : plan.tensors) {
+    const TensorEntry& t = *tp.source;
+    const int64_t total = *NumElements(t.shape);
+    int64_t covered = 0;
+    for (size_t i = 0; i < tp.pieces.size(); ++i) {
+      const Region& r = tp.pieces[i].region;
+      if (!r.InsideOf(t.shape)) return absl::InternalError(StrCat("bug: plan puts a region outside \"", t.name, "\""));
+      if (tp.pieces[i].file < 0 || tp.pieces[i].file >= plan.num_files) {
+        return absl::InternalError(StrCat("bug: plan names data file ", tp.pieces[i].file));
+      }
+      covered += r.num_elements();
+      for (size_t j = 0; j < i; ++j) {
+        if (!r.empty() && Intersect(r, tp.pieces[j].region)) {
+          return absl::InternalError(StrCat("bug: plan has overlapping pieces of \"", t.name, "\" (validate_shards)"));
+        }
+      }
+    }
+    if (tp.pieces.empty() || (total > 0 && covered != total)) {
+      return absl::InternalError(StrCat("bug: plan does not cover \"", t.name, "\" exactly (validate_shards)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// (sum of string lengths, longest string) over `region` of string tensor `t`.
+absl::StatusOr<std::pair<int64_t, int64_t>> StringSizes(const Checkpoint& c, const TensorEntry& t, const Region& region) {
+  int64_t sum = 0, longest = 0;
+  for (const auto& s : t.slices) {
+    auto inter = Intersect(region, s.region);
+    if (!inter && !(region.rank() == 0)) continue;
+    TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(t, s));
+    TFCKPT_ASSIGN_OR_RETURN(DecodedElements d, DecodeStrings(b.data, s.region.num_elements()));
+    const Region& r = inter ? *inter : region;
+    ForEachRun(r, {&s.region}, [&](const int64_t* off, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t len = static_cast<int64_t>(d.elements[off[0] + i].size());
+        sum += len;
+        longest = std::max(longest, len);
+      }
+    });
+  }
+  return std::pair<int64_t, int64_t>{sum, longest};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<std::pair<size_t, Region>>>> MaxShardSizeShards(
+    const std::vector<ShardablePiece>& pieces, int64_t max_bytes,
+    const std::function<std::pair<int64_t, int64_t>(size_t, const Region&)>& sizes,
+    const std::function<std::string(size_t)>& name) {
+  MaxShardSizePartitioner p(max_bytes);
+  for (const ShardablePiece& piece : pieces) {
+    auto [total, dsize] = piece.sized ? sizes(piece.tensor, piece.root) : std::pair<int64_t, int64_t>{0, 0};
+    TFCKPT_RETURN_IF_ERROR(p.Add(piece.tensor, piece.root, total, dsize, name(piece.tensor)));
+  }
+  return p.Result();
+}
+
+absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOptions& options) {
+  ReshardPlan plan;
+  std::vector<std::optional<std::regex>> patterns;
+  for (const auto& r : options.rules) {
+    patterns.emplace_back(r.pattern ? std::optional<std::regex>(std::regex(*r.pattern)) : std::nullopt);
+  }
+  std::vector<bool> used(options.rules.size(), false);
+  for (const TensorEntry& t : c.tensors()) {
+    if (!t.defect.empty()) {
+      return DataLossAt(t.defect_check, c.info().prefix, t.name, -1, StrCat(t.defect, " (run tfckpt validate)"));
+    }
+    const DTypeInfo* info = LookupDType(t.dtype);
+    TensorPlan tp;
+    tp.source = &t;
+    std::vector<Region> regions;
+    for (const auto& s : t.slices) regions.push_back(s.region);
+    for (size_t i = 0; i < options.rules.size(); ++i) {
+      const bool match = patterns[i] ? std::regex_search(t.name, *patterns[i]) : t.partitioned;
+      if (!match) continue;
+      used[i] = true;
+      tp.rule = options.rules[i].text;
+      if (t.dtype == static_cast<int32_t>(DType::kVariant)) {
+        tp.note = "variant tensors are kept as stored";
+        break;
+      }
+      const int64_t esize = info->element_size > 0 ? info->element_size : options.bytes_per_string;
+      std::string note;
+      auto r = ApplyRule(options.rules[i], t.shape, esize, &note);
+      if (!r.ok()) return absl::InvalidArgumentError(StrCat("\"", t.name, "\": ", SV(r.status().message())));
+      if (r->has_value()) regions = std::move(**r);
+      tp.note = note;
+      break;
+    }
+    std::vector<Region> before;
+    for (const auto& s : t.slices) before.push_back(s.region);
+    tp.resliced = regions != before;
+    for (Region& r : regions) tp.pieces.push_back(PlannedPiece{std::move(r), 0, 0});
+    plan.tensors.push_back(std::move(tp));
+  }
+  for (size_t i = 0; i < options.rules.size(); ++i) {
+    if (options.rules[i].pattern && !used[i]) {
+      return absl::InvalidArgumentError(StrCat("--partition ", options.rules[i].text, ": ", *options.rules[i].pattern,
+                                               " matches no tensor"));
+    }
+  }
+  // Piece sizes.
+  for (TensorPlan& tp : plan.tensors) {
+    const TensorEntry& t = *tp.source;
+    const DTypeInfo* info = LookupDType(t.dtype);
+    const int64_t total = *NumElements(t.shape);
+    for (PlannedPiece& p : tp.pieces) {
+      if (info->element_size > 0) {
+        p.bytes = static_cast<uint64_t>(p.region.num_elements()) * info->element_size;
+      } else {
+        p.bytes = total == 0 ? t.bytes : static_cast<uint64_t>(
+                                             static_cast<double>(t.bytes) * p.region.num_elements() / total);
+      }
+    }
+  }
+  // The policy.
+  const Policy& pol = options.policy;
+  switch (pol.kind) {
+    case Policy::Kind::kSingle:
+      plan.num_files = 1;
+      break;
+    case Policy::Kind::kByTask: {
+      const int64_t inputs = c.info().format == Format::kV2 ? std::max(1, c.info().num_shards) : 1;
+      plan.num_files = static_cast<int32_t>(pol.n > 0 ? pol.n : inputs);
+      for (TensorPlan& tp : plan.tensors) {
+        for (size_t i = 0; i < tp.pieces.size(); ++i) {
+          tp.pieces[i].file = tp.pieces.size() > 1 ? static_cast<int32_t>(i % plan.num_files) : 0;
+        }
+      }
+      break;
+    }
+    case Policy::Kind::kShards: {
+      plan.num_files = static_cast<int32_t>(pol.n);
+      std::vector<PlannedPiece*> all;
+      for (TensorPlan& tp : plan.tensors) {
+        for (PlannedPiece& p : tp.pieces) all.push_back(&p);
+      }
+      std::stable_sort(all.begin(), all.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });
+      std::vector<uint64_t> load(plan.num_files, 0);
+      for (PlannedPiece* p : all) {
+        const auto f = std::min_element(load.begin(), load.end()) - load.begin();
+        p->file = static_cast<int32_t>(f);
+        load[f] += p->bytes;
+      }
+      break;
+    }
+    case Policy::Kind::kMaxShardSize: {
+      std::vector<ShardablePiece> pieces;
+      for (size_t i = 0; i < plan.tensors.size(); ++i) {
+        const TensorEntry& t = *plan.tensors[i].source;
+        const bool sized = t.name != "_CHECKPOINTABLE_OBJECT_GRAPH" && t.dtype != static_cast<int32_t>(DType::kVariant);
+        for (const PlannedPiece& p : plan.tensors[i].pieces) pieces.push_back({i, p.region, t.shape, sized});
+      }
+      absl::Status size_error;
+      auto sizes = [&](size_t i, const Region& r) -> std::pair<int64_t, int64_t> {
+        const TensorEntry& t = *plan.tensors[i].source;
+        const DTypeInfo* info = LookupDType(t.dtype);
+        if (info->element_size > 0) return {r.num_elements() * info->element_size, info->element_size};
+        auto s = StringSizes(c, t, r);
+        if (!s.ok()) {
+          size_error = s.status();
+          return {0, 0};
+        }
+        return *s;
+      };
+      TFCKPT_ASSIGN_OR_RETURN(auto shards,
+                              MaxShardSizeShards(pieces, pol.n, sizes, [&](size_t i) { return plan.tensors[i].source->name; }));
+      TFCKPT_RETURN_IF_ERROR(size_error);
+      for (TensorPlan& tp : plan.tensors) tp.pieces.clear();
+      for (size_t f = 0; f < shards.size(); ++f) {
+        for (auto& [i, region] : shards[f]) {
+          plan.tensors[i].pieces.push_back(PlannedPiece{region, static_cast<int32_t>(f), 0});
+        }
+      }
+      plan.num_files = static_cast<int32_t>(std::max<size_t>(1, shards.size()));
+      for (TensorPlan& tp : plan.tensors) {
+        const TensorEntry& t = *tp.source;
+        const DTypeInfo* info = LookupDType(t.dtype);
+        const int64_t total = *NumElements(t.shape);
+        std::vector<Region> before;
+        for (const auto& s : t.slices) before.push_back(s.region);
+        std::vector<Region> after;
+        for (PlannedPiece& p : tp.pieces) {
+          after.push_back(p.region);
+          p.bytes = info->element_size > 0 ? static_cast<uint64_t>(p.region.num_elements()) * info->element_size
+                    : total == 0           ? t.bytes
+                                           : static_cast<uint64_t>(static_cast<double>(t.bytes) *
+                                                                   p.region.num_elements() / total);
+        }
+        tp.resliced = after != before;
+        if (tp.resliced && t.dtype == static_cast<int32_t>(DType::kVariant)) {
+          return absl::InternalError("bug: max-shard-size resliced a variant tensor");
+        }
+      }
+      break;
+    }
+  }
+  plan.file_bytes.assign(plan.num_files, 0);
+  for (const TensorPlan& tp : plan.tensors) {
+    for (const PlannedPiece& p : tp.pieces) plan.file_bytes[p.file] += p.bytes;
+  }
+  TFCKPT_RETURN_IF_ERROR(CheckPlan(plan));
+  return plan;
+}
+
+// ---------------------------------------------------------------------------------------
+// Execution.
+
+namespace {
+
+constexpr int64_t kChunkBytes = 8 << 20;
+constexpr size_t kCopyChunk = 1 << 20;
+
+// Calls fn(chunk) for consecutive sub-regions of `target` that are contiguous in its
+// row-major layout, each at most `max_bytes` (at least one element).
+void ForEachChunk(const Region& target, int64_t esize, int64_t max_bytes, const std::function<absl::Status(const Region&)>& fn,
+                  absl::Status* status) {
+  const size_t rank = target.rank();
+  if (rank == 0 || target.empty()) {
+    *status = fn(target);
+    return;
+  }
+  // The first axis whose slab (everything after it) fits the budget.
+  size_t a = 0;
+  int64_t slab = esize;
+  for (size_t j = 1; j < rank; ++j) slab *= target.shape[j];
+  while (slab > max_bytes && a + 1 < rank) {
+    ++a;
+    slab /= target.shape[a];
+  }
+  const int64_t step = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, slab));
+  std::vector<int64_t> outer(a, 0);
+  while (true) {
+    for (int64_t r = 0; r < target.shape[a]; r += step) {
+      Region chunk = target;
+      for (size_t j = 0; j < a; ++j) {
+        chunk.start[j] = target.start[j] + outer[j];
+        chunk.shape[j] = 1;
+      }
+      chunk.start[a] = target.start[a] + r;
+      chunk.shape[a] = std::min(step, target.shape[a] - r);
+      *status = fn(chunk);
+      if (!status->ok()) return;
+    }
+    size_t j = a;
+    while (j > 0) {
+      --j;
+      if (++outer[j] < target.shape[j]) break;
+      outer[j] = 0;
+      if (j == 0) return;
+    }
+    if (a == 0) return;
+  }
+}
+
+struct PieceWriter {
+  const Checkpoint& c;
+  BundleWriter& w;
+  std::atomic<uint64_t>* progress;
+  std::string buf;
+
+  void Progress(uint64_t n) {
+    if (progress) *progress += n;
+  }
+
+  absl::Status Write(const TensorEntry& t, const PlannedPiece& piece) {
+    const DTypeInfo* info = LookupDType(t.dtype);
+    const bool whole = piece.region.Covers(t.shape);
+    const std::optional<Region> region = whole ? std::nullopt : std::optional<Region>(piece.region);
+    std::vector<const StoredSlice*> sources;
+    for (const auto& s : t.slices) {
+      if (s.region == piece.region || (!piece.region.empty() && Intersect(s.region, piece.region))) sources.push_back(&s);
+    }
+    if (sources.empty() && !piece.region.empty()) return absl::InternalError(StrCat("bug: no source for \"", t.name, "\""));
+    // Stored exactly as it is: copy the payload (every dtype).
+    if (sources.size() == 1 && sources[0]->region == piece.region && info->element_size == 0) {
+      TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(t, *sources[0], /*verify=*/true));
+      Progress(b.data.size());
+      return whole ? w.Add(t.name, t.dtype, t.shape, b.data, piece.file)
+                   : w.AddSlice(t.name, t.dtype, t.shape, piece.region, b.data, piece.file);
+    }
+    if (info->element_size == 0) return WriteStrings(t, piece, whole, sources);
+    TFCKPT_ASSIGN_OR_RETURN(auto stream, w.BeginEntry(t.name, t.dtype, t.shape, region, piece.file));
+    const int64_t esize = info->element_size;
+    const CheckpointInfo& ci = c.info();
+    // Fast path: the piece is one contiguous byte range of one stored V2 slice.
+    if (sources.size() == 1 && ci.format == Format::kV2 && !ci.big_endian) {
+      int runs = 0;
+      int64_t first = 0, count = 0;
+      ForEachRun(piece.region, {&sources[0]->region}, [&](const int64_t* off, int64_t n) {
+        if (runs++ == 0) first = off[0];
+        count += n;
+      });
+      if (runs <= 1) {
+        TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c.DataFile(sources[0]->data.shard));
+        uint64_t at = sources[0]->data.offset + static_cast<uint64_t>(first * esize);
+        uint64_t left = static_cast<uint64_t>(count * esize);
+        if (at > file->size() || left > file->size() - at) {
+          return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(at), "slice runs past the end of the file");
+        }
+        buf.resize(kCopyChunk);
+        while (left > 0) {
+          const size_t want = static_cast<size_t>(std::min<uint64_t>(left, kCopyChunk));
+          const ssize_t got = ::pread(file->fd(), buf.data(), want, static_cast<off_t>(at));
+          if (got < 0 && errno == EINTR) continue;
+          if (got <= 0) return ErrnoError(file->path(), "read failed", got == 0 ? EIO : errno);
+          TFCKPT_RETURN_IF_ERROR(stream.AppendFrom(file->fd(), at, std::string_view(buf.data(), static_cast<size_t>(got))));
+          at += static_cast<uint64_t>(got);
+          left -= static_cast<uint64_t>(got);
+          Progress(static_cast<uint64_t>(got));
+        }
+        return stream.Close();
+      }
+    }
+    // Gather through a bounded buffer, chunk by chunk in the piece's row-major order.
+    std::map<const StoredSlice*, TensorBytes> payloads;
+    for (const StoredSlice* s : sources) {
+      TFCKPT_ASSIGN_OR_RETURN(payloads[s], c.Read(t, *s, /*verify=*/false));
+    }
+    absl::Status st;
+    ForEachChunk(piece.region, esize, kChunkBytes, [&](const Region& chunk) -> absl::Status {
+      buf.assign(static_cast<size_t>(chunk.num_elements() * esize), '\0');
+      for (const StoredSlice* s : sources) {
+        auto inter = Intersect(chunk, s->region);
+        if (!inter) continue;
+        const char* src = payloads[s].data.data();
+        int64_t lo = INT64_MAX, hi = 0;
+        ForEachRun(*inter, {&chunk, &s->region}, [&](const int64_t* off, int64_t n) {
+          std::memcpy(buf.data() + off[0] * esize, src + off[1] * esize, static_cast<size_t>(n * esize));
+          lo = std::min(lo, off[1] * esize);
+          hi = std::max(hi, (off[1] + n) * esize);
+        });
+        if (ci.format == Format::kV2 && !ci.big_endian && hi > lo) {
+          auto file = c.DataFile(s->data.shard);
+          if (file.ok()) (*file)->Release(s->data.offset + static_cast<uint64_t>(lo), static_cast<uint64_t>(hi - lo));
+        }
+      }
+      Progress(buf.size());
+      return stream.Append(buf);
+    }, &st);
+    TFCKPT_RETURN_IF_ERROR(st);
+    return stream.Close();
+  }
+
+  absl::Status WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole,
+                            const std::vector<const StoredSlice*>& sources) {
+    if (t.dtype != static_cast<int32_t>(DType::kString)) {
+      return absl::InternalError(StrCat("bug: plan reslices variant tensor \"", t.name, "\""));
+    }
+    std::vector<std::string_view> elements(static_cast<size_t>(piece.region.num_elements()));
+    std::vector<TensorBytes> keep;
+    for (const StoredSlice* s : sources) {
+      TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(t, *s, /*verify=*/true));
+      TFCKPT_ASSIGN_OR_RETURN(DecodedElements d, DecodeStrings(b.data, s->region.num_elements()));
+      keep.push_back(std::move(b));
+      auto inter = Intersect(piece.region, s->region);
+      if (!inter) continue;
+      ForEachRun(*inter, {&piece.region, &s->region}, [&](const int64_t* off, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) elements[off[0] + i] = d.elements[off[1] + i];
+      });
+    }
+    std::string payload;
+    EncodeStrings(elements, &payload);
+    Progress(payload.size());
+    return whole ? w.Add(t.name, t.dtype, t.shape, payload, piece.file)
+                 : w.AddSlice(t.name, t.dtype, t.shape, piece.region, payload, piece.file);
+  }
+};
+
+}  // namespace
+
+absl::Status ExecutePlan(const Checkpoint& c, const ReshardPlan& plan, const std::string& out_prefix,
+                         const ExecuteOptions& options) {
+  BundleWriterOptions wo;
+  wo.num_shards = plan.num_files;
+  wo.overwrite = options.overwrite;
+  TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(out_prefix, wo));
+  std::vector<std::vector<std::pair<const TensorEntry*, const PlannedPiece*>>> files(plan.num_files);
+  for (const TensorPlan& tp : plan.tensors) {
+    for (const PlannedPiece& p : tp.pieces) files[p.file].emplace_back(tp.source, &p);
+  }
+  std::mutex mu;
+  absl::Status first_error;
+  std::atomic<bool> failed{false};
+  ParallelFor(files.size(), Jobs(options.jobs), [&](size_t f) {
+    PieceWriter pw{c, *writer, options.progress, {}};
+    for (const auto& [t, p] : files[f]) {
+      if (failed) return;
+      absl::Status s = pw.Write(*t, *p);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.ok()) first_error = s;
+        failed = true;
+        return;
+      }
+    }
+  });
+  TFCKPT_RETURN_IF_ERROR(first_error);
+  return writer->Finish();
+}
+
+}  // namespace tfckpt
