@@ -213,6 +213,10 @@ absl::StatusOr<std::optional<std::vector<Region>>> ApplyRule(const PartitionRule
                                                              int64_t esize, std::string* note) {
   using K = PartitionRule::Kind;
   if (rule.kind == K::kNone) return std::optional<std::vector<Region>>(std::vector<Region>{Region::Full(shape)});
+  if (!shape.empty() && *NumElements(shape) == 0) {
+    *note = "no elements: left whole";
+    return std::optional<std::vector<Region>>(std::vector<Region>{Region::Full(shape)});
+  }
   if (rule.kind == K::kLayout) {
     if (shape.empty()) {
       *note = "scalar: left whole";

@@ -70,12 +70,18 @@ class MaxShardSizePartitioner {
     shape_ = root.shape;
     int64_t working = total;
     while (working > remaining_) {
-      if (dsize_ > max_) {
-        // TF loops forever here: no piece of even one element fits in a shard.
-        return absl::InvalidArgumentError(StrCat("max-shard-size:", max_, " cannot hold one element of \"", name,
-                                                 "\" (", dsize_, " bytes)"));
-      }
       auto [axis, part] = NextPartition();
+      if (part == 0 && remaining_ == max_) {
+        // TF loops forever here: not even a fresh shard holds the smallest piece it can cut
+        // (one slab along some axis; at least one element).
+        int64_t smallest = INT64_MAX;
+        for (size_t d = 0; d < shape_.size(); ++d) smallest = std::min(smallest, Prod(shape_) / shape_[d] * dsize_);
+        return absl::InvalidArgumentError(
+            StrCat("max-shard-size:", max_, " cannot hold any piece of \"", name, "\": ",
+                   dsize_ > max_ ? StrCat("one element is ", dsize_, " bytes")
+                                 : StrCat("the smallest slab along one axis is ", smallest, " bytes"),
+                   " (TensorFlow's policy would loop forever)"));
+      }
       if (part == 0) {
         NewShard();
       } else {
@@ -83,7 +89,9 @@ class MaxShardSizePartitioner {
         working = Prod(shape_) * dsize_;
       }
     }
-    if (Prod(shape_) > 0) shards_.back().emplace_back(tensor, Region{offset_, shape_});
+    // TF adds the remainder only when it has elements, which silently drops a tensor with
+    // no elements at all; we keep such a tensor (whole) in the current shard.
+    if (Prod(shape_) > 0 || Prod(root.shape) == 0) shards_.back().emplace_back(tensor, Region{offset_, shape_});
     remaining_ -= working;
     return absl::OkStatus();
   }
@@ -169,7 +177,7 @@ absl::Status CheckPlan(const ReshardPlan& plan) {
       }
       covered += r.num_elements();
       for (size_t j = 0; j < i; ++j) {
-        if (!r.empty() && Intersect(r, tp.pieces[j].region)) {
+        if (r == tp.pieces[j].region || (!r.empty() && Intersect(r, tp.pieces[j].region))) {
           return absl::InternalError(StrCat("bug: plan has overlapping pieces of \"", t.name, "\" (validate_shards)"));
         }
       }

@@ -1,0 +1,273 @@
+// Partitioners, layouts, policies (TensorFlow's documented examples), and a property test:
+// random tensors, random source and target slicings, the output always equals the input.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+
+#include "test_util.h"
+#include "tfckpt/bundle_writer.h"
+#include "tfckpt/checkpoint.h"
+#include "tfckpt/dtype.h"
+#include "tfckpt/partition.h"
+#include "tfckpt/reshard.h"
+#include "tfckpt/tensor_encoding.h"
+#include "tfckpt/validate.h"
+
+using tfckpt::Region;
+using tfckpt::Shape;
+using tfckpt::testing::TempDir;
+
+namespace {
+
+std::vector<int64_t> Rows(const std::vector<Region>& regions, int axis = 0) {
+  std::vector<int64_t> out;
+  for (const auto& r : regions) out.push_back(r.shape[axis]);
+  return out;
+}
+
+tfckpt::PartitionRule Rule(const std::string& text) {
+  auto r = tfckpt::ParsePartitionRule(text);
+  REQUIRE(r.ok());
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("partition counts: TensorFlow's documented examples") {
+  CHECK(tfckpt::FixedShardsParts({10, 3}, 0, 2) == 2);
+  CHECK(tfckpt::FixedShardsParts({10, 3}, 1, 5) == 3);  // min(N, dim)
+  CHECK(tfckpt::MinSizeParts({6, 1}, 0, 4, 4, 2) == 2);
+  CHECK(tfckpt::MinSizeParts({6, 1}, 0, 4, 4, 10) == 6);
+  CHECK(tfckpt::MinSizeParts({6, 1}, 0, 4, 1 << 20, 10) == 1);
+  CHECK(tfckpt::MaxSizeParts({6, 1}, 0, 4, 4, 0) == 6);
+  CHECK(tfckpt::MaxSizeParts({6, 1}, 0, 4, 4, 2) == 2);
+  CHECK(tfckpt::MaxSizeParts({6, 1}, 0, 4, 1024, 0) == 1);
+  CHECK(Rows(tfckpt::CutAlongAxis({10, 3}, 0, 4)) == std::vector<int64_t>{3, 3, 2, 2});
+  auto cut = tfckpt::CutAlongAxis({10, 3}, 0, 4);
+  CHECK(cut[2].start == Shape{6, 0});
+  CHECK(cut[3].start == Shape{8, 0});
+}
+
+TEST_CASE("partition rules: parsing, REGEX=SPEC, application") {
+  auto r = Rule("fixed:3@1");
+  CHECK(r.kind == tfckpt::PartitionRule::Kind::kFixed);
+  CHECK(r.n == 3);
+  CHECK(r.axis == 1);
+  CHECK_FALSE(r.pattern.has_value());
+  auto m = Rule("emb.*=min-size:4");
+  CHECK(*m.pattern == "emb.*");
+  CHECK(m.max_shards == 1);
+  auto l = Rule("dense=layout:x,unsharded@x=2,y=4");  // '=' inside the spec too
+  CHECK(*l.pattern == "dense");
+  CHECK(l.layout.specs == std::vector<std::string>{"x", ""});
+  auto tf = Rule("sharding_specs:unsharded,y, mesh:|x=2,y=4|0,1,2,3,4,5,6,7|0,1,2,3,4,5,6,7|/job:localhost/task:0/device:CPU:0");
+  CHECK(tf.layout.specs == std::vector<std::string>{"", "y"});
+  CHECK(tf.layout.mesh.size() == 2);
+  CHECK_FALSE(tfckpt::ParsePartitionRule("fixed:0").ok());
+  CHECK_FALSE(tfckpt::ParsePartitionRule("bogus").ok());
+  CHECK_FALSE(tfckpt::ParsePartitionRule("layout:x,x@x=2").ok());  // a mesh dim shards two axes
+  CHECK_FALSE(tfckpt::ParsePartitionRule("layout:z@x=2").ok());
+  CHECK_FALSE(tfckpt::ParsePartitionRule("([=fixed:2").ok());
+  std::string note;
+  auto scalar = tfckpt::ApplyRule(r, {}, 4, &note);
+  REQUIRE(scalar.ok());
+  CHECK_FALSE(scalar->has_value());
+  CHECK(note.find("scalar") != std::string::npos);
+  auto beyond = tfckpt::ApplyRule(r, {5}, 4, &note);
+  REQUIRE(beyond.ok());
+  CHECK_FALSE(beyond->has_value());
+  CHECK(note.find("axis 1") != std::string::npos);
+}
+
+TEST_CASE("DTensor layouts: equal cuts, products of cuts, divisibility") {
+  auto l = tfckpt::ParseLayout("x,y@x=2,y=4");
+  REQUIRE(l.ok());
+  auto regions = tfckpt::LayoutRegions({4, 8}, *l);
+  REQUIRE(regions.ok());
+  CHECK(regions->size() == 8);
+  CHECK((*regions)[7] == Region{{2, 6}, {2, 2}});
+  auto rep = tfckpt::ParseLayout("unsharded,x@x=2,y=4");
+  auto r2 = tfckpt::LayoutRegions({3, 4}, *rep);
+  REQUIRE(r2.ok());
+  CHECK(r2->size() == 2);
+  CHECK_FALSE(tfckpt::LayoutRegions({3, 8}, *l).ok());  // 3 rows over x=2
+  CHECK_FALSE(tfckpt::LayoutRegions({4}, *l).ok());     // rank
+}
+
+TEST_CASE("max-shard-size: TensorFlow's test expectations") {
+  auto int32_sizes = [](size_t, const Region& r) { return std::pair<int64_t, int64_t>{r.num_elements() * 4, 4}; };
+  auto name = [](size_t i) { return "v" + std::to_string(i); };
+  // [3, 2] int32 with 12 bytes: two [3, 1] pieces.
+  auto one = tfckpt::MaxShardSizeShards({{0, Region::Full({3, 2}), {3, 2}}}, 12, int32_sizes, name);
+  REQUIRE(one.ok());
+  REQUIRE(one->size() == 2);
+  CHECK((*one)[0] == std::vector<std::pair<size_t, Region>>{{0, Region{{0, 0}, {3, 1}}}});
+  CHECK((*one)[1] == std::vector<std::pair<size_t, Region>>{{0, Region{{0, 1}, {3, 1}}}});
+  // Two [3, 2] int32 with 16 bytes: {v0[0:2]}, {v0[2:3], v1[0:1]}, {v1[1:3]}.
+  auto two = tfckpt::MaxShardSizeShards({{0, Region::Full({3, 2}), {3, 2}}, {1, Region::Full({3, 2}), {3, 2}}}, 16,
+                                        int32_sizes, name);
+  REQUIRE(two.ok());
+  REQUIRE(two->size() == 3);
+  CHECK((*two)[0] == std::vector<std::pair<size_t, Region>>{{0, Region{{0, 0}, {2, 2}}}});
+  CHECK((*two)[1] == std::vector<std::pair<size_t, Region>>{{0, Region{{2, 0}, {1, 2}}}, {1, Region{{0, 0}, {1, 2}}}});
+  CHECK((*two)[2] == std::vector<std::pair<size_t, Region>>{{1, Region{{1, 0}, {2, 2}}}});
+  // Scalars larger than the limit get files of their own, after the others.
+  auto big = tfckpt::MaxShardSizeShards({{0, Region::Full({}), {}}, {1, Region::Full({2}), {2}}}, 6,
+                                        [](size_t i, const Region& r) {
+                                          return i == 0 ? std::pair<int64_t, int64_t>{100, 100}
+                                                        : std::pair<int64_t, int64_t>{r.num_elements() * 2, 2};
+                                        },
+                                        name);
+  REQUIRE(big.ok());
+  REQUIRE(big->size() == 2);
+  CHECK((*big)[0][0].first == 1);
+  CHECK((*big)[1][0].first == 0);
+  // One element larger than the limit: TF loops forever; we refuse.
+  auto stuck = tfckpt::MaxShardSizeShards({{0, Region::Full({4}), {4}}}, 6,
+                                          [](size_t, const Region& r) {
+                                            return std::pair<int64_t, int64_t>{r.num_elements() * 8, 8};
+                                          },
+                                          name);
+  CHECK(absl::IsInvalidArgument(stuck.status()));
+  CHECK(std::string(stuck.status().message()).find("any piece of \"v0\": one element is 8 bytes") != std::string::npos);
+  // Every one-axis slab too large (TF cuts one axis at a time): refused as well.
+  auto slabs = tfckpt::MaxShardSizeShards({{0, Region::Full({16, 16, 1}), {16, 16, 1}}}, 64,
+                                          [](size_t, const Region& r) {
+                                            return std::pair<int64_t, int64_t>{r.num_elements() * 8, 8};
+                                          },
+                                          name);
+  CHECK(absl::IsInvalidArgument(slabs.status()));
+  CHECK(std::string(slabs.status().message()).find("smallest slab along one axis is 128 bytes") != std::string::npos);
+}
+
+namespace {
+
+// A random checkpoint: tensors of random rank 1-4 and dtype, each stored in a random
+// slicing (along a random axis, or a DTensor-style grid) over several files.
+struct Built {
+  std::string prefix;
+};
+
+std::vector<Region> RandomSlicing(const Shape& shape, std::mt19937& rng) {
+  std::uniform_int_distribution<int> pick(0, 3);
+  const int mode = pick(rng);
+  const int axis = std::uniform_int_distribution<int>(0, static_cast<int>(shape.size()) - 1)(rng);
+  if (mode == 0 || shape[axis] == 0) return {Region::Full(shape)};
+  if (mode == 1 || mode == 2) {
+    const int64_t parts = std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(1, shape[axis]))(rng);
+    return tfckpt::CutAlongAxis(shape, axis, parts);
+  }
+  // A grid over every axis with 2 cuts where possible.
+  std::vector<Region> out = {Region::Full(shape)};
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 2) continue;
+    std::vector<Region> next;
+    for (const Region& r : out) {
+      for (const Region& c : tfckpt::CutAlongAxis(r.shape, static_cast<int>(d), 2)) {
+        Region x = r;
+        x.start[d] = r.start[d] + c.start[d];
+        x.shape[d] = c.shape[d];
+        next.push_back(x);
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::string Payload(int32_t dtype, const Region& r, const Shape& full, const std::vector<std::string>& all_strings,
+                    const std::string& all_bytes, int esize) {
+  std::vector<std::string_view> elems;
+  std::string out;
+  const auto strides = tfckpt::Strides(full);
+  Region whole = Region::Full(full);
+  tfckpt::ForEachRun(r, {&whole}, [&](const int64_t* off, int64_t n) {
+    if (dtype == 7) {
+      for (int64_t i = 0; i < n; ++i) elems.push_back(all_strings[off[0] + i]);
+    } else {
+      out.append(all_bytes, off[0] * esize, n * esize);
+    }
+  });
+  if (dtype == 7) tfckpt::EncodeStrings(elems, &out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("property: random tensors, source and target slicings, layouts; output equals input") {
+  std::mt19937 rng(20261122);
+  const int32_t dtypes[] = {1, 2, 3, 4, 7, 9, 10, 14, 18, 19};
+  const char* targets[] = {"fixed:3", "fixed:2@1", "fixed:5@2", "none", "min-size:16,4", "max-size:24,5@1",
+                           "layout:x,unsharded@x=2", "layout:unsharded,y@y=2", "fixed:7@3"};
+  const char* policies[] = {"by-task", "by-task:3", "shards:2", "single", "max-shard-size:64", "max-shard-size:500"};
+  for (int round = 0; round < 100; ++round) {
+    CAPTURE(round);
+    TempDir dir;
+    const std::string src = dir / "src";
+    std::vector<std::string> names;
+    {
+      tfckpt::BundleWriterOptions o;
+      o.num_shards = 3;
+      auto w = tfckpt::BundleWriter::Create(src, o);
+      REQUIRE(w.ok());
+      const int count = std::uniform_int_distribution<int>(1, 4)(rng);
+      for (int k = 0; k < count; ++k) {
+        const int rank = std::uniform_int_distribution<int>(1, 4)(rng);
+        Shape shape;
+        for (int d = 0; d < rank; ++d) shape.push_back(std::uniform_int_distribution<int64_t>(1, 6)(rng));
+        if (round % 13 == 5 && k == 0) shape[0] = 0;  // an empty tensor now and then
+        const int32_t dtype = dtypes[std::uniform_int_distribution<int>(0, 9)(rng)];
+        const int esize = dtype == 7 ? 1 : tfckpt::LookupDType(dtype)->element_size;
+        const int64_t n = *tfckpt::NumElements(shape);
+        std::string bytes(static_cast<size_t>(n * esize), '\0');
+        for (auto& ch : bytes) ch = static_cast<char>(rng() % (dtype == 10 ? 2 : 256));
+        std::vector<std::string> strings;
+        for (int64_t i = 0; i < n; ++i) strings.push_back(std::string(rng() % 5, static_cast<char>('a' + i % 26)));
+        const std::string name = "t" + std::to_string(k);
+        names.push_back(name);
+        int file = 0;
+        for (const Region& r : RandomSlicing(shape, rng)) {
+          const std::string payload = Payload(dtype, r, shape, strings, bytes, esize);
+          if (r.Covers(shape)) {
+            REQUIRE((*w)->Add(name, dtype, shape, payload, file++ % 3).ok());
+          } else {
+            REQUIRE((*w)->AddSlice(name, dtype, shape, r, payload, file++ % 3).ok());
+          }
+        }
+      }
+      REQUIRE((*w)->Finish().ok());
+    }
+    auto c = tfckpt::Checkpoint::Open(src);
+    REQUIRE(c.ok());
+    tfckpt::ReshardOptions options;
+    const std::string target = targets[std::uniform_int_distribution<int>(0, 8)(rng)];
+    const std::string policy = policies[std::uniform_int_distribution<int>(0, 5)(rng)];
+    CAPTURE(target);
+    CAPTURE(policy);
+    options.rules.push_back(Rule(".*=" + target));
+    options.policy = *tfckpt::ParsePolicy(policy);
+    auto plan = tfckpt::PlanReshard(**c, options);
+    CAPTURE(plan.status().ToString());
+    if (!plan.ok()) {
+      // Only layouts (an axis not divisible by the mesh) and max-shard-size (no piece
+      // fits a file) may refuse.
+      CHECK((target.rfind("layout:", 0) == 0 || policy.rfind("max-shard-size:", 0) == 0));
+      CHECK(absl::IsInvalidArgument(plan.status()));
+      continue;
+    }
+    const std::string out = dir / "out";
+    tfckpt::ExecuteOptions eo;
+    eo.jobs = 2;
+    absl::Status st = tfckpt::ExecutePlan(**c, *plan, out, eo);
+    CAPTURE(st.ToString());
+    REQUIRE(st.ok());
+    auto report = tfckpt::Compare(out, src, {});
+    REQUIRE(report.ok());
+    for (const auto& f : report->findings) CAPTURE(f.message);
+    CHECK(report->findings.empty());
+    auto v = tfckpt::Validate(out, {});
+    REQUIRE(v.ok());
+    CHECK(v->errors() == 0);
+  }
+}
