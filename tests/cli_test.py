@@ -88,6 +88,8 @@ def help_has_examples_and_usage_errors_exit_2():
     assert "Examples:" in p.stdout and "--json" in p.stdout and "--stats" in p.stdout
     p = run("validate", "--help", code=0)
     assert "Examples:" in p.stdout and "--against" in p.stdout and "--strict" in p.stdout
+    p = run("reshard", "--help", code=0)
+    assert "Examples:" in p.stdout and "--partition" in p.stdout and "--policy" in p.stdout
     run(code=2)
     run("inspect", code=2)
     run("inspect", "x", "--no-such-flag", code=2)
@@ -186,8 +188,9 @@ def example_checkpoint_partitioned_listing():
         j = json.loads(run("inspect", prefix, "--json", code=0).stdout)
         e = [t for t in j["tensors"] if t["name"] == "wide_deep/embedding/embedding_weights"][0]
         assert e["shape"] == [1000, 16] and e["bytes"] == 64000
-        assert [s["spec"] for s in e["slices"]] == ["0,250:-", "250,250:-", "500,250:-", "750,250:-"]
-        assert [s["shard"] for s in e["slices"]] == [0, 1, 0, 1]
+        # Listed as TF's MergeV2 lists them: by data file, then slice key.
+        assert [s["spec"] for s in e["slices"]] == ["0,250:-", "500,250:-", "250,250:-", "750,250:-"]
+        assert [s["shard"] for s in e["slices"]] == [0, 0, 1, 1]
         dt = {t["name"]: t["dtype"] for t in j["tensors"]}
         assert dt["wide_deep/dnn/projection_bf16"] == "bfloat16" and dt["global_step"] == "int64"
         assert dt["wide_deep/vocabulary"] == "string"
@@ -397,8 +400,9 @@ def validate_planted_data_defects():
         part = by_name["model/part/.ATTRIBUTES/VARIABLE_VALUE"]
         step = by_name["model/step/.ATTRIBUTES/VARIABLE_VALUE"]
         words = by_name["model/words/.ATTRIBUTES/VARIABLE_VALUE"]
+        second = [x for x in part["slices"] if x["spec"] == "3,3:-"][0]
         cases = [
-            ("float", part["slices"][1]["shard"], part["slices"][1]["offset"] + 5, "data.crc",
+            ("float", second["shard"], second["offset"] + 5, "data.crc",
              "model/part/.ATTRIBUTES/VARIABLE_VALUE", "slice 3,3:-"),
             ("int64", step["shard"], step["offset"] + 7, "data.crc", "model/step/.ATTRIBUTES/VARIABLE_VALUE", ""),
             ("string bytes", words["shard"], words["offset"] + words["size"] - 1, "data.crc",
@@ -508,6 +512,102 @@ def validate_against_real_and_unreadable():
     assert checks(j) == {"against.values"}
     one_error_line(run("validate", "/nonexistent/ckpt", code=3), "/nonexistent/ckpt")
     one_error_line(run("validate", data("keras_tf2_adam_2shards"), "--against", "/nonexistent/x", code=3))
+
+
+# ---------------------------------------------------------------------------------------
+# reshard
+
+
+@test()
+def reshard_round_trip_dry_run_and_json():
+    with tempfile.TemporaryDirectory() as d:
+        base = family(d, "base")
+        out = os.path.join(d, "out", "f3")
+        p = run("reshard", base, "-o", out, "--partition", "fixed:3", "--dry-run", code=0)
+        assert "0,3:- 3,3:- 6,2:- 8,2:- -> 0,4:- 4,3:- 7,3:-" in p.stdout, p.stdout
+        assert not os.path.exists(out + ".index")  # a dry run writes nothing
+        j = json.loads(run("reshard", base, "-o", out, "--partition", "fixed:3", "--dry-run", "--json",
+                           code=0).stdout)
+        part = [t for t in j["tensors"] if t["name"] == "model/part/.ATTRIBUTES/VARIABLE_VALUE"][0]
+        assert [n["spec"] for n in part["new"]] == ["0,4:-", "4,3:-", "7,3:-"]
+        assert [n["file"] for n in part["new"]] == [0, 1, 0]
+        assert part["resliced"] and part["rule"] == "fixed:3"
+        assert j["num_files"] == 2 and len(j["files"]) == 2
+        p = run("reshard", base, "-o", out, "--partition", "fixed:3", code=0)
+        assert "verified against the input" in p.stdout
+        assert p.stderr == ""  # no progress bar when stderr is not a terminal
+        t = [t for t in json.loads(run("inspect", out, "--json", code=0).stdout)["tensors"]
+             if t["name"].startswith("model/part")][0]
+        # Listed as TF's MergeV2 lists them: by data file, then slice key.
+        assert [(s["spec"], s["shard"]) for s in t["slices"]] == [("0,4:-", 0), ("7,3:-", 0), ("4,3:-", 1)], t
+        # Columns, then back to one whole tensor in one file: equal to the start.
+        cols = os.path.join(d, "cols")
+        run("reshard", out, "-o", cols, "--partition", "part=fixed:3@1", "--policy", "shards:3", code=0)
+        whole = os.path.join(d, "whole")
+        j = json.loads(run("reshard", cols, "-o", whole, "--partition", "none", "--policy", "single", "--json",
+                           code=0).stdout)
+        assert j["verified"] and j["num_files"] == 1
+        validate_json(whole, "--against", base, code=0)
+        # DTensor layout by TF's layout string; max-shard-size policy.
+        lay = os.path.join(d, "lay")
+        run("reshard", base, "-o", lay, "--partition",
+            "part=sharding_specs:x,unsharded, mesh:|x=2,y=2|0,1,2,3|0,1,2,3|/job:localhost/task:0/device:CPU:0",
+            code=0)
+        t = [t for t in json.loads(run("inspect", lay, "--json", code=0).stdout)["tensors"]
+             if t["name"].startswith("model/part")][0]
+        assert [s["spec"] for s in t["slices"]] == ["0,5:-", "5,5:-"]
+        small = os.path.join(d, "small")
+        j = json.loads(run("reshard", base, "-o", small, "--policy", "max-shard-size:64", "--json", code=0).stdout)
+        # Fixed-size pieces stay within 64 bytes a file (TF counts the object graph, and we
+        # count strings, by their string bytes only).
+        per_file = {}
+        for t in j["tensors"]:
+            if t["dtype"] in ("string", "variant"):
+                continue
+            for n in t["new"]:
+                per_file[n["file"]] = per_file.get(n["file"], 0) + n["bytes"]
+        assert j["num_files"] > 2 and max(per_file.values()) <= 64, (per_file, j["files"])
+        validate_json(small, "--against", base, code=0)
+
+
+@test()
+def reshard_refusals():
+    with tempfile.TemporaryDirectory() as d:
+        base = family(d, "base")
+        out = os.path.join(d, "out")
+        run("reshard", base, "-o", out, "--partition", "fixed:2", code=0)
+        # An existing output without --force.
+        one_error_line(run("reshard", base, "-o", out, "--partition", "fixed:3", code=2), "exists", "--force")
+        run("reshard", base, "-o", out, "--partition", "fixed:3", "--force", code=0)
+        assert len([f for f in os.listdir(d) if f.startswith("out.data-")]) == 2
+        # OUT equal to the input, by the same or another spelling, even with --force.
+        one_error_line(run("reshard", base, "-o", base, "--force", code=2), "input")
+        one_error_line(run("reshard", base, "-o", os.path.join(d, ".", "base"), "--force", code=2), "input")
+        # An indivisible DTensor layout names the tensor.
+        one_error_line(run("reshard", base, "-o", os.path.join(d, "l"), "--partition", "layout:x,unsharded@x=3",
+                           code=2), "model/part/.ATTRIBUTES/VARIABLE_VALUE", "cannot be cut into 3")
+        # A policy that cannot fit an element.
+        one_error_line(run("reshard", base, "-o", os.path.join(d, "m"), "--policy", "max-shard-size:2", code=2),
+                       "max-shard-size:2")
+        # A REGEX that matches nothing; bad specs and policies.
+        one_error_line(run("reshard", base, "-o", os.path.join(d, "r"), "--partition", "nomatch=fixed:2", code=2),
+                       "matches no tensor")
+        one_error_line(run("reshard", base, "-o", os.path.join(d, "r"), "--partition", "fixed:0", code=2))
+        one_error_line(run("reshard", base, "-o", os.path.join(d, "r"), "--policy", "shards:0", code=2))
+        # Nothing was left behind by the refusals.
+        assert not any(n.startswith(("l.", "m.", "r.")) or ".tmp-tfckpt-" in n for n in os.listdir(d)), os.listdir(d)
+
+
+@test(needs_data=True)
+def reshard_real_checkpoints():
+    with tempfile.TemporaryDirectory() as d:
+        for case in ("t2t_transformer_2shards", "tf2_float64_variant_pinn", "v1_traffic_signs_3mb"):
+            out = os.path.join(d, case)
+            p = run("reshard", data(case), "-o", out, "--partition", ".*=fixed:3", "--policy", "shards:3",
+                    "-j", "2", code=0)
+            assert "verified against the input" in p.stdout, p.stdout
+            validate_json(out, code=0)
+            validate_json(out, "--against", data(case), code=0)
 
 
 def main():

@@ -1,5 +1,7 @@
 // tfckpt reshard: re-slice partitioned variables and re-split data files.
+#include <algorithm>
 #include <filesystem>
+#include <tuple>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -39,8 +41,10 @@ bool SamePrefix(const std::string& out, const CheckpointInfo& in) {
   return fs::exists(out + ".index", ec) && fs::exists(b, ec) && fs::equivalent(out + ".index", b, ec);
 }
 
-std::string SliceList(const std::vector<Region>& regions, const Shape& shape) {
+std::string SliceList(std::vector<Region> regions, const Shape& shape) {
   if (regions.size() == 1 && regions[0].Covers(shape)) return "whole";
+  std::sort(regions.begin(), regions.end(),
+            [](const Region& x, const Region& y) { return std::tie(x.start, x.shape) < std::tie(y.start, y.shape); });
   if (regions.size() > 6) return StrCat(regions.size(), " slices");
   std::vector<std::string> s;
   for (const auto& r : regions) s.push_back(SliceString(r, shape));

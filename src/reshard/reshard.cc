@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "tfckpt/bundle_writer.h"
@@ -39,6 +40,14 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view text) {
 }
 
 namespace {
+
+// True when the two lists hold the same regions, in any order.
+bool SameRegions(std::vector<Region> a, std::vector<Region> b) {
+  auto less = [](const Region& x, const Region& y) { return std::tie(x.start, x.shape) < std::tie(y.start, y.shape); };
+  std::sort(a.begin(), a.end(), less);
+  std::sort(b.begin(), b.end(), less);
+  return a == b;
+}
 
 int64_t Prod(const Shape& s) {
   int64_t n = 1;
@@ -258,7 +267,7 @@ absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOption
     }
     std::vector<Region> before;
     for (const auto& s : t.slices) before.push_back(s.region);
-    tp.resliced = regions != before;
+    tp.resliced = !SameRegions(regions, before);
     for (Region& r : regions) tp.pieces.push_back(PlannedPiece{std::move(r), 0, 0});
     plan.tensors.push_back(std::move(tp));
   }
@@ -356,7 +365,7 @@ absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOption
                                            : static_cast<uint64_t>(static_cast<double>(t.bytes) *
                                                                    p.region.num_elements() / total);
         }
-        tp.resliced = after != before;
+        tp.resliced = !SameRegions(after, before);
         if (tp.resliced && t.dtype == static_cast<int32_t>(DType::kVariant)) {
           return absl::InternalError("bug: max-shard-size resliced a variant tensor");
         }

@@ -1,6 +1,8 @@
 #include "tfckpt/bundle_writer.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "tensor_bundle.pb.h"
@@ -233,6 +235,22 @@ absl::Status BundleWriter::Finish() {
     if (open) return absl::FailedPreconditionError("an entry stream is still open");
   }
   finished_ = true;
+  // Slices of a partitioned tensor are listed as TensorFlow's MergeV2 lists them (by data
+  // file, then by slice key), whatever order threads added them in: output is
+  // deterministic.
+  for (const auto& [name, meta_key] : partitioned_) {
+    auto& meta = entries_.at(meta_key)->entry;
+    std::vector<std::tuple<int32_t, std::string, pb::TensorSliceProto>> order;
+    for (const auto& sp : meta.slices()) {
+      const std::string key = EncodeSliceKey(name, ExtentsFromProto(sp));
+      order.emplace_back(entries_.at(key)->entry.shard_id(), key, sp);
+    }
+    std::sort(order.begin(), order.end(),
+              [](const auto& a, const auto& b) { return std::tie(std::get<0>(a), std::get<1>(a)) <
+                                                        std::tie(std::get<0>(b), std::get<1>(b)); });
+    meta.clear_slices();
+    for (auto& o : order) *meta.add_slices() = std::move(std::get<2>(o));
+  }
   for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Close());
   TFCKPT_ASSIGN_OR_RETURN(auto index, OutputFile::Create(prefix_ + ".index"));
   {
