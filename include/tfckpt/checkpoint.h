@@ -129,8 +129,19 @@ class Checkpoint {
   // byte-swapped into a buffer. V1: the decoded values re-encoded in V2 layout.
   absl::StatusOr<TensorBytes> Read(const TensorEntry& t, const StoredSlice& s, bool verify = true) const;
 
-  // Checks the CRC of one stored V2 piece without keeping its bytes.
-  absl::Status VerifyCrc(const TensorEntry& t, const StoredSlice& s) const;
+  // Checks the CRC of one stored piece without keeping its bytes: fixed-size V2 payloads
+  // are streamed with pread through `buffer` (memory stays flat), others are read whole.
+  absl::Status VerifyCrc(const TensorEntry& t, const StoredSlice& s, std::string* buffer) const;
+
+  // Bytes [begin, end) of one stored piece's payload (little-endian layout). V2: a view
+  // into the mapped data file (no copy); call ReleaseRange when done with it so memory
+  // does not grow with what is read. V1 and big-endian: from the decoded payload, kept in
+  // `owner` across calls for the same piece. Not CRC-checked (see VerifyCrc).
+  // REQUIRES: begin <= end <= payload size.
+  absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
+                                             uint64_t end, TensorBytes* owner) const;
+  // Drops the pages of a range read with ReadRange from this process (V2; no-op otherwise).
+  void ReleaseRange(const StoredSlice& s, uint64_t begin, uint64_t end) const;
 
  private:
   Checkpoint() = default;

@@ -69,12 +69,16 @@ class OutputFile {
  private:
   OutputFile(std::string final_path, std::string temp_path, int fd);
   absl::Status FlushBuffer();
+  absl::Status WriteAll(const char* data, size_t n);
   std::string final_path_, temp_path_;
   int fd_;
   uint64_t size_ = 0;
   std::string buffer_;
   bool committed_ = false;
 };
+
+// Reads exactly `n` bytes at `offset` into `out`; an error names `path` and the offset.
+absl::Status PreadFully(int fd, const std::string& path, uint64_t offset, size_t n, char* out);
 
 bool FileExists(const std::string& path);
 bool IsDirectory(const std::string& path);

@@ -48,14 +48,47 @@ struct Region {
 // REQUIRES: a.rank() == b.rank().
 std::optional<Region> Intersect(const Region& a, const Region& b);
 
-// Calls fn(offsets, count) for each run of `sub` that is contiguous in the row-major
-// layout of every region in `containers`: offsets[i] is the element offset of the run's
-// first element inside containers[i], count its number of elements. Runs come in
-// row-major order of `sub`, as long as the containers allow (whole trailing dimensions
-// merge into one run). Nothing is called for an empty `sub`.
-// REQUIRES: every container has sub's rank and contains sub.
-void ForEachRun(const Region& sub, const std::vector<const Region*>& containers,
-                const std::function<void(const int64_t* offsets, int64_t count)>& fn);
+// How `sub` splits into runs that are contiguous in the row-major layout of every region
+// in `containers`: `runs` runs of `count` elements each (whole trailing dimensions merge
+// into one run). REQUIRES: every container has sub's rank and contains sub.
+struct RunPlan {
+  size_t outer = 0;             // dimensions [0, outer) are walked; the rest form a run
+  int64_t count = 0;            // elements per run
+  int64_t runs = 0;             // number of runs (0 for an empty sub)
+  std::vector<int64_t> base;    // per container: element offset of sub's first element
+  std::vector<int64_t> steps;   // per container and outer dim: stride, [c * outer + dim]
+};
+RunPlan PlanRuns(const Region& sub, const std::vector<const Region*>& containers);
+
+// The element span [first, last + 1) that the runs of `p` (planned for `sub`) cover in
+// container `i`: what must be read from that container to serve every run.
+std::pair<int64_t, int64_t> RunSpan(const RunPlan& p, const Region& sub, size_t i);
+
+// Calls fn(offsets, count) for each run of `sub`, in row-major order of `sub`: offsets[i]
+// is the element offset of the run's first element inside containers[i].
+template <typename Fn>
+void ForEachRun(const Region& sub, const std::vector<const Region*>& containers, Fn&& fn) {
+  const RunPlan p = PlanRuns(sub, containers);
+  if (p.runs == 0) return;
+  const size_t k = containers.size();
+  std::vector<int64_t> off = p.base;
+  std::vector<int64_t> idx(p.outer, 0);
+  for (int64_t r = 0; r < p.runs; ++r) {
+    fn(static_cast<const int64_t*>(off.data()), p.count);
+    for (size_t j = p.outer; j-- > 0;) {
+      for (size_t i = 0; i < k; ++i) off[i] += p.steps[i * p.outer + j];
+      if (++idx[j] < sub.shape[j]) break;
+      for (size_t i = 0; i < k; ++i) off[i] -= p.steps[i * p.outer + j] * sub.shape[j];
+      idx[j] = 0;
+    }
+  }
+}
+
+// Splits `target` into consecutive sub-regions that are contiguous in its row-major
+// layout, each at most `max_bytes` at `esize` bytes per element (at least one element),
+// and calls fn on each in order; stops at the first error.
+absl::Status ForEachChunk(const Region& target, int64_t esize, int64_t max_bytes,
+                          const std::function<absl::Status(const Region&)>& fn);
 
 // TensorSlice text form (FORMAT §d.3): "0,5:-". Dimensions covering all of `full`
 // print as "-". A scalar prints as "". REQUIRES: r.rank() == full.size().

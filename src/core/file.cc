@@ -32,6 +32,20 @@ absl::Status ErrnoError(std::string_view path, std::string_view what, int err) {
   }
 }
 
+absl::Status PreadFully(int fd, const std::string& path, uint64_t offset, size_t n, char* out) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd, out + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return ErrnoError(StrCat(path, ": offset ", offset + done), "read failed", errno);
+    if (got == 0) {
+      return absl::DataLossError(StrCat(path, ": offset ", offset + done, ": unexpected end of file"));
+    }
+    done += static_cast<size_t>(got);
+  }
+  return absl::OkStatus();
+}
+
 bool FileExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
@@ -120,16 +134,21 @@ OutputFile::~OutputFile() {
   if (!committed_) ::unlink(temp_path_.c_str());
 }
 
-absl::Status OutputFile::FlushBuffer() {
+absl::Status OutputFile::WriteAll(const char* data, size_t n) {
   size_t done = 0;
-  while (done < buffer_.size()) {
-    ssize_t w = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+  while (done < n) {
+    ssize_t w = ::write(fd_, data + done, n - done);
     if (w < 0) {
       if (errno == EINTR) continue;
       return ErrnoError(temp_path_, "write failed", errno);
     }
     done += static_cast<size_t>(w);
   }
+  return absl::OkStatus();
+}
+
+absl::Status OutputFile::FlushBuffer() {
+  TFCKPT_RETURN_IF_ERROR(WriteAll(buffer_.data(), buffer_.size()));
   buffer_.clear();
   return absl::OkStatus();
 }
@@ -146,8 +165,7 @@ absl::Status OutputFile::Append(std::string_view data) {
     buffer_.append(data);
     return absl::OkStatus();
   }
-  buffer_.assign(data);  // large writes go straight through
-  return FlushBuffer();
+  return WriteAll(data.data(), data.size());  // large writes go straight through
 }
 
 absl::Status OutputFile::AppendFrom(int src_fd, uint64_t src_offset, uint64_t n) {
@@ -172,8 +190,7 @@ absl::Status OutputFile::AppendFrom(int src_fd, uint64_t src_offset, uint64_t n)
       const ssize_t got = ::pread(src_fd, buf.data(), want, in);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) return ErrnoError(temp_path_, "source ended early while copying", got == 0 ? EIO : errno);
-      buffer_.assign(buf.data(), static_cast<size_t>(got));
-      TFCKPT_RETURN_IF_ERROR(FlushBuffer());
+      TFCKPT_RETURN_IF_ERROR(WriteAll(buf.data(), static_cast<size_t>(got)));
       in += got;
       left -= static_cast<uint64_t>(got);
     }

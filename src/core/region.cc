@@ -73,15 +73,16 @@ std::optional<Region> Intersect(const Region& a, const Region& b) {
   return r;
 }
 
-void ForEachRun(const Region& sub, const std::vector<const Region*>& containers,
-                const std::function<void(const int64_t* offsets, int64_t count)>& fn) {
+RunPlan PlanRuns(const Region& sub, const std::vector<const Region*>& containers) {
+  RunPlan p;
   const size_t rank = sub.rank();
   const size_t k = containers.size();
-  std::vector<int64_t> offsets(k, 0);
-  if (sub.empty()) return;
+  p.base.assign(k, 0);
+  if (sub.empty()) return p;
   if (rank == 0) {
-    fn(offsets.data(), 1);
-    return;
+    p.count = 1;
+    p.runs = 1;
+    return p;
   }
   // Dimensions after `d` are whole in every container, so they merge into the run.
   size_t d = rank - 1;
@@ -92,31 +93,60 @@ void ForEachRun(const Region& sub, const std::vector<const Region*>& containers,
     return true;
   };
   while (d > 0 && whole_in_all(d)) --d;
-  int64_t count = 1;
-  for (size_t j = d; j < rank; ++j) count *= sub.shape[j];
-  std::vector<std::vector<int64_t>> strides;
-  for (const Region* c : containers) strides.push_back(Strides(c->shape));
-  // Offset of sub's first element in each container, then walk dims [0, d) row-major.
-  std::vector<int64_t> base(k, 0);
+  p.outer = d;
+  p.count = 1;
+  for (size_t j = d; j < rank; ++j) p.count *= sub.shape[j];
+  p.runs = 1;
+  for (size_t j = 0; j < d; ++j) p.runs *= sub.shape[j];
+  p.steps.assign(k * d, 0);
   for (size_t i = 0; i < k; ++i) {
-    for (size_t j = 0; j < rank; ++j) base[i] += (sub.start[j] - containers[i]->start[j]) * strides[i][j];
+    const std::vector<int64_t> strides = Strides(containers[i]->shape);
+    for (size_t j = 0; j < rank; ++j) p.base[i] += (sub.start[j] - containers[i]->start[j]) * strides[j];
+    for (size_t j = 0; j < d; ++j) p.steps[i * d + j] = strides[j];
   }
-  std::vector<int64_t> idx(d, 0);
+  return p;
+}
+
+std::pair<int64_t, int64_t> RunSpan(const RunPlan& p, const Region& sub, size_t i) {
+  if (p.runs == 0) return {0, 0};
+  int64_t last = p.base[i];
+  for (size_t j = 0; j < p.outer; ++j) last += (sub.shape[j] - 1) * p.steps[i * p.outer + j];
+  return {p.base[i], last + p.count};
+}
+
+absl::Status ForEachChunk(const Region& target, int64_t esize, int64_t max_bytes,
+                          const std::function<absl::Status(const Region&)>& fn) {
+  const size_t rank = target.rank();
+  if (rank == 0 || target.empty()) return fn(target);
+  // The first axis whose slab (everything after it) fits the budget.
+  size_t a = 0;
+  int64_t slab = esize;
+  for (size_t j = 1; j < rank; ++j) slab *= target.shape[j];
+  while (slab > max_bytes && a + 1 < rank) {
+    ++a;
+    slab /= target.shape[a];
+  }
+  const int64_t step = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, slab));
+  std::vector<int64_t> outer(a, 0);
   while (true) {
-    for (size_t i = 0; i < k; ++i) {
-      int64_t off = base[i];
-      for (size_t j = 0; j < d; ++j) off += idx[j] * strides[i][j];
-      offsets[i] = off;
+    for (int64_t r = 0; r < target.shape[a]; r += step) {
+      Region chunk = target;
+      for (size_t j = 0; j < a; ++j) {
+        chunk.start[j] = target.start[j] + outer[j];
+        chunk.shape[j] = 1;
+      }
+      chunk.start[a] = target.start[a] + r;
+      chunk.shape[a] = std::min(step, target.shape[a] - r);
+      if (absl::Status s = fn(chunk); !s.ok()) return s;
     }
-    fn(offsets.data(), count);
-    size_t j = d;
+    size_t j = a;
     while (j > 0) {
       --j;
-      if (++idx[j] < sub.shape[j]) break;
-      idx[j] = 0;
-      if (j == 0) return;
+      if (++outer[j] < target.shape[j]) break;
+      outer[j] = 0;
+      if (j == 0) return absl::OkStatus();
     }
-    if (d == 0) return;
+    if (a == 0) return absl::OkStatus();
   }
 }
 

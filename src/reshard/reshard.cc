@@ -386,50 +386,9 @@ absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOption
 
 namespace {
 
-constexpr int64_t kChunkBytes = 8 << 20;
-constexpr size_t kCopyChunk = 1 << 20;
-
-// Calls fn(chunk) for consecutive sub-regions of `target` that are contiguous in its
-// row-major layout, each at most `max_bytes` (at least one element).
-void ForEachChunk(const Region& target, int64_t esize, int64_t max_bytes, const std::function<absl::Status(const Region&)>& fn,
-                  absl::Status* status) {
-  const size_t rank = target.rank();
-  if (rank == 0 || target.empty()) {
-    *status = fn(target);
-    return;
-  }
-  // The first axis whose slab (everything after it) fits the budget.
-  size_t a = 0;
-  int64_t slab = esize;
-  for (size_t j = 1; j < rank; ++j) slab *= target.shape[j];
-  while (slab > max_bytes && a + 1 < rank) {
-    ++a;
-    slab /= target.shape[a];
-  }
-  const int64_t step = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, slab));
-  std::vector<int64_t> outer(a, 0);
-  while (true) {
-    for (int64_t r = 0; r < target.shape[a]; r += step) {
-      Region chunk = target;
-      for (size_t j = 0; j < a; ++j) {
-        chunk.start[j] = target.start[j] + outer[j];
-        chunk.shape[j] = 1;
-      }
-      chunk.start[a] = target.start[a] + r;
-      chunk.shape[a] = std::min(step, target.shape[a] - r);
-      *status = fn(chunk);
-      if (!status->ok()) return;
-    }
-    size_t j = a;
-    while (j > 0) {
-      --j;
-      if (++outer[j] < target.shape[j]) break;
-      outer[j] = 0;
-      if (j == 0) return;
-    }
-    if (a == 0) return;
-  }
-}
+constexpr int64_t kChunkBytes = 8 << 20;   // gather buffer
+constexpr size_t kCopyChunk = 1 << 20;     // pread for the CRC of in-kernel copies
+constexpr int64_t kDirectRun = 256 << 10;  // runs at least this long are copied in-kernel
 
 struct PieceWriter {
   const Checkpoint& c;
@@ -461,62 +420,73 @@ struct PieceWriter {
     TFCKPT_ASSIGN_OR_RETURN(auto stream, w.BeginEntry(t.name, t.dtype, t.shape, region, piece.file));
     const int64_t esize = info->element_size;
     const CheckpointInfo& ci = c.info();
-    // Fast path: the piece is one contiguous byte range of one stored V2 slice.
-    if (sources.size() == 1 && ci.format == Format::kV2 && !ci.big_endian) {
-      int runs = 0;
-      int64_t first = 0, count = 0;
-      ForEachRun(piece.region, {&sources[0]->region}, [&](const int64_t* off, int64_t n) {
-        if (runs++ == 0) first = off[0];
-        count += n;
-      });
-      if (runs <= 1) {
-        TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c.DataFile(sources[0]->data.shard));
-        uint64_t at = sources[0]->data.offset + static_cast<uint64_t>(first * esize);
-        uint64_t left = static_cast<uint64_t>(count * esize);
-        if (at > file->size() || left > file->size() - at) {
-          return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(at), "slice runs past the end of the file");
-        }
-        buf.resize(kCopyChunk);
-        while (left > 0) {
-          const size_t want = static_cast<size_t>(std::min<uint64_t>(left, kCopyChunk));
-          const ssize_t got = ::pread(file->fd(), buf.data(), want, static_cast<off_t>(at));
-          if (got < 0 && errno == EINTR) continue;
-          if (got <= 0) return ErrnoError(file->path(), "read failed", got == 0 ? EIO : errno);
-          TFCKPT_RETURN_IF_ERROR(stream.AppendFrom(file->fd(), at, std::string_view(buf.data(), static_cast<size_t>(got))));
-          at += static_cast<uint64_t>(got);
-          left -= static_cast<uint64_t>(got);
-          Progress(static_cast<uint64_t>(got));
-        }
-        return stream.Close();
-      }
-    }
-    // Gather through a bounded buffer, chunk by chunk in the piece's row-major order.
-    std::map<const StoredSlice*, TensorBytes> payloads;
+    // Every run of the piece, per source, and the smallest run.
+    int64_t min_run = INT64_MAX, total_runs = 0;
     for (const StoredSlice* s : sources) {
-      TFCKPT_ASSIGN_OR_RETURN(payloads[s], c.Read(t, *s, /*verify=*/false));
+      auto inter = Intersect(piece.region, s->region);
+      if (!inter) continue;
+      const RunPlan rp = PlanRuns(*inter, {&piece.region, &s->region});
+      min_run = std::min(min_run, rp.count);
+      total_runs += rp.runs;
     }
-    absl::Status st;
-    ForEachChunk(piece.region, esize, kChunkBytes, [&](const Region& chunk) -> absl::Status {
+    if (ci.format == Format::kV2 && !ci.big_endian && min_run * esize >= kDirectRun && total_runs > 0) {
+      // Large contiguous runs: each moves in-kernel, in the piece's order; the CRC comes
+      // from a pread of the same bytes.
+      struct Run {
+        int64_t dst, src, n;
+        const StoredSlice* s;
+      };
+      std::vector<Run> runs;
+      for (const StoredSlice* s : sources) {
+        auto inter = Intersect(piece.region, s->region);
+        if (!inter) continue;
+        ForEachRun(*inter, {&piece.region, &s->region},
+                   [&](const int64_t* off, int64_t n) { runs.push_back({off[0], off[1], n, s}); });
+      }
+      std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.dst < y.dst; });
+      for (const Run& r : runs) {
+        TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c.DataFile(r.s->data.shard));
+        TensorBytes unused;
+        for (uint64_t done = 0, len = static_cast<uint64_t>(r.n * esize); done < len;) {
+          const uint64_t n = std::min<uint64_t>(len - done, kCopyChunk);
+          const uint64_t begin = static_cast<uint64_t>(r.src * esize) + done;
+          TFCKPT_ASSIGN_OR_RETURN(std::string_view bytes, c.ReadRange(t, *r.s, begin, begin + n, &unused));
+          TFCKPT_RETURN_IF_ERROR(stream.AppendFrom(file->fd(), r.s->data.offset + begin, bytes));
+          c.ReleaseRange(*r.s, begin, begin + n);
+          done += n;
+          Progress(n);
+        }
+      }
+      return stream.Close();
+    }
+    // Otherwise gather through bounded buffers, chunk by chunk in the piece's order, each
+    // source read only over the span the chunk needs.
+    int64_t widest = 1;  // how much more of a source a chunk's rows span than of the piece
+    for (const StoredSlice* s : sources) {
+      if (piece.region.rank() == 0) break;
+      const int64_t src_row = s->region.num_elements() / std::max<int64_t>(1, s->region.shape[0]);
+      const int64_t dst_row = piece.region.num_elements() / std::max<int64_t>(1, piece.region.shape[0]);
+      if (dst_row > 0) widest = std::max(widest, src_row / dst_row);
+    }
+    std::map<const StoredSlice*, TensorBytes> owners;
+    TFCKPT_RETURN_IF_ERROR(ForEachChunk(piece.region, esize, std::max<int64_t>(esize, kChunkBytes / widest),
+                                        [&](const Region& chunk) -> absl::Status {
       buf.assign(static_cast<size_t>(chunk.num_elements() * esize), '\0');
       for (const StoredSlice* s : sources) {
         auto inter = Intersect(chunk, s->region);
         if (!inter) continue;
-        const char* src = payloads[s].data.data();
-        int64_t lo = INT64_MAX, hi = 0;
+        const RunPlan rp = PlanRuns(*inter, {&chunk, &s->region});
+        const auto [lo, hi] = RunSpan(rp, *inter, 1);
+        const uint64_t begin = static_cast<uint64_t>(lo * esize), end = static_cast<uint64_t>(hi * esize);
+        TFCKPT_ASSIGN_OR_RETURN(std::string_view src, c.ReadRange(t, *s, begin, end, &owners[s]));
         ForEachRun(*inter, {&chunk, &s->region}, [&](const int64_t* off, int64_t n) {
-          std::memcpy(buf.data() + off[0] * esize, src + off[1] * esize, static_cast<size_t>(n * esize));
-          lo = std::min(lo, off[1] * esize);
-          hi = std::max(hi, (off[1] + n) * esize);
+          std::memcpy(buf.data() + off[0] * esize, src.data() + (off[1] - lo) * esize, static_cast<size_t>(n * esize));
         });
-        if (ci.format == Format::kV2 && !ci.big_endian && hi > lo) {
-          auto file = c.DataFile(s->data.shard);
-          if (file.ok()) (*file)->Release(s->data.offset + static_cast<uint64_t>(lo), static_cast<uint64_t>(hi - lo));
-        }
+        c.ReleaseRange(*s, begin, end);
       }
       Progress(buf.size());
       return stream.Append(buf);
-    }, &st);
-    TFCKPT_RETURN_IF_ERROR(st);
+    }));
     return stream.Close();
   }
 

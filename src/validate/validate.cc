@@ -189,35 +189,8 @@ struct Piece {
   const StoredSlice* s;
 };
 
-absl::Status CheckPodCrc(int fd, const std::string& file, const TensorEntry& t, const StoredSlice& s,
-                         std::string& buf) {
-  uint32_t crc = 0;
-  uint64_t at = s.data.offset, left = s.data.size;
-  posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(left), POSIX_FADV_SEQUENTIAL);
-  while (left > 0) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
-    const ssize_t got = ::pread(fd, buf.data(), want, static_cast<off_t>(at));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      return DataLossAt("entry.bounds", file, t.name, static_cast<int64_t>(at),
-                        StrCat(PieceLabel(t, s), got == 0 ? "unexpected end of file" : std::strerror(errno)));
-    }
-    crc = crc32c::Extend(crc, buf.data(), static_cast<size_t>(got));
-    at += static_cast<uint64_t>(got);
-    left -= static_cast<uint64_t>(got);
-  }
-  if (crc != crc32c::Unmask(s.data.masked_crc)) {
-    return DataLossAt("data.crc", file, t.name, static_cast<int64_t>(s.data.offset),
-                      StrCat(PieceLabel(t, s), "tensor checksum mismatch (stored ", absl::Hex(crc32c::Unmask(s.data.masked_crc), absl::kZeroPad8),
-                             ", computed ", absl::Hex(crc, absl::kZeroPad8), ")"));
-  }
-  return absl::OkStatus();
-}
-
 uint64_t CheckData(const Checkpoint& c, const std::vector<Piece>& pieces, int jobs, std::vector<Finding>* out) {
   const CheckpointInfo& info = c.info();
-  std::vector<int> fds(info.data_files.size(), -1);
-  for (size_t i = 0; i < fds.size(); ++i) fds[i] = ::open(info.data_files[i].c_str(), O_RDONLY | O_CLOEXEC);
   // Largest first, so one big tensor does not finish last on its own.
   std::vector<size_t> order(pieces.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -225,21 +198,11 @@ uint64_t CheckData(const Checkpoint& c, const std::vector<Piece>& pieces, int jo
                    [&](size_t a, size_t b) { return pieces[a].s->data.size > pieces[b].s->data.size; });
   std::mutex mu;
   std::atomic<uint64_t> bytes{0};
-  constexpr size_t kBuffer = 1 << 20;  // fits in L2: the CRC reads what pread just wrote
   ParallelFor(order.size(), jobs, [&](size_t n) {
     thread_local std::string buf;
     const Piece& p = pieces[order[n]];
-    absl::Status st;
     const DTypeInfo* dt = LookupDType(p.t->dtype);
-    if (info.format == Format::kV2 && dt != nullptr && dt->element_size > 0 && !info.big_endian) {
-      if (buf.size() != kBuffer) buf.resize(kBuffer);
-      const int fd = fds[p.s->data.shard];
-      st = fd < 0 ? absl::NotFoundError("data file cannot be opened")
-                  : CheckPodCrc(fd, info.data_files[p.s->data.shard], *p.t, *p.s, buf);
-    } else {
-      auto r = c.Read(*p.t, *p.s, /*verify=*/true);  // strings, variants, V1 values, big-endian
-      st = r.status();
-    }
+    const absl::Status st = c.VerifyCrc(*p.t, *p.s, &buf);
     if (st.ok()) {
       bytes += info.format == Format::kV2 ? p.s->data.size
                                           : static_cast<uint64_t>(p.s->region.num_elements()) * (dt ? dt->element_size : 0);
@@ -248,9 +211,6 @@ uint64_t CheckData(const Checkpoint& c, const std::vector<Piece>& pieces, int jo
     std::lock_guard<std::mutex> lock(mu);
     out->push_back(FindingOf(st));
   });
-  for (int fd : fds) {
-    if (fd >= 0) ::close(fd);
-  }
   return bytes;
 }
 
@@ -490,61 +450,95 @@ std::string ElementText(const TensorEntry& t, const Loaded& l, int64_t i) {
   return FormatElement(t.dtype, l.bytes.data.data() + i * dt->element_size);
 }
 
-// Compares the values of `a` (new) and `b` (old), equal dtype and shape.
+// Compares the values of `a` (new) and `b` (old), equal dtype and shape. Every stored
+// piece's CRC is checked (streamed); fixed-size values are then compared chunk by chunk
+// over the intersections of both sides' slices, reading only the spans each chunk needs.
 void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb, const TensorEntry& b,
                    const CompareOptions& options, std::vector<Finding>* out, std::atomic<uint64_t>* bytes) {
   const std::string where = ca.info().format == Format::kV2 ? ca.info().index_path : ca.info().prefix;
-  auto la = LoadAll(ca, a);
-  if (!la.ok()) {
-    out->push_back(FindingOf(la.status()));
-    return;
-  }
-  auto lb = LoadAll(cb, b);
-  if (!lb.ok()) {
-    out->push_back(FindingOf(lb.status()));
-    return;
-  }
   const DTypeInfo* dt = LookupDType(a.dtype);
   const int64_t esize = dt->element_size;
   const bool tolerant = options.use_tolerance && dt->kind == ValueKind::kFloat;
   const auto strides = Strides(a.shape);
   int64_t differ = 0, first_linear = INT64_MAX;
   std::string first_text;
-  for (size_t i = 0; i < a.slices.size(); ++i) {
-    for (size_t j = 0; j < b.slices.size(); ++j) {
-      auto r = Intersect(a.slices[i].region, b.slices[j].region);
-      if (!r) continue;
-      const Loaded& x = (*la)[i];
-      const Loaded& y = (*lb)[j];
-      ForEachRun(*r, {&a.slices[i].region, &b.slices[j].region}, [&](const int64_t* off, int64_t n) {
-        if (esize > 0 && !tolerant &&
-            std::memcmp(x.bytes.data.data() + off[0] * esize, y.bytes.data.data() + off[1] * esize, n * esize) == 0) {
-          return;
-        }
-        for (int64_t e = 0; e < n; ++e) {
-          bool same;
-          if (esize == 0) {
-            same = x.elements[off[0] + e] == y.elements[off[1] + e];
-          } else if (tolerant) {
-            const double u = ElementToDouble(a.dtype, x.bytes.data.data() + (off[0] + e) * esize);
-            const double v = ElementToDouble(a.dtype, y.bytes.data.data() + (off[1] + e) * esize);
-            same = (std::isnan(u) && std::isnan(v)) || u == v || std::fabs(u - v) <= options.tolerance;
-          } else {
-            same = std::memcmp(x.bytes.data.data() + (off[0] + e) * esize, y.bytes.data.data() + (off[1] + e) * esize,
-                               esize) == 0;
+  // Records the element at a's local offset `ea` / b's local offset `eb` as differing.
+  auto note = [&](size_t i, int64_t ea, const std::string& new_text, const std::string& old_text) {
+    ++differ;
+    const auto idx = FullIndex(a.slices[i].region, ea);
+    int64_t linear = 0;
+    for (size_t d = 0; d < idx.size(); ++d) linear += idx[d] * strides[d];
+    if (linear < first_linear) {
+      first_linear = linear;
+      first_text = StrCat("first at ", IndexString(idx), ": new ", new_text, ", old ", old_text);
+    }
+  };
+  if (esize == 0) {
+    auto la = LoadAll(ca, a);
+    if (!la.ok()) return out->push_back(FindingOf(la.status()));
+    auto lb = LoadAll(cb, b);
+    if (!lb.ok()) return out->push_back(FindingOf(lb.status()));
+    for (size_t i = 0; i < a.slices.size(); ++i) {
+      for (size_t j = 0; j < b.slices.size(); ++j) {
+        auto r = Intersect(a.slices[i].region, b.slices[j].region);
+        if (!r && !(a.shape.empty())) continue;
+        const Region& inter = r ? *r : a.slices[i].region;
+        const Loaded& x = (*la)[i];
+        const Loaded& y = (*lb)[j];
+        ForEachRun(inter, {&a.slices[i].region, &b.slices[j].region}, [&](const int64_t* off, int64_t n) {
+          for (int64_t e = 0; e < n; ++e) {
+            if (x.elements[off[0] + e] != y.elements[off[1] + e]) {
+              note(i, off[0] + e, ElementText(a, x, off[0] + e), ElementText(b, y, off[1] + e));
+            }
           }
-          if (same) continue;
-          ++differ;
-          const auto idx = FullIndex(a.slices[i].region, off[0] + e);
-          int64_t linear = 0;
-          for (size_t d = 0; d < idx.size(); ++d) linear += idx[d] * strides[d];
-          if (linear < first_linear) {
-            first_linear = linear;
-            first_text = StrCat("first at ", IndexString(idx), ": new ", ElementText(a, x, off[0] + e), ", old ",
-                                ElementText(b, y, off[1] + e));
-          }
-        }
-      });
+        });
+      }
+    }
+  } else {
+    std::string buf;
+    for (const auto& s : a.slices) {
+      if (absl::Status st = ca.VerifyCrc(a, s, &buf); !st.ok()) return out->push_back(FindingOf(st));
+    }
+    for (const auto& s : b.slices) {
+      if (absl::Status st = cb.VerifyCrc(b, s, &buf); !st.ok()) return out->push_back(FindingOf(st));
+    }
+    for (size_t i = 0; i < a.slices.size(); ++i) {
+      TensorBytes own_a;
+      for (size_t j = 0; j < b.slices.size(); ++j) {
+        const Region& ra = a.slices[i].region;
+        const Region& rb = b.slices[j].region;
+        auto r = a.shape.empty() ? std::optional<Region>(ra) : Intersect(ra, rb);
+        if (!r) continue;
+        TensorBytes own_b;
+        absl::Status st = ForEachChunk(*r, esize, 4 << 20, [&](const Region& chunk) -> absl::Status {
+          const RunPlan rp = PlanRuns(chunk, {&ra, &rb});
+          const auto [la, ha] = RunSpan(rp, chunk, 0);
+          const auto [lb, hb] = RunSpan(rp, chunk, 1);
+          TFCKPT_ASSIGN_OR_RETURN(std::string_view x, ca.ReadRange(a, a.slices[i], la * esize, ha * esize, &own_a));
+          TFCKPT_ASSIGN_OR_RETURN(std::string_view y, cb.ReadRange(b, b.slices[j], lb * esize, hb * esize, &own_b));
+          ForEachRun(chunk, {&ra, &rb}, [&](const int64_t* off, int64_t n) {
+            const char* px = x.data() + (off[0] - la) * esize;
+            const char* py = y.data() + (off[1] - lb) * esize;
+            if (!tolerant && std::memcmp(px, py, static_cast<size_t>(n * esize)) == 0) return;
+            for (int64_t e = 0; e < n; ++e) {
+              bool same;
+              if (tolerant) {
+                const double u = ElementToDouble(a.dtype, px + e * esize), v = ElementToDouble(a.dtype, py + e * esize);
+                same = (std::isnan(u) && std::isnan(v)) || u == v || std::fabs(u - v) <= options.tolerance;
+              } else {
+                same = std::memcmp(px + e * esize, py + e * esize, static_cast<size_t>(esize)) == 0;
+              }
+              if (!same) {
+                note(i, off[0] + e, FormatElement(a.dtype, px + e * esize), FormatElement(b.dtype, py + e * esize));
+              }
+            }
+          });
+          ca.ReleaseRange(a.slices[i], la * esize, ha * esize);
+          cb.ReleaseRange(b.slices[j], lb * esize, hb * esize);
+          return absl::OkStatus();
+        });
+        if (!st.ok()) return out->push_back(FindingOf(st));
+      }
     }
   }
   *bytes += a.bytes;

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Benchmark: reshard a >= 4 GiB checkpoint (8 embedding tables of 512 MiB float32, each in
+# 4 row slices over 4 data files, plus dense layers), timed in one run against `cp` of its
+# data files to the same disk. Peak RSS from /usr/bin/time -v. Page cache warm for the
+# input; outputs are written to disk (each run's output removed before the next).
+# Targets: axis-0 reshard <= 1.0x cp, other axes <= 1.3x, RSS <= 256 MiB.
+# Usage: bench/reshard_large.sh [MIB_PER_TABLE] [TABLES] [WORK_DIR]   (extra flags: EXTRA=--no-verify)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/common.sh
+mib=${1:-512}
+tables=${2:-8}
+work=${3:-$(mktemp -d)}
+trap 'rm -rf "$work"' EXIT
+scripts/build.sh >/dev/null
+build/bench/gen_checkpoint tables "$work/in" "$mib" "$tables" 4
+bytes=$(cat "$work"/in.data-* | wc -c)
+echo "checkpoint: $bytes bytes in 4 data files; EXTRA=${EXTRA:-}"
+cat "$work"/in.data-* >/dev/null
+# One run of a command: seconds (including sync of what it wrote) and peak RSS.
+timed() {
+  rm -rf "$work/out" && mkdir -p "$work/out" && sync
+  local t0 t1 rss
+  t0=$(date +%s.%N)
+  rss=$(peak_rss_kib "$@")
+  sync
+  t1=$(date +%s.%N)
+  python3 -c "print(f'{$t1 - $t0:.2f} {int($rss) // 1024}')"
+}
+# The disk's speed varies from run to run: ROUNDS interleaved rounds, best time of each.
+rounds=${ROUNDS:-3}
+declare -A best rss
+labels=("cp" "fixed:8" "fixed:3@1" "none")
+for ((i = 0; i < rounds; i++)); do
+  for label in "${labels[@]}"; do
+    if [ "$label" = cp ]; then
+      r=$(timed sh -c "cp $work/in.data-* $work/out/")
+    else
+      r=$(timed build/src/tfckpt reshard "$work/in" -o "$work/out/r" --partition "$label" -q ${EXTRA:-})
+    fi
+    t=${r% *}
+    m=${r#* }
+    if [ -z "${best[$label]:-}" ] || python3 -c "import sys; sys.exit(0 if $t < ${best[$label]} else 1)"; then
+      best[$label]=$t
+    fi
+    rss[$label]=$m
+  done
+done
+for label in "${labels[@]}"; do
+  python3 -c "print(f'{\"$label\":>10}: best {${best[$label]}:.2f} s = {${best[$label]} / ${best[cp]}:.2f} x cp, peak RSS ${rss[$label]} MiB')"
+done
