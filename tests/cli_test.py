@@ -598,6 +598,41 @@ def reshard_refusals():
         assert not any(n.startswith(("l.", "m.", "r.")) or ".tmp-tfckpt-" in n for n in os.listdir(d)), os.listdir(d)
 
 
+def run_with_tty_stderr(args, env):
+    """Runs tfckpt with stderr on a pseudo-terminal; returns (exit code, what stderr got)."""
+    import pty
+    master, slave = pty.openpty()
+    p = subprocess.Popen([TFCKPT, *args], stdout=subprocess.DEVNULL, stderr=slave, env=env)
+    os.close(slave)
+    got = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(master)
+    return p.wait(timeout=60), got.decode(errors="replace")
+
+
+@test()
+def reshard_progress_bar_only_on_a_terminal():
+    with tempfile.TemporaryDirectory() as d:
+        base = family(d, "base")
+        env = dict(os.environ, TFCKPT_PROGRESS_DELAY_MS="0")
+        code, err = run_with_tty_stderr(["reshard", base, "-o", os.path.join(d, "a"), "--partition", "fixed:3"], env)
+        assert code == 0 and "ETA" in err and "[" in err and "/s" in err, repr(err)
+        code, err = run_with_tty_stderr(["reshard", base, "-o", os.path.join(d, "b"), "--partition", "fixed:3", "-q"],
+                                        env)
+        assert code == 0 and err == "", repr(err)
+        # Work shorter than the default second shows nothing.
+        code, err = run_with_tty_stderr(["reshard", base, "-o", os.path.join(d, "c"), "--partition", "fixed:3"],
+                                        dict(os.environ))
+        assert code == 0 and err == "", repr(err)
+
+
 @test(needs_data=True)
 def reshard_real_checkpoints():
     with tempfile.TemporaryDirectory() as d:

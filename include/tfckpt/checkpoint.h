@@ -133,13 +133,14 @@ class Checkpoint {
   // are streamed with pread through `buffer` (memory stays flat), others are read whole.
   absl::Status VerifyCrc(const TensorEntry& t, const StoredSlice& s, std::string* buffer) const;
 
-  // Bytes [begin, end) of one stored piece's payload (little-endian layout). V2: a view
-  // into the mapped data file (no copy); call ReleaseRange when done with it so memory
-  // does not grow with what is read. V1 and big-endian: from the decoded payload, kept in
-  // `owner` across calls for the same piece. Not CRC-checked (see VerifyCrc).
+  // Bytes [begin, end) of one stored piece's payload (little-endian layout). V2: read with
+  // pread into `buffer` when the range is over 1 MiB (memory stays flat: measured, mapped
+  // pages of large spans piled up in RSS), else a view into the mapping (release it with
+  // ReleaseRange). V1 and big-endian: from the decoded payload, kept in `owner` across
+  // calls for the same piece. Not CRC-checked (see VerifyCrc).
   // REQUIRES: begin <= end <= payload size.
   absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
-                                             uint64_t end, TensorBytes* owner) const;
+                                             uint64_t end, std::string* buffer, TensorBytes* owner) const;
   // Drops the pages of a range read with ReadRange from this process (V2; no-op otherwise).
   void ReleaseRange(const StoredSlice& s, uint64_t begin, uint64_t end) const;
 

@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "common.h"
 
 namespace tfckpt::cli {
 
 Progress::Progress(uint64_t total, bool enabled) : total_(total), start_(std::chrono::steady_clock::now()) {
+  // TFCKPT_PROGRESS_DELAY_MS (default 1000): how long the work runs before the bar shows.
+  if (const char* d = std::getenv("TFCKPT_PROGRESS_DELAY_MS")) delay_ = std::atof(d) / 1000.0;
   if (enabled && ::isatty(STDERR_FILENO)) thread_ = std::thread([this] { Run(); });
 }
 
@@ -23,13 +26,12 @@ Progress::~Progress() {
 
 void Progress::Run() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_; })) {
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(delay_ < 0.2 ? 10 : 200), [this] { return stop_; })) {
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    if (t >= 1.0) Draw(t, false);
+    if (t >= delay_) Draw(t, false);
   }
-  if (shown_) {
-    Draw(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(), true);
-  }
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (shown_ || t >= delay_) Draw(t, true);
 }
 
 void Progress::Draw(double seconds, bool final) {

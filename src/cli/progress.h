@@ -24,6 +24,7 @@ class Progress {
   void Draw(double seconds, bool final);
 
   uint64_t total_;
+  double delay_ = 1.0;  // seconds before the bar shows
   std::atomic<uint64_t> done_{0};
   bool shown_ = false;
   bool stop_ = false;

@@ -533,14 +533,18 @@ absl::Status Checkpoint::VerifyCrc(const TensorEntry& t, const StoredSlice& s, s
 }
 
 absl::StatusOr<std::string_view> Checkpoint::ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
-                                                       uint64_t end, TensorBytes* owner) const {
+                                                       uint64_t end, std::string* buffer, TensorBytes* owner) const {
   if (info_.format == Format::kV2 && !info_.big_endian && t.defect.empty()) {
     TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, DataFile(s.data.shard));
     if (end > s.data.size || s.data.offset > file->size() || end > file->size() - s.data.offset) {
       return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset + begin),
                         StrCat(PieceLabel(t, s), "range runs past the end of the file"));
     }
-    file->AdviseSequential(s.data.offset + begin, end - begin);
+    if (end - begin > (1 << 20)) {
+      buffer->resize(static_cast<size_t>(end - begin));
+      TFCKPT_RETURN_IF_ERROR(PreadFully(file->fd(), file->path(), s.data.offset + begin, buffer->size(), buffer->data()));
+      return std::string_view(*buffer);
+    }
     return file->all().substr(static_cast<size_t>(s.data.offset + begin), static_cast<size_t>(end - begin));
   }
   if (owner->data.data() == nullptr) {

@@ -447,10 +447,11 @@ struct PieceWriter {
       for (const Run& r : runs) {
         TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c.DataFile(r.s->data.shard));
         TensorBytes unused;
+        std::string unused_buffer;
         for (uint64_t done = 0, len = static_cast<uint64_t>(r.n * esize); done < len;) {
           const uint64_t n = std::min<uint64_t>(len - done, kCopyChunk);
           const uint64_t begin = static_cast<uint64_t>(r.src * esize) + done;
-          TFCKPT_ASSIGN_OR_RETURN(std::string_view bytes, c.ReadRange(t, *r.s, begin, begin + n, &unused));
+          TFCKPT_ASSIGN_OR_RETURN(std::string_view bytes, c.ReadRange(t, *r.s, begin, begin + n, &unused_buffer, &unused));
           TFCKPT_RETURN_IF_ERROR(stream.AppendFrom(file->fd(), r.s->data.offset + begin, bytes));
           c.ReleaseRange(*r.s, begin, begin + n);
           done += n;
@@ -469,6 +470,7 @@ struct PieceWriter {
       if (dst_row > 0) widest = std::max(widest, src_row / dst_row);
     }
     std::map<const StoredSlice*, TensorBytes> owners;
+    std::string stage;
     TFCKPT_RETURN_IF_ERROR(ForEachChunk(piece.region, esize, std::max<int64_t>(esize, kChunkBytes / widest),
                                         [&](const Region& chunk) -> absl::Status {
       buf.assign(static_cast<size_t>(chunk.num_elements() * esize), '\0');
@@ -478,7 +480,7 @@ struct PieceWriter {
         const RunPlan rp = PlanRuns(*inter, {&chunk, &s->region});
         const auto [lo, hi] = RunSpan(rp, *inter, 1);
         const uint64_t begin = static_cast<uint64_t>(lo * esize), end = static_cast<uint64_t>(hi * esize);
-        TFCKPT_ASSIGN_OR_RETURN(std::string_view src, c.ReadRange(t, *s, begin, end, &owners[s]));
+        TFCKPT_ASSIGN_OR_RETURN(std::string_view src, c.ReadRange(t, *s, begin, end, &stage, &owners[s]));
         ForEachRun(*inter, {&chunk, &s->region}, [&](const int64_t* off, int64_t n) {
           std::memcpy(buf.data() + off[0] * esize, src.data() + (off[1] - lo) * esize, static_cast<size_t>(n * esize));
         });

@@ -502,6 +502,7 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
     for (const auto& s : b.slices) {
       if (absl::Status st = cb.VerifyCrc(b, s, &buf); !st.ok()) return out->push_back(FindingOf(st));
     }
+    std::string stage_a, stage_b;
     for (size_t i = 0; i < a.slices.size(); ++i) {
       TensorBytes own_a;
       for (size_t j = 0; j < b.slices.size(); ++j) {
@@ -514,8 +515,8 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
           const RunPlan rp = PlanRuns(chunk, {&ra, &rb});
           const auto [la, ha] = RunSpan(rp, chunk, 0);
           const auto [lb, hb] = RunSpan(rp, chunk, 1);
-          TFCKPT_ASSIGN_OR_RETURN(std::string_view x, ca.ReadRange(a, a.slices[i], la * esize, ha * esize, &own_a));
-          TFCKPT_ASSIGN_OR_RETURN(std::string_view y, cb.ReadRange(b, b.slices[j], lb * esize, hb * esize, &own_b));
+          TFCKPT_ASSIGN_OR_RETURN(std::string_view x, ca.ReadRange(a, a.slices[i], la * esize, ha * esize, &stage_a, &own_a));
+          TFCKPT_ASSIGN_OR_RETURN(std::string_view y, cb.ReadRange(b, b.slices[j], lb * esize, hb * esize, &stage_b, &own_b));
           ForEachRun(chunk, {&ra, &rb}, [&](const int64_t* off, int64_t n) {
             const char* px = x.data() + (off[0] - la) * esize;
             const char* py = y.data() + (off[1] - lb) * esize;
