@@ -134,14 +134,15 @@ class Checkpoint {
   absl::Status VerifyCrc(const TensorEntry& t, const StoredSlice& s, std::string* buffer) const;
 
   // Bytes [begin, end) of one stored piece's payload (little-endian layout). V2: read with
-  // pread into `buffer` when the range is over 1 MiB (memory stays flat: measured, mapped
-  // pages of large spans piled up in RSS), else a view into the mapping (release it with
-  // ReleaseRange). V1 and big-endian: from the decoded payload, kept in `owner` across
-  // calls for the same piece. Not CRC-checked (see VerifyCrc).
+  // pread into `buffer` (memory stays flat; reading such spans through the mapping made
+  // RSS grow to over 1 GiB on the benchmark even with MADV_DONTNEED after each span).
+  // V1 and big-endian: from the decoded payload, kept in `owner` across calls for the
+  // same piece. Not CRC-checked (see VerifyCrc).
   // REQUIRES: begin <= end <= payload size.
   absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
                                              uint64_t end, std::string* buffer, TensorBytes* owner) const;
-  // Drops the pages of a range read with ReadRange from this process (V2; no-op otherwise).
+  // Drops mapped pages of a payload range from this process (V2; no-op otherwise), for
+  // callers that read sequentially through DataFile()'s mapping.
   void ReleaseRange(const StoredSlice& s, uint64_t begin, uint64_t end) const;
 
  private:

@@ -540,12 +540,9 @@ absl::StatusOr<std::string_view> Checkpoint::ReadRange(const TensorEntry& t, con
       return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset + begin),
                         StrCat(PieceLabel(t, s), "range runs past the end of the file"));
     }
-    if (end - begin > (1 << 20)) {
-      buffer->resize(static_cast<size_t>(end - begin));
-      TFCKPT_RETURN_IF_ERROR(PreadFully(file->fd(), file->path(), s.data.offset + begin, buffer->size(), buffer->data()));
-      return std::string_view(*buffer);
-    }
-    return file->all().substr(static_cast<size_t>(s.data.offset + begin), static_cast<size_t>(end - begin));
+    buffer->resize(static_cast<size_t>(end - begin));
+    TFCKPT_RETURN_IF_ERROR(PreadFully(file->fd(), file->path(), s.data.offset + begin, buffer->size(), buffer->data()));
+    return std::string_view(*buffer);
   }
   if (owner->data.data() == nullptr) {
     TFCKPT_ASSIGN_OR_RETURN(*owner, Read(t, s, /*verify=*/false));

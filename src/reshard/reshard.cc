@@ -389,6 +389,7 @@ namespace {
 constexpr int64_t kChunkBytes = 8 << 20;   // gather buffer
 constexpr size_t kCopyChunk = 1 << 20;     // pread for the CRC of in-kernel copies
 constexpr int64_t kDirectRun = 256 << 10;  // runs at least this long are copied in-kernel
+constexpr int64_t kSpanBytes = 1 << 20;    // the most a gather reads of one source per chunk
 
 struct PieceWriter {
   const Checkpoint& c;
@@ -446,34 +447,39 @@ struct PieceWriter {
       std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.dst < y.dst; });
       for (const Run& r : runs) {
         TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c.DataFile(r.s->data.shard));
-        TensorBytes unused;
-        std::string unused_buffer;
-        for (uint64_t done = 0, len = static_cast<uint64_t>(r.n * esize); done < len;) {
+        const uint64_t base = r.s->data.offset + static_cast<uint64_t>(r.src * esize);
+        const uint64_t len = static_cast<uint64_t>(r.n * esize);
+        TFCKPT_ASSIGN_OR_RETURN(std::string_view all, file->Range(base, len));
+        // Sequential 1 MiB windows of the mapping for the CRC (pages released after each;
+        // measured flat), the bytes themselves moved in-kernel.
+        for (uint64_t done = 0; done < len;) {
           const uint64_t n = std::min<uint64_t>(len - done, kCopyChunk);
-          const uint64_t begin = static_cast<uint64_t>(r.src * esize) + done;
-          TFCKPT_ASSIGN_OR_RETURN(std::string_view bytes, c.ReadRange(t, *r.s, begin, begin + n, &unused_buffer, &unused));
-          TFCKPT_RETURN_IF_ERROR(stream.AppendFrom(file->fd(), r.s->data.offset + begin, bytes));
-          c.ReleaseRange(*r.s, begin, begin + n);
+          TFCKPT_RETURN_IF_ERROR(stream.AppendFrom(file->fd(), base + done, all.substr(done, n)));
+          file->Release(base + done, n);
           done += n;
           Progress(n);
         }
       }
       return stream.Close();
     }
-    // Otherwise gather through bounded buffers, chunk by chunk in the piece's order, each
-    // source read only over the span the chunk needs.
+    // Otherwise gather chunk by chunk in the piece's order. Chunks are sized so that the
+    // span each source must provide stays within 1 MiB (read through the mapping and
+    // released right after); chunks accumulate in an 8 MiB buffer written in one go.
     int64_t widest = 1;  // how much more of a source a chunk's rows span than of the piece
     for (const StoredSlice* s : sources) {
       if (piece.region.rank() == 0) break;
       const int64_t src_row = s->region.num_elements() / std::max<int64_t>(1, s->region.shape[0]);
       const int64_t dst_row = piece.region.num_elements() / std::max<int64_t>(1, piece.region.shape[0]);
-      if (dst_row > 0) widest = std::max(widest, src_row / dst_row);
+      if (dst_row > 0) widest = std::max(widest, (src_row + dst_row - 1) / dst_row);
     }
     std::map<const StoredSlice*, TensorBytes> owners;
     std::string stage;
-    TFCKPT_RETURN_IF_ERROR(ForEachChunk(piece.region, esize, std::max<int64_t>(esize, kChunkBytes / widest),
+    buf.clear();
+    TFCKPT_RETURN_IF_ERROR(ForEachChunk(piece.region, esize, std::max<int64_t>(esize, kSpanBytes / widest),
                                         [&](const Region& chunk) -> absl::Status {
-      buf.assign(static_cast<size_t>(chunk.num_elements() * esize), '\0');
+      const size_t at = buf.size();
+      buf.resize(at + static_cast<size_t>(chunk.num_elements() * esize));
+      char* dst = buf.data() + at;
       for (const StoredSlice* s : sources) {
         auto inter = Intersect(chunk, s->region);
         if (!inter) continue;
@@ -482,13 +488,17 @@ struct PieceWriter {
         const uint64_t begin = static_cast<uint64_t>(lo * esize), end = static_cast<uint64_t>(hi * esize);
         TFCKPT_ASSIGN_OR_RETURN(std::string_view src, c.ReadRange(t, *s, begin, end, &stage, &owners[s]));
         ForEachRun(*inter, {&chunk, &s->region}, [&](const int64_t* off, int64_t n) {
-          std::memcpy(buf.data() + off[0] * esize, src.data() + (off[1] - lo) * esize, static_cast<size_t>(n * esize));
+          std::memcpy(dst + off[0] * esize, src.data() + (off[1] - lo) * esize, static_cast<size_t>(n * esize));
         });
         c.ReleaseRange(*s, begin, end);
       }
-      Progress(buf.size());
-      return stream.Append(buf);
+      Progress(chunk.num_elements() * esize);
+      if (buf.size() < static_cast<size_t>(kChunkBytes)) return absl::OkStatus();
+      absl::Status st = stream.Append(buf);
+      buf.clear();
+      return st;
     }));
+    if (!buf.empty()) TFCKPT_RETURN_IF_ERROR(stream.Append(buf));
     return stream.Close();
   }
 

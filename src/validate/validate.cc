@@ -502,22 +502,27 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
     for (const auto& s : b.slices) {
       if (absl::Status st = cb.VerifyCrc(b, s, &buf); !st.ok()) return out->push_back(FindingOf(st));
     }
+    // Each old slice is walked once, chunk by chunk (spans of at most 1 MiB, read through
+    // the mapping and released right after); every new slice overlapping a chunk is
+    // compared with it over their intersection.
     std::string stage_a, stage_b;
-    for (size_t i = 0; i < a.slices.size(); ++i) {
-      TensorBytes own_a;
-      for (size_t j = 0; j < b.slices.size(); ++j) {
-        const Region& ra = a.slices[i].region;
-        const Region& rb = b.slices[j].region;
-        auto r = a.shape.empty() ? std::optional<Region>(ra) : Intersect(ra, rb);
-        if (!r) continue;
-        TensorBytes own_b;
-        absl::Status st = ForEachChunk(*r, esize, 4 << 20, [&](const Region& chunk) -> absl::Status {
-          const RunPlan rp = PlanRuns(chunk, {&ra, &rb});
-          const auto [la, ha] = RunSpan(rp, chunk, 0);
-          const auto [lb, hb] = RunSpan(rp, chunk, 1);
-          TFCKPT_ASSIGN_OR_RETURN(std::string_view x, ca.ReadRange(a, a.slices[i], la * esize, ha * esize, &stage_a, &own_a));
-          TFCKPT_ASSIGN_OR_RETURN(std::string_view y, cb.ReadRange(b, b.slices[j], lb * esize, hb * esize, &stage_b, &own_b));
-          ForEachRun(chunk, {&ra, &rb}, [&](const int64_t* off, int64_t n) {
+    for (size_t j = 0; j < b.slices.size(); ++j) {
+      const Region& rb = b.slices[j].region;
+      TensorBytes own_b;
+      std::vector<TensorBytes> own_a(a.slices.size());
+      absl::Status st = ForEachChunk(rb, esize, 1 << 20, [&](const Region& chunk) -> absl::Status {
+        const RunPlan whole = PlanRuns(chunk, {&rb});
+        const auto [lb, hb] = RunSpan(whole, chunk, 0);
+        TFCKPT_ASSIGN_OR_RETURN(std::string_view y, cb.ReadRange(b, b.slices[j], lb * esize, hb * esize, &stage_b, &own_b));
+        for (size_t i = 0; i < a.slices.size(); ++i) {
+          const Region& ra = a.slices[i].region;
+          auto sub = a.shape.empty() ? std::optional<Region>(chunk) : Intersect(chunk, ra);
+          if (!sub) continue;
+          const RunPlan rp = PlanRuns(*sub, {&ra, &rb});
+          const auto [la, ha] = RunSpan(rp, *sub, 0);
+          TFCKPT_ASSIGN_OR_RETURN(std::string_view x,
+                                  ca.ReadRange(a, a.slices[i], la * esize, ha * esize, &stage_a, &own_a[i]));
+          ForEachRun(*sub, {&ra, &rb}, [&](const int64_t* off, int64_t n) {
             const char* px = x.data() + (off[0] - la) * esize;
             const char* py = y.data() + (off[1] - lb) * esize;
             if (!tolerant && std::memcmp(px, py, static_cast<size_t>(n * esize)) == 0) return;
@@ -535,11 +540,11 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
             }
           });
           ca.ReleaseRange(a.slices[i], la * esize, ha * esize);
-          cb.ReleaseRange(b.slices[j], lb * esize, hb * esize);
-          return absl::OkStatus();
-        });
-        if (!st.ok()) return out->push_back(FindingOf(st));
-      }
+        }
+        cb.ReleaseRange(b.slices[j], lb * esize, hb * esize);
+        return absl::OkStatus();
+      });
+      if (!st.ok()) return out->push_back(FindingOf(st));
     }
   }
   *bytes += a.bytes;
