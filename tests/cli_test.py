@@ -90,6 +90,8 @@ def help_has_examples_and_usage_errors_exit_2():
     assert "Examples:" in p.stdout and "--against" in p.stdout and "--strict" in p.stdout
     p = run("reshard", "--help", code=0)
     assert "Examples:" in p.stdout and "--partition" in p.stdout and "--policy" in p.stdout
+    p = run("merge", "--help", code=0)
+    assert "Examples:" in p.stdout and "--recover" in p.stdout and "--move" in p.stdout
     run(code=2)
     run("inspect", code=2)
     run("inspect", "x", "--no-such-flag", code=2)
@@ -643,6 +645,77 @@ def reshard_real_checkpoints():
             assert "verified against the input" in p.stdout, p.stdout
             validate_json(out, code=0)
             validate_json(out, "--against", data(case), code=0)
+
+
+# ---------------------------------------------------------------------------------------
+# merge
+
+
+def tree_digest(d):
+    import hashlib
+    out = {}
+    for root, _, files in os.walk(d):
+        for f in files:
+            p = os.path.join(root, f)
+            out[os.path.relpath(p, d)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+    return out
+
+
+@test()
+def merge_recover_distributed_save():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = os.path.join(d, "model.ckpt-7")
+        subprocess.run([MAKE_FIXTURE, "distributed", prefix], check=True)
+        open(os.path.join(d, "model.ckpt-7_temp", "part-00001-of-00003.data-00000-of-00001.tempstate99"), "wb").close()
+        before = tree_digest(d)
+        p = run("merge", "--recover", prefix, code=0)
+        assert "found 3 parts" in p.stdout and "validated" in p.stdout, p.stdout
+        validate_json(prefix, "--against", prefix + "_single", code=0)
+        j = json.loads(run("inspect", prefix, "--json", code=0).stdout)
+        assert j["num_shards"] == 3
+        shard = {t["name"]: t.get("shard") for t in j["tensors"]}
+        assert shard["global_step"] == 0 and shard["bias_0"] == 0 and shard["bias_1"] == 1 and shard["bias_2"] == 2
+        emb = [t for t in j["tensors"] if t["name"] == "emb"][0]
+        assert [(s["spec"], s["shard"]) for s in emb["slices"]] == [("0,3:-", 0), ("3,3:-", 1), ("6,3:-", 2)]
+        # Inputs untouched without --move.
+        after = tree_digest(d)
+        assert {k: v for k, v in after.items() if k in before} == before
+        # With --move: TensorFlow's behaviour, the temporary directory goes away.
+        prefix2 = os.path.join(d, "again")
+        subprocess.run([MAKE_FIXTURE, "distributed", prefix2], check=True)
+        run("merge", "--recover", prefix2, "--move", code=0)
+        assert not os.path.exists(prefix2 + "_temp"), os.listdir(prefix2 + "_temp")
+        validate_json(prefix2, "--against", prefix2 + "_single", code=0)
+
+
+@test()
+def merge_refusals_and_options():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = os.path.join(d, "m")
+        subprocess.run([MAKE_FIXTURE, "distributed", prefix], check=True)
+        parts = [os.path.join(d, "m_temp", "part-%05d-of-00003" % i) for i in range(3)]
+        # A missing part is named; a missing input without --allow-missing is an error.
+        os.rename(parts[1] + ".index", parts[1] + ".index.away")
+        one_error_line(run("merge", "--recover", prefix, code=3), "part 00001-of-00003", "missing")
+        one_error_line(run("merge", *parts, "-o", os.path.join(d, "x"), code=3), "part-00001-of-00003.index")
+        # Skipping it leaves a gap in "emb": the output does not validate (exit 1).
+        p = run("merge", *parts, "-o", os.path.join(d, "x"), "--allow-missing", code=1)
+        assert "slice.gap" in p.stderr, p.stderr
+        os.rename(parts[1] + ".index.away", parts[1] + ".index")
+        nope = os.path.join(d, "nope")
+        j = json.loads(run("merge", *parts, nope, "-o", os.path.join(d, "z"), "--allow-missing", "--json",
+                           code=0).stdout)
+        assert j["skipped"] == [nope] and j["num_files"] == 3 and j["verified"], j
+        # The same unpartitioned tensor in two inputs names both.
+        one_error_line(run("merge", parts[0], parts[0], "-o", os.path.join(d, "dup"), code=2),
+                       'slice 0,3:0,2 of tensor "emb" is in both', parts[0])
+        # An existing output; an output equal to an input.
+        run("merge", *parts, "-o", os.path.join(d, "y"), code=0)
+        one_error_line(run("merge", *parts, "-o", os.path.join(d, "y"), code=2), "exists", "--force")
+        run("merge", *parts, "-o", os.path.join(d, "y"), "--force", code=0)
+        one_error_line(run("merge", *parts, "-o", parts[2], code=2), "one of the inputs")
+        # Nothing to recover.
+        one_error_line(run("merge", "--recover", os.path.join(d, "nothing"), code=3), "no parts")
 
 
 def main():

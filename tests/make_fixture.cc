@@ -10,6 +10,11 @@
 //       "words"), added (an extra tensor), dtype ("step" int32), shape ("words" [1, 3]),
 //       overlap (row slices [0, 4) and [3, 10)), gap (row slices [0, 3) and [4, 10)),
 //       badgraph (the graph names a key that is not stored)
+//   make_fixture distributed PREFIX
+//       a simulated 3-task distributed save left unmerged: PREFIX_temp/part-0000i-of-00003,
+//       each task one bundle; "emb" [9, 2] float32 has slice i in task i, "global_step"
+//       int64 is in task 0, "bias_i" in task i. PREFIX_single holds the same tensors
+//       written by a single writer.
 //   make_fixture mutate MODE SRC_PREFIX DST_PREFIX
 //       copies SRC's data files and writes a changed index: drop-slice (the first
 //       slice-key entry), size (first fixed-size plain entry's size + 4), dtype (its
@@ -184,7 +189,35 @@ int Mutate(const std::string& mode, const std::string& src, const std::string& d
   return 0;
 }
 
+int Distributed(const std::string& prefix) {
+  std::vector<float> emb(18);
+  for (int i = 0; i < 18; ++i) emb[i] = 0.5f * static_cast<float>(i);
+  auto rows = [&](int r0, int n) { return std::string(reinterpret_cast<const char*>(emb.data() + r0 * 2), n * 8); };
+  auto single = tfckpt::BundleWriter::Create(prefix + "_single");
+  Check(single.status());
+  for (int task = 0; task < 3; ++task) {
+    char part[64];
+    std::snprintf(part, sizeof part, "_temp/part-%05d-of-00003", task);
+    auto w = tfckpt::BundleWriter::Create(prefix + part);
+    Check(w.status());
+    const tfckpt::Region r{{3 * task, 0}, {3, 2}};
+    Check((*w)->AddSlice("emb", 1, {9, 2}, r, rows(3 * task, 3)));
+    Check((*single)->AddSlice("emb", 1, {9, 2}, r, rows(3 * task, 3)));
+    const std::string bias = "bias_" + std::to_string(task);
+    Check((*w)->Add(bias, 1, {2}, Pod<float>({1.0f * task, 2.0f * task})));
+    Check((*single)->Add(bias, 1, {2}, Pod<float>({1.0f * task, 2.0f * task})));
+    if (task == 0) {
+      Check((*w)->Add("global_step", 9, {}, Pod<int64_t>({7})));
+      Check((*single)->Add("global_step", 9, {}, Pod<int64_t>({7})));
+    }
+    Check((*w)->Finish());
+  }
+  Check((*single)->Finish());
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "distributed") return Distributed(argv[2]);
   if (argc == 4 && std::string(argv[1]) == "family") return Family(argv[2], argv[3]);
   if (argc == 5 && std::string(argv[1]) == "mutate") return Mutate(argv[2], argv[3], argv[4]);
   if (argc != 3) {

@@ -11,5 +11,6 @@ namespace tfckpt::cli {
 std::function<int()> AddInspect(CLI::App& app);
 std::function<int()> AddValidate(CLI::App& app);
 std::function<int()> AddReshard(CLI::App& app);
+std::function<int()> AddMerge(CLI::App& app);
 
 }  // namespace tfckpt::cli

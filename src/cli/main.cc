@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   runners.push_back(AddInspect(app));
   runners.push_back(AddValidate(app));
   runners.push_back(AddReshard(app));
+  runners.push_back(AddMerge(app));
   subs = app.get_subcommands({});
 
   try {

@@ -1,0 +1,266 @@
+// MergeV2Checkpoints (FORMAT.md §e.3) and discovery of unmerged save parts (§e.2).
+#include "tfckpt/merge.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tensor_bundle.pb.h"
+#include "tfckpt/bundle_proto.h"
+#include "tfckpt/checkpoint.h"
+#include "tfckpt/file.h"
+#include "tfckpt/ordered_code.h"
+#include "tfckpt/status.h"
+#include "tfckpt/table.h"
+
+namespace tfckpt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Merged {
+  pb::BundleEntryProto entry;
+  size_t input = 0;  // which input it came from (for messages)
+};
+
+// How messages name an index key: the tensor name, or "NAME slice 0,3:-" for a slice key.
+std::string DescribeKey(const std::string& key) {
+  if (!IsSliceKey(key)) return StrCat("tensor \"", PrintableKey(key), "\"");
+  auto d = DecodeSliceKey(key);
+  if (!d.ok()) return StrCat("slice key \"", PrintableKey(key), "\"");
+  std::vector<std::string> items;
+  for (size_t i = 0; i < d->extents.starts.size(); ++i) {
+    items.push_back(d->extents.lengths[i] < 0 ? "-" : StrCat(d->extents.starts[i], ",", d->extents.lengths[i]));
+  }
+  return StrCat("slice ", absl::StrJoin(items, ":"), " of tensor \"", PrintableKey(d->name), "\"");
+}
+
+}  // namespace
+
+absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs, const std::string& out,
+                                         const MergeOptions& options) {
+  MergeReport report;
+  if (inputs.empty()) return absl::InvalidArgumentError("merge needs at least one input");
+  // Refusals first: an output that exists, or that is one of the inputs.
+  std::error_code ec;
+  for (const auto& in : inputs) {
+    if (fs::weakly_canonical(in + ".index", ec) == fs::weakly_canonical(out + ".index", ec)) {
+      return absl::InvalidArgumentError(StrCat(out, ": is one of the inputs; write elsewhere"));
+    }
+  }
+  if (!options.overwrite && (FileExists(out + ".index"))) {
+    return absl::AlreadyExistsError(StrCat(out, ".index: output exists (use --force to replace it)"));
+  }
+
+  int64_t num_shards_total = 0;
+  std::optional<pb::BundleHeaderProto> first_header;
+  std::map<std::string, Merged> entries;
+  std::map<std::string, int32_t> file_ids;  // input data file -> output shard id
+  std::vector<std::string> files_in_order;
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    const std::string& prefix = inputs[j];
+    const std::string index = prefix + ".index";
+    if (!FileExists(index)) {
+      if (options.allow_missing) {
+        report.inputs_skipped.push_back(prefix);
+        continue;
+      }
+      return absl::NotFoundError(StrCat(index, ": input index missing (--allow-missing skips such inputs)"));
+    }
+    TFCKPT_ASSIGN_OR_RETURN(auto table, TableReader::Open(index));
+    pb::BundleHeaderProto header;
+    bool have_header = false;
+    std::vector<std::pair<std::string, pb::BundleEntryProto>> mine;
+    TFCKPT_RETURN_IF_ERROR(table->ForEach([&](std::string_view key, std::string_view value, uint64_t block) {
+      if (key.empty()) {
+        have_header = header.ParseFromArray(value.data(), static_cast<int>(value.size()));
+        if (!have_header) return DataLossAt("header.parse", index, "", block, "header is not a BundleHeaderProto");
+        return absl::OkStatus();
+      }
+      pb::BundleEntryProto e;
+      if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+        return DataLossAt("entry.parse", index, key, block, "entry is not a BundleEntryProto");
+      }
+      mine.emplace_back(std::string(key), std::move(e));
+      return absl::OkStatus();
+    }));
+    if (!have_header) return DataLossAt("header.missing", index, "", -1, "index has no header entry");
+    if (mine.empty()) {
+      report.inputs_skipped.push_back(prefix);
+      report.notes.push_back(StrCat(prefix, ": no tensors; skipped (TensorFlow would count its data file and "
+                                            "leave num_shards inconsistent)"));
+      continue;
+    }
+    if (!first_header) {
+      first_header = header;
+    } else {
+      if (header.endianness() != first_header->endianness()) {
+        return absl::FailedPreconditionError(StrCat(index, ": endianness differs from ", inputs.front(), ".index"));
+      }
+      if (header.version().SerializeAsString() != first_header->version().SerializeAsString()) {
+        return absl::FailedPreconditionError(StrCat(index, ": bundle version differs from the first input's"));
+      }
+    }
+    num_shards_total += header.num_shards();
+    report.inputs_used.push_back(prefix);
+    for (auto& [key, e] : mine) {
+      auto it = entries.find(key);
+      if (it != entries.end()) {
+        Merged& m = it->second;
+        if (m.entry.slices_size() == 0) {
+          return absl::InvalidArgumentError(StrCat(DescribeKey(key), " is in both ", inputs[m.input], " and ", prefix));
+        }
+        if (e.slices_size() == 0) {
+          return absl::InvalidArgumentError(StrCat("tensor \"", PrintableKey(key), "\" is partitioned in ",
+                                                   inputs[m.input], " but whole in ", prefix));
+        }
+        if (e.dtype() != m.entry.dtype() || e.shape().SerializeAsString() != m.entry.shape().SerializeAsString()) {
+          return absl::InvalidArgumentError(StrCat("partitioned tensor \"", PrintableKey(key),
+                                                   "\": dtype or full shape differs between ", inputs[m.input],
+                                                   " and ", prefix, " (TensorFlow crashes here)"));
+        }
+        for (const auto& s : e.slices()) *m.entry.add_slices() = s;
+        continue;
+      }
+      // Map the entry's data file to an output id, in order of first use (TF does this
+      // for metadata entries of partitioned tensors too).
+      const std::string file = DataFileName(prefix, e.shard_id(), header.num_shards());
+      auto [f, inserted] = file_ids.try_emplace(file, static_cast<int32_t>(files_in_order.size()));
+      if (inserted) files_in_order.push_back(file);
+      e.set_shard_id(f->second);
+      entries.emplace(key, Merged{std::move(e), j});
+    }
+  }
+  if (!first_header) {
+    return absl::NotFoundError(StrCat("no input checkpoint found (tried ", absl::StrJoin(inputs, ", "), ")"));
+  }
+  const int32_t k = static_cast<int32_t>(files_in_order.size());
+  report.num_files = k;
+  // Data files first (hard link / copy / rename), then the index.
+  const fs::path out_dir = fs::path(out).has_parent_path() ? fs::path(out).parent_path() : fs::path(".");
+  fs::create_directories(out_dir, ec);
+  std::vector<std::string> temps;
+  auto cleanup = [&] {
+    for (const auto& t : temps) ::unlink(t.c_str());
+  };
+  for (int32_t i = 0; i < k; ++i) {
+    const std::string& src = files_in_order[i];
+    const std::string dst = DataFileName(out, i, k);
+    if (!FileExists(src)) {
+      cleanup();
+      return absl::NotFoundError(StrCat(src, ": data file missing"));
+    }
+    if (options.move) continue;  // renamed below, after every check passed
+    const std::string tmp = StrCat(dst, ".tmp-tfckpt-", ::getpid(), "-merge");
+    ::unlink(tmp.c_str());
+    if (::link(src.c_str(), tmp.c_str()) != 0) {
+      fs::copy_file(src, tmp, fs::copy_options::overwrite_existing, ec);
+      if (ec) {
+        cleanup();
+        return ErrnoError(tmp, "cannot copy data file", ec.value());
+      }
+    }
+    temps.push_back(tmp);
+  }
+  for (int32_t i = 0; i < k; ++i) {
+    const std::string dst = DataFileName(out, i, k);
+    const std::string from = options.move ? files_in_order[i] : temps[i];
+    if (::rename(from.c_str(), dst.c_str()) != 0) {
+      const int err = errno;
+      cleanup();
+      return ErrnoError(dst, "cannot move data file into place", err);
+    }
+  }
+  TFCKPT_ASSIGN_OR_RETURN(auto index, OutputFile::Create(out + ".index"));
+  {
+    TableWriter table(index.get());
+    pb::BundleHeaderProto h = *first_header;
+    h.set_num_shards(static_cast<int32_t>(num_shards_total));
+    std::string value;
+    h.SerializeToString(&value);
+    TFCKPT_RETURN_IF_ERROR(table.Add("", value));
+    for (const auto& [key, m] : entries) {
+      value.clear();
+      m.entry.SerializeToString(&value);
+      TFCKPT_RETURN_IF_ERROR(table.Add(key, value));
+    }
+    TFCKPT_RETURN_IF_ERROR(table.Finish());
+  }
+  TFCKPT_RETURN_IF_ERROR(index->Close());
+  TFCKPT_RETURN_IF_ERROR(index->Commit());
+  report.entries = static_cast<int64_t>(entries.size());
+  if (options.move) {
+    // TF: delete the input indexes, then the inputs' directories when they differ from
+    // the output's and are empty.
+    for (const auto& in : report.inputs_used) ::unlink((in + ".index").c_str());
+    for (const auto& in : report.inputs_used) {
+      const fs::path dir = fs::path(in).has_parent_path() ? fs::path(in).parent_path() : fs::path(".");
+      if (fs::weakly_canonical(dir, ec) != fs::weakly_canonical(out_dir, ec)) fs::remove(dir, ec);  // only if empty
+    }
+  }
+  return report;
+}
+
+absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix, std::vector<std::string>* found) {
+  const fs::path p(prefix);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const std::string base = p.filename().string();
+  // set name -> (count, parts present)
+  std::map<std::string, std::pair<int, std::map<int, std::string>>> sets;
+  static const std::regex part_re(R"(^(.*)-(\d{5})-of-(\d{5})\.index$)");
+  auto consider = [&](const std::string& set, const fs::path& index_path, const std::string& part_prefix_re) {
+    const std::string name = index_path.filename().string();
+    std::smatch m;
+    if (!std::regex_match(name, m, part_re)) return;
+    if (!std::regex_match(m[1].str(), std::regex(part_prefix_re))) return;
+    const int i = std::stoi(m[2].str()), n = std::stoi(m[3].str());
+    auto& s = sets[StrCat(set, " (", n, " parts)")];
+    s.first = n;
+    const std::string part_prefix = index_path.string().substr(0, index_path.string().size() - 6);
+    s.second[i] = part_prefix;
+    if (found) found->push_back(part_prefix);
+  };
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tempstate") != std::string::npos) continue;
+    if (e.is_directory(ec) && (name == base + "_temp" || std::regex_match(name, std::regex(std::regex_replace(
+                                   base, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + R"(_temp_[0-9a-fA-F]+)")))) {
+      for (const auto& f : fs::directory_iterator(e.path(), ec)) {
+        if (f.path().filename().string().find(".tempstate") != std::string::npos) continue;
+        consider((dir / name).string() + "/part", f.path(), "part");
+      }
+    } else if (name.rfind(base + ".part-", 0) == 0) {
+      consider(StrCat(prefix, ".part"), e.path(), std::regex_replace(base, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + R"(\.part)");
+    } else if (name.rfind(base + "_dev-", 0) == 0) {
+      consider(StrCat(prefix, "_dev"), e.path(), std::regex_replace(base, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + R"(_dev)");
+    }
+  }
+  if (sets.empty()) return absl::NotFoundError(StrCat(prefix, ": no parts of an unmerged save found beside it"));
+  if (sets.size() > 1) {
+    std::vector<std::string> names;
+    for (const auto& [name, s] : sets) names.push_back(name);
+    return absl::InvalidArgumentError(StrCat(prefix, ": several sets of save parts: ", absl::StrJoin(names, "; "),
+                                             " (merge one explicitly)"));
+  }
+  const auto& [name, s] = *sets.begin();
+  std::vector<std::string> parts;
+  for (int i = 0; i < s.first; ++i) {
+    auto it = s.second.find(i);
+    if (it == s.second.end()) {
+      return absl::NotFoundError(StrCat(name, ": part ", absl::StrFormat("%05d-of-%05d", i, s.first),
+                                        " is missing (its save did not finish)"));
+    }
+    parts.push_back(it->second);
+  }
+  return parts;
+}
+
+}  // namespace tfckpt
