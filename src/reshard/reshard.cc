@@ -430,7 +430,7 @@ struct PieceWriter {
       min_run = std::min(min_run, rp.count);
       total_runs += rp.runs;
     }
-    if (ci.format == Format::kV2 && !ci.big_endian && min_run * esize >= kDirectRun && total_runs > 0) {
+    if (ci.format == Format::kV2 && !ci.big_endian && total_runs > 0 && min_run >= kDirectRun / esize) {
       // Large contiguous runs: each moves in-kernel, in the piece's order; the CRC comes
       // from a pread of the same bytes.
       struct Run {
