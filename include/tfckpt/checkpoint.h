@@ -141,9 +141,6 @@ class Checkpoint {
   // REQUIRES: begin <= end <= payload size.
   absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
                                              uint64_t end, std::string* buffer, TensorBytes* owner) const;
-  // Drops mapped pages of a payload range from this process (V2; no-op otherwise), for
-  // callers that read sequentially through DataFile()'s mapping.
-  void ReleaseRange(const StoredSlice& s, uint64_t begin, uint64_t end) const;
 
  private:
   Checkpoint() = default;

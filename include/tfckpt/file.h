@@ -27,8 +27,6 @@ class MappedFile {
   // range lies past the end; overflow-safe for untrusted offsets.
   absl::StatusOr<std::string_view> Range(uint64_t offset, uint64_t n) const;
 
-  // Hints that [offset, offset + n) will be read once, front to back.
-  void AdviseSequential(uint64_t offset, uint64_t n) const;
   // Drops the pages of [offset, offset + n) from this process (the page cache keeps
   // them), so that reading a large file through the mapping does not grow memory use.
   void Release(uint64_t offset, uint64_t n) const;

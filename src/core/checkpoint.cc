@@ -493,12 +493,6 @@ absl::StatusOr<TensorBytes> Checkpoint::Read(const TensorEntry& t, const StoredS
   return TensorBytes{view, std::move(buf)};
 }
 
-void Checkpoint::ReleaseRange(const StoredSlice& s, uint64_t begin, uint64_t end) const {
-  if (info_.format != Format::kV2 || s.data.shard < 0 || s.data.shard >= info_.num_shards) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (data_files_[s.data.shard]) data_files_[s.data.shard]->Release(s.data.offset + begin, end - begin);
-}
-
 absl::Status Checkpoint::VerifyCrc(const TensorEntry& t, const StoredSlice& s, std::string* buffer) const {
   const DTypeInfo* dt = LookupDType(t.dtype);
   if (info_.format != Format::kV2 || info_.big_endian || dt == nullptr || dt->element_size == 0 || !t.defect.empty()) {

@@ -105,15 +105,6 @@ absl::StatusOr<std::string_view> MappedFile::Range(uint64_t offset, uint64_t n) 
   return std::string_view(data_ + offset, static_cast<size_t>(n));
 }
 
-void MappedFile::AdviseSequential(uint64_t offset, uint64_t n) const {
-  if (size_ == 0) return;
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t begin = offset / page * page;
-  if (begin >= size_) return;
-  const uint64_t end = std::min(size_, offset + n);
-  ::madvise(const_cast<char*>(data_) + begin, end - begin, MADV_SEQUENTIAL | MADV_WILLNEED);
-}
-
 namespace {
 std::atomic<uint64_t> g_temp_counter{0};
 constexpr size_t kOutputBuffer = 1 << 20;

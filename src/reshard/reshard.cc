@@ -49,6 +49,23 @@ bool SameRegions(std::vector<Region> a, std::vector<Region> b) {
   return a == b;
 }
 
+// The regions a tensor is stored in today.
+std::vector<Region> StoredRegions(const TensorEntry& t) {
+  std::vector<Region> out;
+  for (const auto& s : t.slices) out.push_back(s.region);
+  return out;
+}
+
+// Payload bytes of `region` of `t`: exact for fixed-size dtypes, the stored bytes' share
+// of its elements for strings and variants.
+uint64_t PieceBytes(const TensorEntry& t, const Region& region) {
+  const DTypeInfo* info = LookupDType(t.dtype);
+  if (info->element_size > 0) return static_cast<uint64_t>(region.num_elements()) * info->element_size;
+  const int64_t total = *NumElements(t.shape);
+  return total == 0 ? t.bytes
+                    : static_cast<uint64_t>(static_cast<double>(t.bytes) * region.num_elements() / total);
+}
+
 int64_t Prod(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -246,8 +263,7 @@ absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOption
     const DTypeInfo* info = LookupDType(t.dtype);
     TensorPlan tp;
     tp.source = &t;
-    std::vector<Region> regions;
-    for (const auto& s : t.slices) regions.push_back(s.region);
+    std::vector<Region> regions = StoredRegions(t);
     for (size_t i = 0; i < options.rules.size(); ++i) {
       const bool match = patterns[i] ? std::regex_search(t.name, *patterns[i]) : t.partitioned;
       if (!match) continue;
@@ -265,30 +281,17 @@ absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOption
       tp.note = note;
       break;
     }
-    std::vector<Region> before;
-    for (const auto& s : t.slices) before.push_back(s.region);
-    tp.resliced = !SameRegions(regions, before);
-    for (Region& r : regions) tp.pieces.push_back(PlannedPiece{std::move(r), 0, 0});
+    tp.resliced = !SameRegions(regions, StoredRegions(t));
+    for (Region& r : regions) {
+      const uint64_t bytes = PieceBytes(t, r);
+      tp.pieces.push_back(PlannedPiece{std::move(r), 0, bytes});
+    }
     plan.tensors.push_back(std::move(tp));
   }
   for (size_t i = 0; i < options.rules.size(); ++i) {
     if (options.rules[i].pattern && !used[i]) {
       return absl::InvalidArgumentError(StrCat("--partition ", options.rules[i].text, ": ", *options.rules[i].pattern,
                                                " matches no tensor"));
-    }
-  }
-  // Piece sizes.
-  for (TensorPlan& tp : plan.tensors) {
-    const TensorEntry& t = *tp.source;
-    const DTypeInfo* info = LookupDType(t.dtype);
-    const int64_t total = *NumElements(t.shape);
-    for (PlannedPiece& p : tp.pieces) {
-      if (info->element_size > 0) {
-        p.bytes = static_cast<uint64_t>(p.region.num_elements()) * info->element_size;
-      } else {
-        p.bytes = total == 0 ? t.bytes : static_cast<uint64_t>(
-                                             static_cast<double>(t.bytes) * p.region.num_elements() / total);
-      }
     }
   }
   // The policy.
@@ -347,25 +350,16 @@ absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOption
       for (TensorPlan& tp : plan.tensors) tp.pieces.clear();
       for (size_t f = 0; f < shards.size(); ++f) {
         for (auto& [i, region] : shards[f]) {
-          plan.tensors[i].pieces.push_back(PlannedPiece{region, static_cast<int32_t>(f), 0});
+          plan.tensors[i].pieces.push_back(
+              PlannedPiece{region, static_cast<int32_t>(f), PieceBytes(*plan.tensors[i].source, region)});
         }
       }
       plan.num_files = static_cast<int32_t>(std::max<size_t>(1, shards.size()));
       for (TensorPlan& tp : plan.tensors) {
         const TensorEntry& t = *tp.source;
-        const DTypeInfo* info = LookupDType(t.dtype);
-        const int64_t total = *NumElements(t.shape);
-        std::vector<Region> before;
-        for (const auto& s : t.slices) before.push_back(s.region);
         std::vector<Region> after;
-        for (PlannedPiece& p : tp.pieces) {
-          after.push_back(p.region);
-          p.bytes = info->element_size > 0 ? static_cast<uint64_t>(p.region.num_elements()) * info->element_size
-                    : total == 0           ? t.bytes
-                                           : static_cast<uint64_t>(static_cast<double>(t.bytes) *
-                                                                   p.region.num_elements() / total);
-        }
-        tp.resliced = !SameRegions(after, before);
+        for (const PlannedPiece& p : tp.pieces) after.push_back(p.region);
+        tp.resliced = !SameRegions(after, StoredRegions(t));
         if (tp.resliced && t.dtype == static_cast<int32_t>(DType::kVariant)) {
           return absl::InternalError("bug: max-shard-size resliced a variant tensor");
         }
@@ -463,8 +457,8 @@ struct PieceWriter {
       return stream.Close();
     }
     // Otherwise gather chunk by chunk in the piece's order. Chunks are sized so that the
-    // span each source must provide stays within 1 MiB (read through the mapping and
-    // released right after); chunks accumulate in an 8 MiB buffer written in one go.
+    // span each source must provide stays within about 1 MiB (read with pread); chunks
+    // accumulate in an 8 MiB buffer written in one go.
     int64_t widest = 1;  // how much more of a source a chunk's rows span than of the piece
     for (const StoredSlice* s : sources) {
       if (piece.region.rank() == 0) break;
@@ -490,7 +484,6 @@ struct PieceWriter {
         ForEachRun(*inter, {&chunk, &s->region}, [&](const int64_t* off, int64_t n) {
           std::memcpy(dst + off[0] * esize, src.data() + (off[1] - lo) * esize, static_cast<size_t>(n * esize));
         });
-        c.ReleaseRange(*s, begin, end);
       }
       Progress(chunk.num_elements() * esize);
       if (buf.size() < static_cast<size_t>(kChunkBytes)) return absl::OkStatus();

@@ -502,9 +502,9 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
     for (const auto& s : b.slices) {
       if (absl::Status st = cb.VerifyCrc(b, s, &buf); !st.ok()) return out->push_back(FindingOf(st));
     }
-    // Each old slice is walked once, chunk by chunk (spans of at most 1 MiB, read through
-    // the mapping and released right after); every new slice overlapping a chunk is
-    // compared with it over their intersection.
+    // Each old slice is walked once, chunk by chunk (spans of about 1 MiB, read with
+    // pread); every new slice overlapping a chunk is compared with it over their
+    // intersection.
     std::string stage_a, stage_b;
     for (size_t j = 0; j < b.slices.size(); ++j) {
       const Region& rb = b.slices[j].region;
@@ -539,9 +539,7 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
               }
             }
           });
-          ca.ReleaseRange(a.slices[i], la * esize, ha * esize);
         }
-        cb.ReleaseRange(b.slices[j], lb * esize, hb * esize);
         return absl::OkStatus();
       });
       if (!st.ok()) return out->push_back(FindingOf(st));
