@@ -718,6 +718,201 @@ def merge_refusals_and_options():
         one_error_line(run("merge", "--recover", os.path.join(d, "nothing"), code=3), "no parts")
 
 
+def inspect_json(prefix):
+    return json.loads(run("inspect", prefix, "--json", code=0).stdout)
+
+
+def names_of(prefix):
+    return {t["name"] for t in inspect_json(prefix)["tensors"]}
+
+
+def values_text(prefix, name):
+    p = run("inspect", prefix, "--tensor", name, "--all-values", code=0)
+    return p.stdout.split("\n", 1)[1].strip()
+
+
+# Independent of the implementation's rule: words that only optimizer state carries in
+# these checkpoints.
+OPTIMIZER_WORDS = ("OPTIMIZER_SLOT", "/Adam", "Ftrl", "Adagrad", "beta1_power", "beta2_power")
+
+
+def is_optimizer_name(n):
+    return n.startswith("optimizer/") or any(w in n for w in OPTIMIZER_WORDS)
+
+
+@test(needs_data=True)
+def merge_drop_optimizer_on_real_checkpoints():
+    cases = ["keras_tf2_adam_2shards/model.ckpt", "empty_prefix_keras", "savedmodel_keras_tfx_slots/variables",
+             "estimator_dnn_adam_2shards/model.ckpt-1000", "estimator_linear_ftrl_2shards/model.ckpt-5000",
+             "estimator_tfx_adagrad_ftrl/model.ckpt-1000", "t2t_transformer_2shards/model.ckpt-1",
+             "v1_vocal_autoencoder_multiblock/model.ckpt", "tf2_iterator_variant_int32/ckpt-40"]
+    with tempfile.TemporaryDirectory() as d:
+        for i, case in enumerate(cases):
+            src = data(case)
+            out = os.path.join(d, "o%d" % i)
+            before = names_of(src)
+            p = run("merge", src, "-o", out, "--drop-optimizer", code=0)
+            after = names_of(out)
+            dropped = before - after
+            assert dropped and all(is_optimizer_name(n) for n in dropped), (case, sorted(dropped))
+            kept_optimizer = [n for n in after if is_optimizer_name(n)]
+            assert not kept_optimizer, (case, kept_optimizer)
+            assert "dropped %d optimizer tensors" % len(dropped) in p.stdout, p.stdout
+            # Valid, object graph included (no graph.* finding at all), and everything
+            # else identical to the input.
+            v = validate_json(out, code=0)
+            assert not [f for f in v["errors"] + v["warnings"] if f["check"].startswith("graph.")], (case, v)
+            j = validate_json(out, "--against", src, code=1)
+            removed = {e["key"] for e in j["errors"] if e["check"] == "against.removed"}
+            assert removed == dropped, (case, removed ^ dropped)
+            others = [e for e in j["errors"] if e["check"] != "against.removed" and
+                      e["key"] != "_CHECKPOINTABLE_OBJECT_GRAPH"]
+            assert not others, (case, others)
+        # The Keras case in detail: slots and optimizer objects gone, the graph has no
+        # slot references left, and the optimizer's nodes keep no attributes.
+        j = json.loads(run("merge", data(cases[0]), "-o", os.path.join(d, "k"), "--drop-optimizer", "--json",
+                           code=0).stdout)
+        assert j["dropped"]["optimizer"] == 13 and j["dropped"]["optimizer_bytes"] > 0, j["dropped"]
+        assert j["object_graph"]["attributes_removed"] == 13 and j["object_graph"]["slot_references_removed"] == 8, j
+        tree = run("inspect", os.path.join(d, "k"), "--tree", code=0).stdout
+        assert "slot" not in tree and "layer-1/kernel/.ATTRIBUTES/VARIABLE_VALUE" in tree, tree
+
+
+@test()
+def merge_conflicts_filters_renames():
+    with tempfile.TemporaryDirectory() as d:
+        base, changed = family(d, "base"), family(d, "changed")
+        o = lambda name: os.path.join(d, name)
+        one_error_line(run("merge", base, changed, "-o", o("x"), "--on-conflict", "error", code=2),
+                       'tensor "model/part/.ATTRIBUTES/VARIABLE_VALUE" is in both', base, changed)
+        assert not os.path.exists(o("x.index"))
+        run("merge", base, changed, "-o", o("first"), "--on-conflict", "first", code=0)
+        validate_json(o("first"), "--against", base, code=0)
+        run("merge", base, changed, "-o", o("last"), "--on-conflict", "last", code=0)
+        validate_json(o("last"), "--against", changed, code=0)
+        # Filters: the graph follows (attributes of dropped tensors removed, still valid).
+        j = json.loads(run("merge", base, "-o", o("inc"), "--include", "part", "--json", code=0).stdout)
+        assert j["dropped"]["filtered"] == 2 and j["object_graph"]["attributes_removed"] == 2, j
+        assert names_of(o("inc")) == {"_CHECKPOINTABLE_OBJECT_GRAPH", "model/part/.ATTRIBUTES/VARIABLE_VALUE"}
+        v = validate_json(o("inc"), code=0)
+        assert not v["warnings"], v
+        run("merge", base, "-o", o("exc"), "--exclude", "words", "--exclude", "^model/step", code=0)
+        assert names_of(o("exc")) == names_of(o("inc"))
+        # Renames apply in order and update the graph; partitioned tensors keep their slices.
+        run("merge", base, "-o", o("ren"), "--rename", "^model/=net/", "--rename", "net/(p)art=net/$1iece", code=0)
+        names = names_of(o("ren"))
+        assert "net/piece/.ATTRIBUTES/VARIABLE_VALUE" in names and "net/step/.ATTRIBUTES/VARIABLE_VALUE" in names, names
+        v = validate_json(o("ren"), code=0)
+        assert not v["warnings"], v
+        tree = run("inspect", o("ren"), "--tree", code=0).stdout
+        assert "key net/piece/.ATTRIBUTES/VARIABLE_VALUE" in tree, tree
+        part = [t for t in inspect_json(o("ren"))["tensors"] if t["name"].startswith("net/piece")][0]
+        assert len(part["slices"]) == 4, part
+        assert values_text(o("ren"), "net/piece/.ATTRIBUTES/VARIABLE_VALUE") == \
+            values_text(base, "model/part/.ATTRIBUTES/VARIABLE_VALUE")
+        # Collisions, bad regexes, bad rename syntax: usage errors, nothing written.
+        one_error_line(run("merge", base, "-o", o("col"), "--rename", "(part|step)=x", code=2), "both")
+        one_error_line(run("merge", base, "-o", o("col"), "--include", "(", code=2), "--include", "regex")
+        one_error_line(run("merge", base, "-o", o("col"), "--rename", "noequals", code=2), "REGEX=REPLACEMENT")
+        one_error_line(run("merge", base, "-o", o("col"), "--include", "nomatch", code=2), "nothing to write")
+        assert not [n for n in os.listdir(d) if n.startswith("col")], os.listdir(d)
+        # Dry run: describes, writes nothing.
+        j = json.loads(run("merge", base, changed, "-o", o("dry"), "--on-conflict", "last", "--dry-run", "--json",
+                           code=0).stdout)
+        assert j["dry_run"] and not j["verified"] and len(j["tensors"]) == 4, j
+        assert {t["from"] for t in j["tensors"]} == {changed, "object graph of " + changed}, j["tensors"]
+        assert not [n for n in os.listdir(d) if n.startswith("dry")]
+        p = run("merge", base, "-o", o("dry"), "--rename", "^model/=m/", "--dry-run", code=0)
+        assert "would write 4 tensors" in p.stdout and 'from %s "model/step' % base in p.stdout, p.stdout
+        # Existing output; output equal to an input; --move is for plain merges only.
+        one_error_line(run("merge", base, "-o", o("first"), "--on-conflict", "first", code=2), "exists", "--force")
+        run("merge", base, "-o", o("first"), "--on-conflict", "first", "--force", code=0)
+        one_error_line(run("merge", base, "-o", base, "--include", "x", code=2), "one of the inputs")
+        one_error_line(run("merge", base, "-o", o("mv"), "--include", "x", "--move", code=2), "--move")
+        # A damaged input: the copy checks the stored CRC, exit 3, nothing written.
+        bad_dir = o("bad")
+        os.mkdir(bad_dir)
+        bad = copy_ckpt(base, bad_dir)
+        for name in os.listdir(bad_dir):
+            if ".data-" in name:
+                flip(os.path.join(bad_dir, name), 1)
+        p = run("merge", bad, "-o", o("fromBad"), "--include", ".", code=3)
+        one_error_line(p, "checksum mismatch")
+        assert not [n for n in os.listdir(d) if n.startswith("fromBad")], os.listdir(d)
+        # Progress bar on a terminal, as in reshard.
+        env = dict(os.environ, TFCKPT_PROGRESS_DELAY_MS="0")
+        code, err = run_with_tty_stderr(["merge", base, "-o", o("tty"), "--include", "part"], env)
+        assert code == 0 and "ETA" in err, repr(err)
+
+
+@test()
+def merge_average_of_three():
+    with tempfile.TemporaryDirectory() as d:
+        ins = []
+        for k in (1, 2, 3):
+            ins.append(os.path.join(d, "a%d" % k))
+            subprocess.run([MAKE_FIXTURE, "avg", str(k), ins[-1]], check=True)
+        out = os.path.join(d, "avg")
+        p = run("merge", *ins, "-o", out, "--average", code=0)
+        assert "averaged 5 tensors" in p.stdout, p.stdout
+        assert values_text(out, "a") == "[0.0 2.0 4.0 6.0 8.0 10.0]"
+        assert values_text(out, "h") == "[2.0 -1.0]"       # float16 (1+2+3)/3, (-0.5-1-1.5)/3
+        assert values_text(out, "bf") == "[2.0 0.5]"       # bfloat16
+        assert values_text(out, "d") == "[0.2 1e+300 -2.0]"  # float64, no overflow in the sum
+        assert values_text(out, "p") == "[[2.0 3.0]\n [4.0 5.0]\n [6.0 7.0]\n [8.0 9.0]]"  # partitioned
+        assert values_text(out, "step") == "300"           # int64: from the last input
+        assert values_text(out, "only_k") == "7.0"         # only in one input: kept
+        p_json = [t for t in inspect_json(out)["tensors"] if t["name"] == "p"][0]
+        assert len(p_json["slices"]) == 2, p_json
+        validate_json(out, code=0)
+
+
+@test()
+def merge_parallel_components_and_replicas():
+    with tempfile.TemporaryDirectory() as d:
+        o = lambda name: os.path.join(d, name)
+        for v in ("same", "differ", "single"):
+            subprocess.run([MAKE_FIXTURE, "parallel", v, o("par_" + v)], check=True)
+        # Collapse (checked): equals the single-device checkpoint, graph included.
+        p = run("merge", o("par_same"), "-o", o("c1"), "--collapse-parallel", code=0)
+        assert "collapsed 10 tensors" in p.stdout, p.stdout
+        validate_json(o("c1"), "--against", o("par_single"), code=0)
+        # A planted difference: reported with the element, nothing written, exit 1.
+        p = run("merge", o("par_differ"), "-o", o("c2"), "--collapse-parallel=check", code=1)
+        assert "dense/kernel/.ATTRIBUTES/parallel_component_2" in p.stderr and "[1, 2]: 99.0 vs 1.25" in p.stderr, \
+            p.stderr
+        assert not os.path.exists(o("c2.index"))
+        run("merge", o("par_differ"), "-o", o("c3"), "--collapse-parallel=first", code=0)
+        validate_json(o("c3"), "--against", o("par_single"), code=0)
+        # Expand: the single-device checkpoint becomes the 3-device one (graph included).
+        p = run("merge", o("par_single"), "-o", o("e1"), "--expand-parallel", "3", code=0)
+        assert "added 10 parallel components" in p.stdout, p.stdout
+        validate_json(o("e1"), "--against", o("par_same"), code=0)
+        one_error_line(run("merge", o("par_single"), "-o", o("e2"), "--expand-parallel", "1", code=2), "N >= 2")
+        # Replicas: equal ones collapse (partitioned too); non-consecutive ones are left.
+        for v in ("same", "differ"):
+            subprocess.run([MAKE_FIXTURE, "replicas", v, o("rep_" + v)], check=True)
+        p = run("merge", o("rep_same"), "-o", o("r1"), "--collapse-replicas", code=0)
+        assert "not consecutive" in p.stderr, p.stderr
+        assert names_of(o("r1")) == {"w", "v", "b/0", "b/2", "step"}, names_of(o("r1"))
+        assert values_text(o("r1"), "v") == "[[1.0 2.0]\n [3.0 4.0]]"
+        assert values_text(o("r1"), "w") == "[0.0 1.0 2.0 3.0 4.0]"
+        p = run("merge", o("rep_differ"), "-o", o("r2"), "--collapse-replicas", code=1)
+        assert '"w/2" differs from replica 0 "w/0": first at [3]: -1.0 vs 3.0' in p.stderr, p.stderr
+        assert not os.path.exists(o("r2.index"))
+        run("merge", o("rep_differ"), "-o", o("r3"), "--collapse-replicas", "--no-check", code=0)
+        assert values_text(o("r3"), "w") == "[0.0 1.0 2.0 3.0 4.0]"
+
+
+@test()
+def validate_relative_prefix_without_directory():
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([MAKE_FIXTURE, "partitioned", os.path.join(d, "p")], check=True)
+        p = subprocess.run([TFCKPT, "validate", "p", "--json"], capture_output=True, text=True, cwd=d)
+        j = json.loads(p.stdout)
+        assert p.returncode == 0 and not j["warnings"], j
+
+
 def main():
     if not HAVE_DATA and os.environ.get("CI") == "true":
         print("FAIL: ../shared/testdata/tf is missing under CI=true")

@@ -15,6 +15,19 @@
 //       each task one bundle; "emb" [9, 2] float32 has slice i in task i, "global_step"
 //       int64 is in task 0, "bias_i" in task i. PREFIX_single holds the same tensors
 //       written by a single writer.
+//   make_fixture parallel VARIANT PREFIX
+//       a TF2 checkpoint saved from a 3-device parallel device: "dense/kernel" [4, 3] and
+//       "dense/bias" [3], "step" int64, an optimizer "iter" and an "m" slot for the
+//       kernel, each with VARIABLE_VALUE and parallel_component_1, _2 attributes, and
+//       the object graph. VARIANT: same (components equal), differ (kernel component 2
+//       has [1, 2] = 99), single (no components at all)
+//   make_fixture replicas VARIANT PREFIX
+//       TPU replicas "w/0".."w/2" [5] float32 and "v/0".."v/1" [2, 2] in 2 slices,
+//       "b/0" and "b/2" (not consecutive), "step". VARIANT: same or differ (w/2[3] = -1)
+//   make_fixture avg K PREFIX
+//       checkpoint K of an averaging set: "a" [6] float32 = K * i, "h" [2] float16,
+//       "bf" [2] bfloat16, "d" [3] float64, "p" [4, 2] float32 in 2 row slices = K + i,
+//       "step" int64 = 100 * K, "only_k" present when K == 1
 //   make_fixture mutate MODE SRC_PREFIX DST_PREFIX
 //       copies SRC's data files and writes a changed index: drop-slice (the first
 //       slice-key entry), size (first fixed-size plain entry's size + 4), dtype (its
@@ -216,8 +229,115 @@ int Distributed(const std::string& prefix) {
   return 0;
 }
 
+// A TF2-like checkpoint of a model on a 3-device parallel device (see the top).
+int Parallel(const std::string& variant, const std::string& prefix) {
+  namespace pb = tfckpt::pb;
+  pb::TrackableObjectGraph g;
+  auto* root = g.add_nodes();  // 0
+  auto child = [&](pb::TrackableObjectGraph::TrackableObject* n, int id, const char* name) {
+    auto* c = n->add_children();
+    c->set_node_id(id);
+    c->set_local_name(name);
+  };
+  child(root, 1, "dense");
+  child(root, 2, "step");
+  child(root, 3, "optimizer");
+  auto* dense = g.add_nodes();  // 1
+  child(dense, 4, "kernel");
+  child(dense, 5, "bias");
+  const bool components = variant != "single";
+  auto attrs = [&](pb::TrackableObjectGraph::TrackableObject* n, const std::string& path, bool parallel) {
+    auto* a = n->add_attributes();
+    a->set_name("VARIABLE_VALUE");
+    a->set_full_name(path);
+    a->set_checkpoint_key(path + "/.ATTRIBUTES/VARIABLE_VALUE");
+    for (int k = 1; parallel && k < 3; ++k) {
+      auto* p = n->add_attributes();
+      p->set_name("parallel_component_" + std::to_string(k));
+      p->set_full_name(path);
+      p->set_checkpoint_key(path + "/.ATTRIBUTES/parallel_component_" + std::to_string(k));
+    }
+  };
+  attrs(g.add_nodes(), "step", components);      // 2
+  auto* opt = g.add_nodes();                      // 3
+  child(opt, 7, "iter");
+  attrs(g.add_nodes(), "dense/kernel", components);  // 4
+  attrs(g.add_nodes(), "dense/bias", components);    // 5
+  attrs(g.add_nodes(), "dense/kernel/.OPTIMIZER_SLOT/optimizer/m", components);  // 6
+  attrs(g.add_nodes(), "optimizer/iter", components);  // 7
+  auto* slot = opt->add_slot_variables();
+  slot->set_original_variable_node_id(4);
+  slot->set_slot_name("m");
+  slot->set_slot_variable_node_id(6);
+  std::string bytes, graph;
+  g.SerializeToString(&bytes);
+  tfckpt::EncodeStrings({bytes}, &graph);
+  auto w = tfckpt::BundleWriter::Create(prefix);
+  Check(w.status());
+  Check((*w)->Add("_CHECKPOINTABLE_OBJECT_GRAPH", 7, {}, graph));
+  std::vector<float> kernel(12);
+  for (int i = 0; i < 12; ++i) kernel[i] = 0.25f * static_cast<float>(i);
+  auto bytes_of = [](const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); };
+  const std::vector<float> bias = {1.0f, -1.0f, 0.5f}, m(12, 0.125f);
+  for (int k = 0; k < (components ? 3 : 1); ++k) {
+    const std::string attr = k == 0 ? "VARIABLE_VALUE" : "parallel_component_" + std::to_string(k);
+    std::vector<float> kk = kernel;
+    if (k == 2 && variant == "differ") kk[1 * 3 + 2] = 99.0f;
+    Check((*w)->Add("dense/kernel/.ATTRIBUTES/" + attr, 1, {4, 3}, bytes_of(kk)));
+    Check((*w)->Add("dense/bias/.ATTRIBUTES/" + attr, 1, {3}, bytes_of(bias)));
+    Check((*w)->Add("dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/" + attr, 1, {4, 3}, bytes_of(m)));
+    Check((*w)->Add("step/.ATTRIBUTES/" + attr, 9, {}, Pod<int64_t>({5})));
+    Check((*w)->Add("optimizer/iter/.ATTRIBUTES/" + attr, 9, {}, Pod<int64_t>({5})));
+  }
+  Check((*w)->Finish());
+  return 0;
+}
+
+int Replicas(const std::string& variant, const std::string& prefix) {
+  auto w = tfckpt::BundleWriter::Create(prefix);
+  Check(w.status());
+  for (int k = 0; k < 3; ++k) {
+    const float x = (k == 2 && variant == "differ") ? -1.0f : 3.0f;
+    Check((*w)->Add("w/" + std::to_string(k), 1, {5}, Pod<float>({0.0f, 1.0f, 2.0f, x, 4.0f})));
+  }
+  for (int k = 0; k < 2; ++k) {
+    const std::string name = "v/" + std::to_string(k);
+    Check((*w)->AddSlice(name, 1, {2, 2}, tfckpt::Region{{0, 0}, {1, 2}}, Pod<float>({1.0f, 2.0f})));
+    Check((*w)->AddSlice(name, 1, {2, 2}, tfckpt::Region{{1, 0}, {1, 2}}, Pod<float>({3.0f, 4.0f})));
+  }
+  Check((*w)->Add("b/0", 1, {}, Pod<float>({1.0f})));
+  Check((*w)->Add("b/2", 1, {}, Pod<float>({1.0f})));
+  Check((*w)->Add("step", 9, {}, Pod<int64_t>({3})));
+  Check((*w)->Finish());
+  return 0;
+}
+
+int Average(int k, const std::string& prefix) {
+  auto w = tfckpt::BundleWriter::Create(prefix);
+  Check(w.status());
+  std::string a, p;
+  for (int i = 0; i < 6; ++i) a += Pod<float>({static_cast<float>(k * i)});
+  for (int i = 0; i < 8; ++i) p += Pod<float>({static_cast<float>(k + i)});
+  Check((*w)->Add("a", 1, {6}, a));
+  // float16 k and -k/2; bfloat16 k and 0.5.
+  const uint16_t halves[] = {0x3C00, 0x4000, 0x4200}, neg_halves[] = {0xB800, 0xBC00, 0xBE00};
+  Check((*w)->Add("h", 19, {2}, Pod<uint16_t>({halves[k - 1], neg_halves[k - 1]})));
+  const uint16_t bfs[] = {0x3F80, 0x4000, 0x4040};
+  Check((*w)->Add("bf", 14, {2}, Pod<uint16_t>({bfs[k - 1], 0x3F00})));
+  Check((*w)->Add("d", 2, {3}, Pod<double>({0.1 * k, 1e300, -k * 1.0})));
+  Check((*w)->AddSlice("p", 1, {4, 2}, tfckpt::Region{{0, 0}, {2, 2}}, std::string_view(p).substr(0, 16)));
+  Check((*w)->AddSlice("p", 1, {4, 2}, tfckpt::Region{{2, 0}, {2, 2}}, std::string_view(p).substr(16, 16)));
+  Check((*w)->Add("step", 9, {}, Pod<int64_t>({100 * k})));
+  if (k == 1) Check((*w)->Add("only_k", 1, {}, Pod<float>({7.0f})));
+  Check((*w)->Finish());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "distributed") return Distributed(argv[2]);
+  if (argc == 4 && std::string(argv[1]) == "parallel") return Parallel(argv[2], argv[3]);
+  if (argc == 4 && std::string(argv[1]) == "replicas") return Replicas(argv[2], argv[3]);
+  if (argc == 4 && std::string(argv[1]) == "avg") return Average(std::stoi(argv[2]), argv[3]);
   if (argc == 4 && std::string(argv[1]) == "family") return Family(argv[2], argv[3]);
   if (argc == 5 && std::string(argv[1]) == "mutate") return Mutate(argv[2], argv[3], argv[4]);
   if (argc != 3) {

@@ -4,8 +4,11 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace tfckpt {
 
@@ -27,6 +30,25 @@ inline void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& f
   for (int t = 0; t < extra; ++t) threads.emplace_back(worker);
   worker();
   for (auto& t : threads) t.join();
+}
+
+// Runs fn(i, stop) for every i in [0, n) like ParallelFor and returns the first error.
+// After an error, items not yet started are skipped and `stop` (polled by long items
+// between steps) turns true.
+inline absl::Status ParallelForStatus(size_t n, int jobs,
+                                      const std::function<absl::Status(size_t, const std::atomic<bool>& stop)>& fn) {
+  std::mutex mu;
+  absl::Status first;
+  std::atomic<bool> stop{false};
+  ParallelFor(n, jobs, [&](size_t i) {
+    if (stop) return;
+    absl::Status s = fn(i, stop);
+    if (s.ok()) return;
+    std::lock_guard<std::mutex> lock(mu);
+    if (first.ok()) first = std::move(s);
+    stop = true;
+  });
+  return first;
 }
 
 }  // namespace tfckpt

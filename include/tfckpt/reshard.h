@@ -72,6 +72,33 @@ absl::StatusOr<std::vector<std::vector<std::pair<size_t, Region>>>> MaxShardSize
     const std::function<std::pair<int64_t, int64_t>(size_t, const Region&)>& sizes,
     const std::function<std::string(size_t)>& name);
 
+class BundleWriter;
+
+// Copies pieces of tensors of one checkpoint into a BundleWriter: a piece stored exactly
+// as it is moves byte for byte (in-kernel for long contiguous runs), others are gathered
+// from the stored slices through a bounded buffer. The entry is written under `out_name`
+// (default: t.name). A piece copied whole from a V2 bundle has its source CRC checked
+// against the bytes that moved (no second read); gathered pieces are not checked here.
+// Thread safety: one copier per thread; see BundleWriter for shards.
+class PieceCopier {
+ public:
+  PieceCopier(const Checkpoint& c, BundleWriter& w, std::atomic<uint64_t>* progress = nullptr)
+      : c_(c), w_(w), progress_(progress) {}
+  // REQUIRES: piece.region within t.shape; t's slices belong to the checkpoint given.
+  absl::Status Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name = {});
+
+ private:
+  void Progress(uint64_t n);
+  absl::Status CheckCopiedCrc(const TensorEntry& t, const std::vector<const StoredSlice*>& sources,
+                              const PlannedPiece& piece, uint32_t masked_crc) const;
+  absl::Status WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole,
+                            const std::vector<const StoredSlice*>& sources, std::string_view name);
+  const Checkpoint& c_;
+  BundleWriter& w_;
+  std::atomic<uint64_t>* progress_;
+  std::string buf_;
+};
+
 struct ExecuteOptions {
   int jobs = 0;           // output files written in parallel; 0 = cores
   bool overwrite = false;

@@ -7,6 +7,9 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "common.h"
+#include "progress.h"
+#include "tfckpt/combine.h"
+#include "tfckpt/dtype.h"
 #include "tfckpt/merge.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"
@@ -18,7 +21,136 @@ struct MergeArgs {
   std::vector<std::string> inputs;
   std::string out;
   bool recover = false, allow_missing = false, move = false, force = false, no_verify = false, json = false;
+  // Combining (any of these rewrites the data instead of linking it).
+  std::string on_conflict;  // "" = not given (error)
+  std::vector<std::string> include, exclude, renames;
+  bool drop_optimizer = false, average = false, collapse_replicas = false, no_check = false, dry_run = false;
+  bool quiet = false;
+  std::string collapse_parallel;  // "", "check", "first"
+  int expand_parallel = 0;
+  int jobs = 0;
+
+  bool combining() const {
+    return !on_conflict.empty() || !include.empty() || !exclude.empty() || !renames.empty() || drop_optimizer ||
+           average || collapse_replicas || !collapse_parallel.empty() || expand_parallel != 0 || dry_run;
+  }
 };
+
+int Verify(const std::string& out) {
+  auto v = Validate(out, {});
+  if (!v.ok()) return ReportError("merge", v.status());
+  if (!v->ok(false)) {
+    for (const Finding& f : v->findings) {
+      if (f.severity == Severity::kError) std::cerr << "tfckpt merge: " << f.check << ": " << f.message << "\n";
+    }
+    ReportError("merge", absl::DataLossError(StrCat(out, ": merged checkpoint does not validate")));
+    return kExitCheckFailed;
+  }
+  return kExitOk;
+}
+
+int RunCombine(const MergeArgs& a, const std::vector<std::string>& inputs, const std::string& out) {
+  const char* cmd = "merge";
+  if (a.move) return ReportError(cmd, absl::InvalidArgumentError("--move only applies to a plain merge (no edits)"));
+  if (a.allow_missing) {
+    return ReportError(cmd, absl::InvalidArgumentError("--allow-missing only applies to a plain merge (no edits)"));
+  }
+  CombineOptions o;
+  if (a.on_conflict == "first") o.on_conflict = CombineOptions::Conflict::kFirst;
+  else if (a.on_conflict == "last") o.on_conflict = CombineOptions::Conflict::kLast;
+  o.include = a.include;
+  o.exclude = a.exclude;
+  for (const auto& r : a.renames) {
+    auto rule = ParseRenameRule(r);
+    if (!rule.ok()) return ReportError(cmd, rule.status());
+    o.renames.push_back(*rule);
+  }
+  o.drop_optimizer = a.drop_optimizer;
+  o.average = a.average;
+  if (a.collapse_parallel == "check") o.collapse_parallel = CombineOptions::Parallel::kCheck;
+  if (a.collapse_parallel == "first") o.collapse_parallel = CombineOptions::Parallel::kFirst;
+  o.expand_parallel = a.expand_parallel;
+  o.collapse_replicas = a.collapse_replicas;
+  o.check_replicas = !a.no_check;
+  o.overwrite = a.force;
+  o.dry_run = a.dry_run;
+  o.jobs = a.jobs;
+  std::unique_ptr<Progress> progress;
+  o.start_progress = [&](uint64_t total) {
+    progress = std::make_unique<Progress>(total, !a.quiet && !a.json);
+    return progress->counter();
+  };
+  auto r = CombineCheckpoints(inputs, out, o);
+  progress.reset();
+  if (!r.ok()) return ReportError(cmd, r.status());
+  if (!r->mismatches.empty()) {
+    for (const Finding& f : r->mismatches) {
+      std::cerr << "tfckpt merge: " << f.check << ": " << f.file << ": \"" << f.key << "\" " << f.message << "\n";
+    }
+    std::cerr << "tfckpt merge: error: " << r->mismatches.size()
+              << " check(s) failed; nothing written (--collapse-parallel=first or --no-check skips the check)\n";
+    return kExitCheckFailed;
+  }
+  bool verified = false;
+  if (!a.dry_run && !a.no_verify) {
+    if (int rc = Verify(out); rc != kExitOk) return rc;
+    verified = true;
+  }
+  if (a.json) {
+    nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
+    for (const auto& t : r->tensors) {
+      tensors.push_back({{"name", t.name},
+                         {"dtype", DTypeName(t.dtype)},
+                         {"shape", t.shape},
+                         {"file", t.file},
+                         {"bytes", t.bytes},
+                         {"from", t.origin}});
+    }
+    nlohmann::ordered_json j{{"output", out},
+                             {"dry_run", a.dry_run},
+                             {"inputs", r->inputs},
+                             {"num_files", r->num_files},
+                             {"bytes", r->bytes},
+                             {"dropped", {{"filtered", r->dropped_filtered},
+                                          {"filtered_bytes", r->bytes_dropped_filtered},
+                                          {"optimizer", r->dropped_optimizer},
+                                          {"optimizer_bytes", r->bytes_dropped_optimizer},
+                                          {"collapsed", r->collapsed},
+                                          {"collapsed_bytes", r->bytes_collapsed}}},
+                             {"averaged", r->averaged},
+                             {"expanded", r->expanded},
+                             {"object_graph", {{"attributes_removed", r->graph_attributes_removed},
+                                               {"attributes_renamed", r->graph_attributes_renamed},
+                                               {"slot_references_removed", r->graph_slots_removed}}},
+                             {"verified", verified},
+                             {"notes", r->notes},
+                             {"tensors", tensors}};
+    std::cout << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    return kExitOk;
+  }
+  for (const auto& n : r->notes) std::cerr << "tfckpt merge: note: " << n << "\n";
+  if (a.dry_run) {
+    for (const auto& t : r->tensors) {
+      std::cout << absl::StrFormat("%-60s %-9s %-14s file %d  %s  from %s\n", t.name, DTypeName(t.dtype),
+                                   ShapeString(t.shape), t.file, HumanBytes(t.bytes), t.origin);
+    }
+  }
+  std::cout << absl::StrFormat("%s %d tensors (%s) in %d data file%s from %d input%s%s\n",
+                               a.dry_run ? "would write" : StrCat("wrote ", out, ":"), r->tensors.size(),
+                               HumanBytes(r->bytes), r->num_files, r->num_files == 1 ? "" : "s", r->inputs.size(),
+                               r->inputs.size() == 1 ? "" : "s", verified ? ", validated" : "");
+  if (a.drop_optimizer) {
+    std::cout << absl::StrFormat("dropped %d optimizer tensors (%s)\n", r->dropped_optimizer,
+                                 HumanBytes(r->bytes_dropped_optimizer));
+  }
+  if (r->dropped_filtered > 0) {
+    std::cout << absl::StrFormat("filtered out %d tensors (%s)\n", r->dropped_filtered, HumanBytes(r->bytes_dropped_filtered));
+  }
+  if (r->collapsed > 0) std::cout << absl::StrFormat("collapsed %d tensors (%s)\n", r->collapsed, HumanBytes(r->bytes_collapsed));
+  if (r->averaged > 0) std::cout << absl::StrFormat("averaged %d tensors\n", r->averaged);
+  if (r->expanded > 0) std::cout << absl::StrFormat("added %d parallel components\n", r->expanded);
+  return kExitOk;
+}
 
 int RunMerge(const MergeArgs& a) {
   const char* cmd = "merge";
@@ -38,6 +170,7 @@ int RunMerge(const MergeArgs& a) {
     inputs = *parts;
   }
   if (out.empty()) return ReportError(cmd, absl::InvalidArgumentError("-o OUT is required (or --recover PREFIX)"));
+  if (a.combining()) return RunCombine(a, inputs, out);
   MergeOptions o;
   o.allow_missing = a.allow_missing;
   o.move = a.move;
@@ -46,15 +179,7 @@ int RunMerge(const MergeArgs& a) {
   if (!report.ok()) return ReportError(cmd, report.status());
   bool verified = false;
   if (!a.no_verify) {
-    auto v = Validate(out, {});
-    if (!v.ok()) return ReportError(cmd, v.status());
-    if (!v->ok(false)) {
-      for (const Finding& f : v->findings) {
-        if (f.severity == Severity::kError) std::cerr << "tfckpt merge: " << f.check << ": " << f.message << "\n";
-      }
-      ReportError(cmd, absl::DataLossError(StrCat(out, ": merged checkpoint does not validate")));
-      return kExitCheckFailed;
-    }
+    if (int rc = Verify(out); rc != kExitOk) return rc;
     verified = true;
   }
   if (a.json) {
@@ -92,14 +217,54 @@ std::function<int()> AddMerge(CLI::App& app) {
   sub->add_flag("--force", args->force, "Replace an existing checkpoint at the output");
   sub->add_flag("--no-verify", args->no_verify, "Skip validating the output");
   sub->add_flag("--json", args->json, "Machine-readable result");
+  auto* edits = "Combining (rewrites the data; inputs may be any checkpoint, V1 included)";
+  sub->add_option("--on-conflict", args->on_conflict, "The same tensor in several inputs: error (default), first, last")
+      ->check(CLI::IsMember({"error", "first", "last"}))
+      ->group(edits);
+  sub->add_option("--include", args->include, "Keep only tensors whose name matches REGEX (repeatable)")->group(edits);
+  sub->add_option("--exclude", args->exclude, "Drop tensors whose name matches REGEX (repeatable)")->group(edits);
+  sub->add_option("--rename", args->renames, "REGEX=REPLACEMENT on tensor names, in order ($1 = group 1; repeatable)")
+      ->group(edits);
+  sub->add_flag("--drop-optimizer", args->drop_optimizer,
+                "Remove optimizer state (TF2 .OPTIMIZER_SLOT and optimizer/*, TF1 Adam/Momentum/Ftrl/... slots, "
+                "beta1_power, training/<Optimizer>/*)")
+      ->group(edits);
+  sub->add_flag("--average", args->average, "Element-wise mean of float tensors over all inputs; others from the last")
+      ->group(edits);
+  sub->add_option("--collapse-parallel", args->collapse_parallel,
+                  "Keep component 0 of parallel-device variables; check (default) verifies the others are equal")
+      ->expected(0, 1)
+      ->default_str("check")
+      ->check(CLI::IsMember({"check", "first"}))
+      ->group(edits);
+  sub->add_option("--expand-parallel", args->expand_parallel,
+                  "Copy each VARIABLE_VALUE into parallel_component_1..N-1 (restore on an N-device parallel device)")
+      ->group(edits);
+  sub->add_flag("--collapse-replicas", args->collapse_replicas,
+                "TPU replicas NAME/0..NAME/K-1 become NAME, after checking they are equal")
+      ->group(edits);
+  sub->add_flag("--no-check", args->no_check, "With --collapse-replicas: do not compare the replicas")->group(edits);
+  sub->add_flag("--dry-run", args->dry_run, "Print what would be written (with --json: as JSON); write nothing")
+      ->group(edits);
+  sub->add_option("-j,--jobs", args->jobs, "Output data files written in parallel (default: cores)")->group(edits);
+  sub->add_flag("-q,--quiet", args->quiet, "No progress bar")->group(edits);
   sub->footer(
       "Examples:\n"
       "  tfckpt merge part0/model part1/model part2/model -o merged/model\n"
       "  tfckpt merge --recover train/model.ckpt-1000         # finish model.ckpt-1000_temp/part-*\n"
-      "  tfckpt merge --recover train/model.ckpt-1000 --move  # ... and clean up like TensorFlow\n\n"
-      "Inputs are left untouched unless --move (data files are hard-linked, else copied).\n"
-      "Exit codes: 0 ok, 1 the output does not validate, 2 usage error or refused request (duplicate\n"
-      "tensor, existing output), 3 missing or unreadable input.");
+      "  tfckpt merge --recover train/model.ckpt-1000 --move  # ... and clean up like TensorFlow\n"
+      "  tfckpt merge bert/model.ckpt-100000 -o serve/model --drop-optimizer\n"
+      "  tfckpt merge a/ckpt-1 b/ckpt-1 -o ab/ckpt --on-conflict last --exclude '^global_step$'\n"
+      "  tfckpt merge run/ckpt-8 run/ckpt-9 run/ckpt-10 -o avg/ckpt --average\n"
+      "  tfckpt merge old/model -o new/model --rename '^encoder/=enc/' --dry-run\n"
+      "  tfckpt merge pd/ckpt-1 -o single/ckpt-1 --collapse-parallel\n"
+      "  tfckpt merge single/ckpt-1 -o pd/ckpt-1 --expand-parallel 4\n"
+      "  tfckpt merge tpu/model -o cpu/model --collapse-replicas\n\n"
+      "Without edits, inputs are left untouched unless --move (data files are hard-linked, else copied).\n"
+      "With edits, the data is rewritten and the object graph updated to match.\n"
+      "Exit codes: 0 ok, 1 the output does not validate or parallel components / replicas differ,\n"
+      "2 usage error or refused request (conflict, rename collision, existing output), 3 missing or\n"
+      "unreadable input.");
   return [args] { return RunMerge(*args); };
 }
 

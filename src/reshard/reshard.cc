@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/parallel.h"
@@ -385,17 +386,31 @@ constexpr size_t kCopyChunk = 1 << 20;     // pread for the CRC of in-kernel cop
 constexpr int64_t kDirectRun = 256 << 10;  // runs at least this long are copied in-kernel
 constexpr int64_t kSpanBytes = 1 << 20;    // the most a gather reads of one source per chunk
 
-struct PieceWriter {
-  const Checkpoint& c;
-  BundleWriter& w;
-  std::atomic<uint64_t>* progress;
-  std::string buf;
+}  // namespace
 
-  void Progress(uint64_t n) {
-    if (progress) *progress += n;
+absl::Status PieceCopier::CheckCopiedCrc(const TensorEntry& t, const std::vector<const StoredSlice*>& sources,
+                                         const PlannedPiece& piece, uint32_t masked_crc) const {
+  if (sources.size() != 1 || !(sources[0]->region == piece.region)) return absl::OkStatus();
+  const StoredSlice& s = *sources[0];
+  if (c_.info().format != Format::kV2 || c_.info().big_endian || masked_crc == s.data.masked_crc) {
+    return absl::OkStatus();
   }
+  TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c_.DataFile(s.data.shard));
+  return DataLossAt("data.crc", file->path(), t.name, static_cast<int64_t>(s.data.offset),
+                    StrCat(PieceLabel(t, s), "checksum mismatch while copying (stored ",
+                           absl::StrFormat("%08x", s.data.masked_crc), ", computed ",
+                           absl::StrFormat("%08x", masked_crc), ")"));
+}
 
-  absl::Status Write(const TensorEntry& t, const PlannedPiece& piece) {
+void PieceCopier::Progress(uint64_t n) {
+  if (progress_) *progress_ += n;
+}
+
+absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name) {
+    const std::string_view name = out_name.empty() ? std::string_view(t.name) : out_name;
+    const Checkpoint& c = c_;
+    BundleWriter& w = w_;
+    std::string& buf = buf_;
     const DTypeInfo* info = LookupDType(t.dtype);
     const bool whole = piece.region.Covers(t.shape);
     const std::optional<Region> region = whole ? std::nullopt : std::optional<Region>(piece.region);
@@ -408,11 +423,11 @@ struct PieceWriter {
     if (sources.size() == 1 && sources[0]->region == piece.region && info->element_size == 0) {
       TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(t, *sources[0], /*verify=*/true));
       Progress(b.data.size());
-      return whole ? w.Add(t.name, t.dtype, t.shape, b.data, piece.file)
-                   : w.AddSlice(t.name, t.dtype, t.shape, piece.region, b.data, piece.file);
+      return whole ? w.Add(name, t.dtype, t.shape, b.data, piece.file)
+                   : w.AddSlice(name, t.dtype, t.shape, piece.region, b.data, piece.file);
     }
-    if (info->element_size == 0) return WriteStrings(t, piece, whole, sources);
-    TFCKPT_ASSIGN_OR_RETURN(auto stream, w.BeginEntry(t.name, t.dtype, t.shape, region, piece.file));
+    if (info->element_size == 0) return WriteStrings(t, piece, whole, sources, name);
+    TFCKPT_ASSIGN_OR_RETURN(auto stream, w.BeginEntry(name, t.dtype, t.shape, region, piece.file));
     const int64_t esize = info->element_size;
     const CheckpointInfo& ci = c.info();
     // Every run of the piece, per source, and the smallest run.
@@ -454,6 +469,7 @@ struct PieceWriter {
           Progress(n);
         }
       }
+      TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(t, sources, piece, stream.masked_crc()));
       return stream.Close();
     }
     // Otherwise gather chunk by chunk in the piece's order. Chunks are sized so that the
@@ -492,11 +508,14 @@ struct PieceWriter {
       return st;
     }));
     if (!buf.empty()) TFCKPT_RETURN_IF_ERROR(stream.Append(buf));
+    TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(t, sources, piece, stream.masked_crc()));
     return stream.Close();
   }
 
-  absl::Status WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole,
-                            const std::vector<const StoredSlice*>& sources) {
+absl::Status PieceCopier::WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole,
+                                       const std::vector<const StoredSlice*>& sources, std::string_view name) {
+    const Checkpoint& c = c_;
+    BundleWriter& w = w_;
     if (t.dtype != static_cast<int32_t>(DType::kString)) {
       return absl::InternalError(StrCat("bug: plan reslices variant tensor \"", t.name, "\""));
     }
@@ -515,12 +534,9 @@ struct PieceWriter {
     std::string payload;
     EncodeStrings(elements, &payload);
     Progress(payload.size());
-    return whole ? w.Add(t.name, t.dtype, t.shape, payload, piece.file)
-                 : w.AddSlice(t.name, t.dtype, t.shape, piece.region, payload, piece.file);
-  }
-};
-
-}  // namespace
+    return whole ? w.Add(name, t.dtype, t.shape, payload, piece.file)
+                 : w.AddSlice(name, t.dtype, t.shape, piece.region, payload, piece.file);
+}
 
 absl::Status ExecutePlan(const Checkpoint& c, const ReshardPlan& plan, const std::string& out_prefix,
                          const ExecuteOptions& options) {
@@ -532,23 +548,14 @@ absl::Status ExecutePlan(const Checkpoint& c, const ReshardPlan& plan, const std
   for (const TensorPlan& tp : plan.tensors) {
     for (const PlannedPiece& p : tp.pieces) files[p.file].emplace_back(tp.source, &p);
   }
-  std::mutex mu;
-  absl::Status first_error;
-  std::atomic<bool> failed{false};
-  ParallelFor(files.size(), Jobs(options.jobs), [&](size_t f) {
-    PieceWriter pw{c, *writer, options.progress, {}};
+  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(files.size(), Jobs(options.jobs), [&](size_t f, const std::atomic<bool>& stop) {
+    PieceCopier pw(c, *writer, options.progress);
     for (const auto& [t, p] : files[f]) {
-      if (failed) return;
-      absl::Status s = pw.Write(*t, *p);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.ok()) first_error = s;
-        failed = true;
-        return;
-      }
+      if (stop) return absl::OkStatus();
+      TFCKPT_RETURN_IF_ERROR(pw.Write(*t, *p));
     }
-  });
-  TFCKPT_RETURN_IF_ERROR(first_error);
+    return absl::OkStatus();
+  }));
   return writer->Finish();
 }
 

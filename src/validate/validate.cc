@@ -73,7 +73,7 @@ void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
     const std::string name = e.path().filename().string();
     if (name.compare(0, base.size(), base) != 0) continue;
     const std::string rest = name.substr(base.size());
-    const std::string path = (dir / name).string();
+    const std::string path = prefix.has_parent_path() ? (dir / name).string() : name;  // as data_files spell it
     if (rest.find(".tempstate") != std::string::npos || rest.find(".tmp-tfckpt-") != std::string::npos) {
       out->push_back(Make("files.debris", Severity::kWarning, path, "", -1,
                           "temporary file left by an interrupted save (not part of the checkpoint)"));

@@ -1,0 +1,76 @@
+// Combining checkpoints (tfckpt merge with edits): several inputs into one output, with
+// name filters and renames, conflict rules, optimizer-state removal, checkpoint
+// averaging, and the seeds' multi-device variables (parallel-device components, TPU
+// replicas). Unlike MergeBundles, data is rewritten (copied in-kernel where it moves
+// unchanged), so inputs may be any checkpoint `tfckpt` reads, V1 included.
+//
+// The object graph (`_CHECKPOINTABLE_OBJECT_GRAPH`) is not a tensor for these rules: the
+// graph of one input (the first that has one; the last with on-conflict=last) is kept and
+// rewritten to match the output: attributes of dropped tensors removed, renamed keys
+// updated, slot-variable references to nodes left without values removed, attributes
+// added for expanded parallel components. Only an --exclude matching its key drops it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tfckpt/checkpoint.h"
+#include "tfckpt/name_rules.h"
+
+namespace tfckpt {
+
+struct CombineOptions {
+  enum class Conflict { kError, kFirst, kLast };
+  Conflict on_conflict = Conflict::kError;  // the same logical tensor in several inputs
+  std::vector<std::string> include, exclude;
+  std::vector<RenameRule> renames;          // applied in order
+  bool drop_optimizer = false;
+  bool average = false;                     // element-wise mean of float tensors present in every input
+  enum class Parallel { kKeep, kCheck, kFirst };
+  Parallel collapse_parallel = Parallel::kKeep;
+  int expand_parallel = 0;                  // N > 1: add parallel_component_1 .. N-1
+  bool collapse_replicas = false;
+  bool check_replicas = true;
+  bool overwrite = false;
+  bool dry_run = false;                     // plan only; write nothing
+  int jobs = 0;
+  // Called once the plan is made, before writing, with the bytes to write; returns the
+  // counter to advance (or nullptr).
+  std::function<std::atomic<uint64_t>*(uint64_t total)> start_progress;
+};
+
+struct CombinedTensor {
+  std::string name;    // in the output
+  std::string origin;  // "input 2 \"old/name\"", "mean of 3 inputs", ...
+  int32_t dtype = 0;
+  Shape shape;
+  int32_t file = 0;    // output data file of its first piece
+  uint64_t bytes = 0;
+};
+
+struct CombineReport {
+  std::vector<std::string> inputs;
+  std::vector<CombinedTensor> tensors;  // the output, by name
+  int32_t num_files = 0;
+  uint64_t bytes = 0;                   // payload bytes of the output
+  int64_t dropped_filtered = 0, dropped_optimizer = 0, collapsed = 0, expanded = 0, averaged = 0;
+  uint64_t bytes_dropped_filtered = 0, bytes_dropped_optimizer = 0, bytes_collapsed = 0;
+  int64_t graph_attributes_removed = 0, graph_attributes_renamed = 0, graph_slots_removed = 0;
+  std::vector<std::string> notes;
+  // Checks that failed (parallel components or replicas that differ); when not empty,
+  // nothing was written.
+  std::vector<Finding> mismatches;
+};
+
+// Plans (and unless dry_run writes) the combination of `inputs` into `out`. Output is
+// atomic (BundleWriter). Errors: a conflict under kError, a rename collision, an invalid
+// regex, an existing output without overwrite, an output that is one of the inputs,
+// unreadable or damaged inputs (CRCs of every copied piece are checked).
+absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>& inputs, const std::string& out,
+                                                 const CombineOptions& options);
+
+}  // namespace tfckpt
