@@ -59,8 +59,6 @@ class BundleWriter {
     absl::Status AppendFrom(int src_fd, uint64_t src_offset, std::string_view bytes);
     // Completes the entry. REQUIRES: exactly the announced number of bytes appended.
     absl::Status Close();
-    // The masked CRC-32C of the bytes appended so far (the entry's crc once complete).
-    uint32_t masked_crc() const;
 
    private:
     friend class BundleWriter;

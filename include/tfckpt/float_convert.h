@@ -25,4 +25,10 @@ void HalvesToFloat(const char* in, size_t n, char* out);
 void DoublesToFloat(const char* in, size_t n, char* out);
 void FloatsToDouble(const char* in, size_t n, char* out);
 
+// The casts `convert --cast` offers: float32 -> bfloat16 / float16 / float64, bfloat16 /
+// float16 / float64 -> float32 (dtype values as in dtype.h).
+bool CastSupported(int32_t from, int32_t to);
+// REQUIRES: CastSupported(from, to); `out` holds n elements of `to`.
+void CastElements(int32_t from, int32_t to, const char* in, size_t n, char* out);
+
 }  // namespace tfckpt

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,30 +73,67 @@ absl::StatusOr<std::vector<std::vector<std::pair<size_t, Region>>>> MaxShardSize
     const std::function<std::pair<int64_t, int64_t>(size_t, const Region&)>& sizes,
     const std::function<std::string(size_t)>& name);
 
+// Where copied bytes go: an entry of a BundleWriter, a safetensors file, a zip member.
+class PieceSink {
+ public:
+  virtual ~PieceSink() = default;
+  virtual absl::Status Append(std::string_view bytes) = 0;
+  // `bytes` were just read from `src_fd` at `src_offset`: a sink that writes a file may
+  // move them in-kernel instead.
+  virtual absl::Status AppendFrom(int src_fd, uint64_t src_offset, std::string_view bytes) {
+    (void)src_fd;
+    (void)src_offset;
+    return Append(bytes);
+  }
+};
+
+// Converts whole elements of dtype `from` to `to` (see CastElements) on their way to `next`.
+class CastSink : public PieceSink {
+ public:
+  // REQUIRES: CastSupported(from, to).
+  CastSink(int32_t from, int32_t to, PieceSink& next);
+  absl::Status Append(std::string_view bytes) override;
+
+ private:
+  int32_t from_, to_;
+  size_t from_size_, to_size_;
+  PieceSink& next_;
+  std::string out_;
+};
+
+// Streams the bytes of `region` of the fixed-size tensor `t` into `sink`, in row-major
+// order of the region: stored pieces that hold long contiguous runs are handed over with
+// AppendFrom (in-kernel copies), others are gathered through `buffer` (bounded, about
+// 8 MiB). When the region is exactly one stored V2 piece its CRC is checked over the bytes
+// that moved, at no extra read; gathered pieces are not checked here (callers verify).
+// `progress`, when given, advances by the bytes copied.
+// REQUIRES: region inside t.shape; t's element size > 0.
+absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region& region, PieceSink& sink,
+                        std::string* buffer, std::atomic<uint64_t>* progress = nullptr);
+
 class BundleWriter;
 
-// Copies pieces of tensors of one checkpoint into a BundleWriter: a piece stored exactly
-// as it is moves byte for byte (in-kernel for long contiguous runs), others are gathered
-// from the stored slices through a bounded buffer. The entry is written under `out_name`
-// (default: t.name). A piece copied whole from a V2 bundle has its source CRC checked
-// against the bytes that moved (no second read); gathered pieces are not checked here.
+// Copies pieces of tensors of one checkpoint into a BundleWriter (CopyRegion for
+// fixed-size dtypes; string pieces are re-encoded, others copied whole). The entry is
+// written under `out_name` (default: t.name); `casts` (dtype -> dtype, CastSupported)
+// converts the tensors of those dtypes on the way.
 // Thread safety: one copier per thread; see BundleWriter for shards.
 class PieceCopier {
  public:
-  PieceCopier(const Checkpoint& c, BundleWriter& w, std::atomic<uint64_t>* progress = nullptr)
-      : c_(c), w_(w), progress_(progress) {}
+  PieceCopier(const Checkpoint& c, BundleWriter& w, std::atomic<uint64_t>* progress = nullptr,
+              std::map<int32_t, int32_t> casts = {})
+      : c_(c), w_(w), progress_(progress), casts_(std::move(casts)) {}
   // REQUIRES: piece.region within t.shape; t's slices belong to the checkpoint given.
   absl::Status Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name = {});
 
  private:
   void Progress(uint64_t n);
-  absl::Status CheckCopiedCrc(const TensorEntry& t, const std::vector<const StoredSlice*>& sources,
-                              const PlannedPiece& piece, uint32_t masked_crc) const;
   absl::Status WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole,
                             const std::vector<const StoredSlice*>& sources, std::string_view name);
   const Checkpoint& c_;
   BundleWriter& w_;
   std::atomic<uint64_t>* progress_;
+  std::map<int32_t, int32_t> casts_;
   std::string buf_;
 };
 

@@ -102,4 +102,22 @@ void FloatsToDouble(const char* in, size_t n, char* out) {
   for (size_t i = 0; i < n; ++i) Store<double>(out + 8 * i, static_cast<double>(Load<float>(in + 4 * i)));
 }
 
+namespace {
+constexpr int32_t kF32 = 1, kF64 = 2, kBF16 = 14, kF16 = 19;  // dtype.h
+}  // namespace
+
+bool CastSupported(int32_t from, int32_t to) {
+  if (from == kF32) return to == kBF16 || to == kF16 || to == kF64;
+  return to == kF32 && (from == kBF16 || from == kF16 || from == kF64);
+}
+
+void CastElements(int32_t from, int32_t to, const char* in, size_t n, char* out) {
+  if (from == kF32 && to == kBF16) return FloatsToBFloat16(in, n, out);
+  if (from == kF32 && to == kF16) return FloatsToHalf(in, n, out);
+  if (from == kF32 && to == kF64) return FloatsToDouble(in, n, out);
+  if (from == kBF16) return BFloat16sToFloat(in, n, out);
+  if (from == kF16) return HalvesToFloat(in, n, out);
+  return DoublesToFloat(in, n, out);
+}
+
 }  // namespace tfckpt

@@ -13,6 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "tfckpt/bundle_writer.h"
+#include "tfckpt/crc32c.h"
+#include "tfckpt/float_convert.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/parallel.h"
 #include "tfckpt/status.h"
@@ -388,54 +390,98 @@ constexpr int64_t kSpanBytes = 1 << 20;    // the most a gather reads of one sou
 
 }  // namespace
 
-absl::Status PieceCopier::CheckCopiedCrc(const TensorEntry& t, const std::vector<const StoredSlice*>& sources,
-                                         const PlannedPiece& piece, uint32_t masked_crc) const {
-  if (sources.size() != 1 || !(sources[0]->region == piece.region)) return absl::OkStatus();
-  const StoredSlice& s = *sources[0];
-  if (c_.info().format != Format::kV2 || c_.info().big_endian || masked_crc == s.data.masked_crc) {
-    return absl::OkStatus();
+namespace {
+
+// Passes bytes on to a sink and, when the region is one stored V2 piece copied whole,
+// checks the stored CRC over them at the end (no second read).
+class CrcCheckingSink {
+ public:
+  CrcCheckingSink(const Checkpoint& c, const TensorEntry& t, const std::vector<const StoredSlice*>& sources,
+                  const Region& region, PieceSink& sink)
+      : c_(c), t_(t), sink_(sink) {
+    const CheckpointInfo& ci = c.info();
+    if (sources.size() == 1 && sources[0]->region == region && ci.format == Format::kV2 && !ci.big_endian) {
+      piece_ = sources[0];
+    }
   }
-  TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c_.DataFile(s.data.shard));
-  return DataLossAt("data.crc", file->path(), t.name, static_cast<int64_t>(s.data.offset),
-                    StrCat(PieceLabel(t, s), "checksum mismatch while copying (stored ",
-                           absl::StrFormat("%08x", s.data.masked_crc), ", computed ",
-                           absl::StrFormat("%08x", masked_crc), ")"));
+  absl::Status Append(std::string_view bytes) {
+    if (piece_) crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
+    return sink_.Append(bytes);
+  }
+  absl::Status AppendFrom(int fd, uint64_t offset, std::string_view bytes) {
+    if (piece_) crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
+    return sink_.AppendFrom(fd, offset, bytes);
+  }
+  absl::Status Finish() const {
+    if (!piece_ || crc32c::Mask(crc_) == piece_->data.masked_crc) return absl::OkStatus();
+    TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c_.DataFile(piece_->data.shard));
+    return DataLossAt("data.crc", file->path(), t_.name, static_cast<int64_t>(piece_->data.offset),
+                      StrCat(PieceLabel(t_, *piece_), "checksum mismatch while copying (stored ",
+                             absl::StrFormat("%08x", crc32c::Unmask(piece_->data.masked_crc)), ", computed ",
+                             absl::StrFormat("%08x", crc_), ")"));
+  }
+
+ private:
+  const Checkpoint& c_;
+  const TensorEntry& t_;
+  PieceSink& sink_;
+  const StoredSlice* piece_ = nullptr;
+  uint32_t crc_ = 0;
+};
+
+// A BundleWriter entry as a sink.
+class EntrySink : public PieceSink {
+ public:
+  explicit EntrySink(BundleWriter::EntryStream& s) : s_(s) {}
+  absl::Status Append(std::string_view bytes) override { return s_.Append(bytes); }
+  absl::Status AppendFrom(int fd, uint64_t offset, std::string_view bytes) override {
+    return s_.AppendFrom(fd, offset, bytes);
+  }
+
+ private:
+  BundleWriter::EntryStream& s_;
+};
+
+}  // namespace
+
+CastSink::CastSink(int32_t from, int32_t to, PieceSink& next)
+    : from_(from),
+      to_(to),
+      from_size_(static_cast<size_t>(LookupDType(from)->element_size)),
+      to_size_(static_cast<size_t>(LookupDType(to)->element_size)),
+      next_(next) {}
+
+absl::Status CastSink::Append(std::string_view bytes) {
+  const size_t n = bytes.size() / from_size_;
+  out_.resize(n * to_size_);
+  CastElements(from_, to_, bytes.data(), n, out_.data());
+  return next_.Append(out_);
 }
 
-void PieceCopier::Progress(uint64_t n) {
-  if (progress_) *progress_ += n;
-}
-
-absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name) {
-    const std::string_view name = out_name.empty() ? std::string_view(t.name) : out_name;
-    const Checkpoint& c = c_;
-    BundleWriter& w = w_;
-    std::string& buf = buf_;
-    const DTypeInfo* info = LookupDType(t.dtype);
-    const bool whole = piece.region.Covers(t.shape);
-    const std::optional<Region> region = whole ? std::nullopt : std::optional<Region>(piece.region);
-    std::vector<const StoredSlice*> sources;
-    for (const auto& s : t.slices) {
-      if (s.region == piece.region || (!piece.region.empty() && Intersect(s.region, piece.region))) sources.push_back(&s);
-    }
-    if (sources.empty() && !piece.region.empty()) return absl::InternalError(StrCat("bug: no source for \"", t.name, "\""));
-    // Stored exactly as it is: copy the payload (every dtype).
-    if (sources.size() == 1 && sources[0]->region == piece.region && info->element_size == 0) {
-      TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(t, *sources[0], /*verify=*/true));
-      Progress(b.data.size());
-      return whole ? w.Add(name, t.dtype, t.shape, b.data, piece.file)
-                   : w.AddSlice(name, t.dtype, t.shape, piece.region, b.data, piece.file);
-    }
-    if (info->element_size == 0) return WriteStrings(t, piece, whole, sources, name);
-    TFCKPT_ASSIGN_OR_RETURN(auto stream, w.BeginEntry(name, t.dtype, t.shape, region, piece.file));
+absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region& region, PieceSink& sink,
+                        std::string* buffer, std::atomic<uint64_t>* counter) {
+  const DTypeInfo* info = LookupDType(t.dtype);
+  if (info == nullptr || info->element_size == 0) {
+    return absl::InternalError(StrCat("bug: CopyRegion on variable-size tensor \"", t.name, "\""));
+  }
+  std::vector<const StoredSlice*> sources;
+  for (const auto& s : t.slices) {
+    if (s.region == region || (!region.empty() && Intersect(s.region, region))) sources.push_back(&s);
+  }
+  if (sources.empty() && !region.empty()) return absl::InternalError(StrCat("bug: no source for \"", t.name, "\""));
+  auto progress = [counter](uint64_t n) {
+    if (counter) *counter += n;
+  };
+  std::string& buf = *buffer;
+  CrcCheckingSink check(c, t, sources, region, sink);
     const int64_t esize = info->element_size;
     const CheckpointInfo& ci = c.info();
     // Every run of the piece, per source, and the smallest run.
     int64_t min_run = INT64_MAX, total_runs = 0;
     for (const StoredSlice* s : sources) {
-      auto inter = Intersect(piece.region, s->region);
+      auto inter = Intersect(region, s->region);
       if (!inter) continue;
-      const RunPlan rp = PlanRuns(*inter, {&piece.region, &s->region});
+      const RunPlan rp = PlanRuns(*inter, {&region, &s->region});
       min_run = std::min(min_run, rp.count);
       total_runs += rp.runs;
     }
@@ -448,9 +494,9 @@ absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece,
       };
       std::vector<Run> runs;
       for (const StoredSlice* s : sources) {
-        auto inter = Intersect(piece.region, s->region);
+        auto inter = Intersect(region, s->region);
         if (!inter) continue;
-        ForEachRun(*inter, {&piece.region, &s->region},
+        ForEachRun(*inter, {&region, &s->region},
                    [&](const int64_t* off, int64_t n) { runs.push_back({off[0], off[1], n, s}); });
       }
       std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.dst < y.dst; });
@@ -463,29 +509,28 @@ absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece,
         // measured flat), the bytes themselves moved in-kernel.
         for (uint64_t done = 0; done < len;) {
           const uint64_t n = std::min<uint64_t>(len - done, kCopyChunk);
-          TFCKPT_RETURN_IF_ERROR(stream.AppendFrom(file->fd(), base + done, all.substr(done, n)));
+          TFCKPT_RETURN_IF_ERROR(check.AppendFrom(file->fd(), base + done, all.substr(done, n)));
           file->Release(base + done, n);
           done += n;
-          Progress(n);
+          progress(n);
         }
       }
-      TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(t, sources, piece, stream.masked_crc()));
-      return stream.Close();
+      return check.Finish();
     }
     // Otherwise gather chunk by chunk in the piece's order. Chunks are sized so that the
     // span each source must provide stays within about 1 MiB (read with pread); chunks
     // accumulate in an 8 MiB buffer written in one go.
     int64_t widest = 1;  // how much more of a source a chunk's rows span than of the piece
     for (const StoredSlice* s : sources) {
-      if (piece.region.rank() == 0) break;
+      if (region.rank() == 0) break;
       const int64_t src_row = s->region.num_elements() / std::max<int64_t>(1, s->region.shape[0]);
-      const int64_t dst_row = piece.region.num_elements() / std::max<int64_t>(1, piece.region.shape[0]);
+      const int64_t dst_row = region.num_elements() / std::max<int64_t>(1, region.shape[0]);
       if (dst_row > 0) widest = std::max(widest, (src_row + dst_row - 1) / dst_row);
     }
     std::map<const StoredSlice*, TensorBytes> owners;
     std::string stage;
     buf.clear();
-    TFCKPT_RETURN_IF_ERROR(ForEachChunk(piece.region, esize, std::max<int64_t>(esize, kSpanBytes / widest),
+    TFCKPT_RETURN_IF_ERROR(ForEachChunk(region, esize, std::max<int64_t>(esize, kSpanBytes / widest),
                                         [&](const Region& chunk) -> absl::Status {
       const size_t at = buf.size();
       buf.resize(at + static_cast<size_t>(chunk.num_elements() * esize));
@@ -501,16 +546,51 @@ absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece,
           std::memcpy(dst + off[0] * esize, src.data() + (off[1] - lo) * esize, static_cast<size_t>(n * esize));
         });
       }
-      Progress(chunk.num_elements() * esize);
+      progress(chunk.num_elements() * esize);
       if (buf.size() < static_cast<size_t>(kChunkBytes)) return absl::OkStatus();
-      absl::Status st = stream.Append(buf);
+      absl::Status st = check.Append(buf);
       buf.clear();
       return st;
     }));
-    if (!buf.empty()) TFCKPT_RETURN_IF_ERROR(stream.Append(buf));
-    TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(t, sources, piece, stream.masked_crc()));
-    return stream.Close();
+    if (!buf.empty()) TFCKPT_RETURN_IF_ERROR(check.Append(buf));
+    return check.Finish();
+}
+
+void PieceCopier::Progress(uint64_t n) {
+  if (progress_) *progress_ += n;
+}
+
+absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name) {
+  const std::string_view name = out_name.empty() ? std::string_view(t.name) : out_name;
+  const DTypeInfo* info = LookupDType(t.dtype);
+  const bool whole = piece.region.Covers(t.shape);
+  const std::optional<Region> region = whole ? std::nullopt : std::optional<Region>(piece.region);
+  if (info->element_size == 0) {
+    std::vector<const StoredSlice*> sources;
+    for (const auto& s : t.slices) {
+      if (s.region == piece.region || (!piece.region.empty() && Intersect(s.region, piece.region))) sources.push_back(&s);
+    }
+    // Stored exactly as it is: copy the payload.
+    if (sources.size() == 1 && sources[0]->region == piece.region) {
+      TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c_.Read(t, *sources[0], /*verify=*/true));
+      Progress(b.data.size());
+      return whole ? w_.Add(name, t.dtype, t.shape, b.data, piece.file)
+                   : w_.AddSlice(name, t.dtype, t.shape, piece.region, b.data, piece.file);
+    }
+    return WriteStrings(t, piece, whole, sources, name);
   }
+  const auto cast = casts_.find(t.dtype);
+  const int32_t out_dtype = cast == casts_.end() ? t.dtype : cast->second;
+  TFCKPT_ASSIGN_OR_RETURN(auto stream, w_.BeginEntry(name, out_dtype, t.shape, region, piece.file));
+  EntrySink entry(stream);
+  if (out_dtype == t.dtype) {
+    TFCKPT_RETURN_IF_ERROR(CopyRegion(c_, t, piece.region, entry, &buf_, progress_));
+  } else {
+    CastSink casting(t.dtype, out_dtype, entry);
+    TFCKPT_RETURN_IF_ERROR(CopyRegion(c_, t, piece.region, casting, &buf_, progress_));
+  }
+  return stream.Close();
+}
 
 absl::Status PieceCopier::WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole,
                                        const std::vector<const StoredSlice*>& sources, std::string_view name) {

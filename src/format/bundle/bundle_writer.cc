@@ -218,8 +218,6 @@ absl::Status BundleWriter::EntryStream::AppendFrom(int src_fd, uint64_t src_offs
   return writer_->data_[shard_]->AppendFrom(src_fd, src_offset, bytes.size());
 }
 
-uint32_t BundleWriter::EntryStream::masked_crc() const { return crc32c::Mask(crc_); }
-
 absl::Status BundleWriter::EntryStream::Close() {
   if (writer_ == nullptr) return absl::FailedPreconditionError("entry stream is closed");
   if (written_ != expected_) {
