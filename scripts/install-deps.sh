@@ -7,8 +7,8 @@ packages=(
   build-essential meson ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev libabsl-dev
   libprotobuf-dev protobuf-compiler
-  doctest-dev libleveldb-dev libisal-dev libsnappy-dev
-  python3 time
+  doctest-dev libleveldb-dev libisal-dev libsnappy-dev libzip-dev
+  python3 python3-numpy time
 )
 
 missing=()

@@ -92,6 +92,9 @@ def help_has_examples_and_usage_errors_exit_2():
     assert "Examples:" in p.stdout and "--partition" in p.stdout and "--policy" in p.stdout
     p = run("merge", "--help", code=0)
     assert "Examples:" in p.stdout and "--recover" in p.stdout and "--move" in p.stdout
+    assert "--drop-optimizer" in p.stdout and "--average" in p.stdout and "--collapse-replicas" in p.stdout
+    p = run("convert", "--help", code=0)
+    assert "Examples:" in p.stdout and "--cast" in p.stdout and "--max-file-size" in p.stdout
     run(code=2)
     run("inspect", code=2)
     run("inspect", "x", "--no-such-flag", code=2)
@@ -911,6 +914,254 @@ def validate_relative_prefix_without_directory():
         p = subprocess.run([TFCKPT, "validate", "p", "--json"], capture_output=True, text=True, cwd=d)
         j = json.loads(p.stdout)
         assert p.returncode == 0 and not j["warnings"], j
+
+
+# ---------------------------------------------------------------------------------------
+# convert
+
+ST_SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4,
+            "F64": 8, "I64": 8, "U64": 8, "F8_E5M2": 1, "F8_E4M3": 1, "C64": 8}
+TF_TO_ST = {"float32": "F32", "float64": "F64", "int64": "I64", "int32": "I32", "bool": "BOOL", "bfloat16": "BF16",
+            "float16": "F16", "uint8": "U8", "int8": "I8", "complex64": "C64"}
+
+
+def parse_safetensors(path):
+    """An independent reader (json + struct only): returns (header, {name: bytes})."""
+    import struct
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    assert 8 + n <= len(raw) and (8 + n) % 8 == 0, (path, n)
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    data = raw[8 + n:]
+    spans = []
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            assert all(isinstance(v, str) for v in info.values()), info
+            continue
+        assert set(info) == {"dtype", "shape", "data_offsets"}, info
+        b, e = info["data_offsets"]
+        count = 1
+        for d in info["shape"]:
+            count *= d
+        assert e - b == count * ST_SIZES[info["dtype"]], (name, info)
+        spans.append((b, e))
+        out[name] = data[b:e]
+    spans.sort()
+    at = 0
+    for b, e in spans:
+        assert b == at, (path, spans)
+        at = e
+    assert at == len(data), (path, at, len(data))
+    return header, out
+
+
+NUMPY_PYTHON = None
+
+
+def numpy_python():
+    """An interpreter that has numpy (Debian's python3-numpy lives in /usr/bin/python3)."""
+    global NUMPY_PYTHON
+    if NUMPY_PYTHON is None:
+        for exe in ("/usr/bin/python3", sys.executable, "python3"):
+            if subprocess.run([exe, "-c", "import numpy"], capture_output=True).returncode == 0:
+                NUMPY_PYTHON = exe
+                break
+        else:
+            raise AssertionError("no python3 with numpy (scripts/install-deps.sh installs python3-numpy)")
+    return NUMPY_PYTHON
+
+
+NPZ_CHECK = r"""
+import json, sys, numpy as np
+npz, ref = sys.argv[1], json.load(open(sys.argv[2]))
+f = np.load(npz)
+assert sorted(f.files) == sorted(ref), (sorted(f.files), sorted(ref))
+for name, (dtype, shape, hexbytes) in ref.items():
+    a = f[name]
+    assert list(a.shape) == shape, (name, a.shape, shape)
+    assert a.dtype.str == dtype, (name, a.dtype.str, dtype)
+    if hexbytes is not None:
+        assert a.tobytes() == bytes.fromhex(hexbytes), name
+print("npz ok", len(ref))
+"""
+
+NPY_DESCR = {"F32": "<f4", "F64": "<f8", "I64": "<i8", "I32": "<i4", "BOOL": "|b1", "F16": "<f2", "U8": "|u1",
+             "I8": "|i1", "C64": "<c8"}
+
+
+@test(needs_data=True)
+def convert_real_cases_round_trips():
+    with tempfile.TemporaryDirectory() as d:
+        for case in COUNTS:
+            prefix = data(case + "/variables") if case == "truncated_data_resnet_savedmodel" else data(case)
+            st = os.path.join(d, case + ".safetensors")
+            if case in MALFORMED:
+                one_error_line(run("convert", prefix, "-o", st, code=3))
+                assert not os.path.exists(st)
+                continue
+            p = run("convert", prefix, "-o", st, "--json", code=0)
+            j = json.loads(p.stdout)
+            names = names_of(prefix)
+            kinds = {t["name"]: t["dtype"] for t in inspect_json(prefix)["tensors"]}
+            not_held = {n for n, k in kinds.items() if k in ("string", "variant")}
+            assert {s.split(":")[0] for s in j["skipped"]} == not_held, (case, j["skipped"])
+            header, blobs = parse_safetensors(st)
+            assert set(blobs) == names - not_held, case
+            assert header["__metadata__"]["source_format"] in ("tensorflow-v2", "tensorflow-v1"), header
+            for n, b in blobs.items():
+                assert header[n]["dtype"] == TF_TO_ST[kinds[n]], (case, n)
+            # Back to TF: the same values; only what safetensors cannot hold is missing.
+            back = os.path.join(d, case + "-back")
+            run("convert", st, "-o", back, code=0)
+            v = validate_json(back, "--against", prefix, code=1 if not_held else 0)
+            assert {e["key"] for e in v["errors"]} == not_held and checks(v) <= {"against.removed"}, (case, v["errors"])
+            # npz: loads in numpy with the same bytes as the safetensors file.
+            npz = os.path.join(d, case + ".npz")
+            has_bf16 = any(k == "bfloat16" for k in kinds.values())
+            if has_bf16:
+                one_error_line(run("convert", prefix, "-o", npz, code=2), "bfloat16", "--cast bfloat16=float32")
+                continue
+            run("convert", prefix, "-o", npz, code=0)
+            ref = {}
+            for n in names:
+                if kinds[n] == "variant" or n == "_CHECKPOINTABLE_OBJECT_GRAPH":
+                    continue
+                if kinds[n] == "string":
+                    shape = [t["shape"] for t in inspect_json(prefix)["tensors"] if t["name"] == n][0]
+                    ref[n] = ["|S", shape, None]
+                    continue
+                ref[n] = [NPY_DESCR[header[n]["dtype"]], header[n]["shape"], blobs[n].hex()]
+            refs = os.path.join(d, case + ".json")
+            json.dump(ref, open(refs, "w"))
+            check = subprocess.run([numpy_python(), "-c", NPZ_CHECK.replace("a.dtype.str == dtype",
+                                    "a.dtype.str == dtype or (dtype == '|S' and a.dtype.kind == 'S')"), npz, refs],
+                                   capture_output=True, text=True)
+            assert check.returncode == 0 and "npz ok" in check.stdout, (case, check.stderr)
+            # V1 -> V2: validates clean and holds the same values.
+            if case.startswith("v1_"):
+                v2 = os.path.join(d, case + "-v2")
+                run("convert", prefix, "-o", v2, code=0)
+                validate_json(v2, code=0)
+                validate_json(v2, "--against", prefix, code=0)
+                assert inspect_json(v2)["format"] == "v2"
+
+
+@test()
+def convert_safetensors_sharded_casts_and_refusals():
+    with tempfile.TemporaryDirectory() as d:
+        o = lambda name: os.path.join(d, name)
+        subprocess.run([MAKE_FIXTURE, "partitioned", o("part")], check=True)
+        subprocess.run([MAKE_FIXTURE, "kinds", o("kinds")], check=True)
+        # Partitioned tensors are assembled.
+        run("convert", o("part"), "-o", o("part.safetensors"), code=0)
+        header, blobs = parse_safetensors(o("part.safetensors"))
+        import struct
+        assert list(struct.unpack("<30f", blobs["part"])) == [float(i) for i in range(30)]
+        assert header["part"]["shape"] == [10, 3]
+        # Sharded output, read back as a set (index) into TF.
+        p = run("convert", o("kinds"), "-o", o("k.safetensors"), "--max-file-size", "4K", "--json", code=0)
+        j = json.loads(p.stdout)
+        shards = [f for f in j["files"] if f.endswith(".safetensors")]
+        assert len(shards) >= 2 and j["files"][-1] == o("k.safetensors.index.json"), j["files"]
+        assert not os.path.exists(o("k.safetensors"))
+        index = json.load(open(o("k.safetensors.index.json")))
+        seen = {}
+        for f in shards:
+            assert os.path.basename(f).startswith("k-0000") and "-of-0000" in f, f
+            h, b = parse_safetensors(f)
+            for n in b:
+                seen[n] = os.path.basename(f)
+        assert index["weight_map"] == seen, (index, seen)
+        run("convert", o("k.safetensors.index.json"), "-o", o("kback"), code=0)
+        v = validate_json(o("kback"), "--against", o("kinds"), code=1)
+        assert {e["key"] for e in v["errors"]} == {"words"}, v["errors"]  # the string tensor
+        assert "words" in p.stdout or j["skipped"] == ["words: string tensor"], j
+        one_error_line(run("convert", o("kinds"), "-o", o("strict.safetensors"), "--strict", code=2), "--strict", "words")
+        # Casts, bit for bit: bfloat16 and float16 to float32 and back.
+        run("convert", o("kinds"), "-o", o("c32"), "--cast", "bfloat16=float32", "--cast", "float16=float32", code=0)
+        assert values_text(o("c32"), "bf16") == "[1.0 3.140625]" and values_text(o("c32"), "half") == \
+            "[1.0 -2.0 0.33325195]", (values_text(o("c32"), "bf16"), values_text(o("c32"), "half"))
+        kinds = {t["name"]: t["dtype"] for t in inspect_json(o("c32"))["tensors"]}
+        assert kinds["bf16"] == "float32" and kinds["half"] == "float32" and kinds["specials"] == "float32"
+        run("convert", o("c32"), "-o", o("c16"), "--cast", "float32=bfloat16", code=0)
+        h, b = None, None
+        run("convert", o("c16"), "-o", o("c16.safetensors"), code=0)
+        h, b = parse_safetensors(o("c16.safetensors"))
+        assert h["specials"]["dtype"] == "BF16"
+        # NaN stays NaN, Inf stays Inf, 0, 1, 3 exact: 7fc0 7f80 0000 3f80 4040.
+        assert b["specials"].hex() == "c07f807f0000803f4040", b["specials"].hex()
+        one_error_line(run("convert", o("kinds"), "-o", o("x"), "--cast", "int32=float32", code=2), "not offered")
+        one_error_line(run("convert", o("kinds"), "-o", o("x"), "--cast", "float32", code=2), "FROM=TO")
+        # npz: bfloat16 refused without a cast; with it, numpy reads the values.
+        one_error_line(run("convert", o("kinds"), "-o", o("k.npz"), code=2), "--cast bfloat16=float32")
+        run("convert", o("kinds"), "-o", o("k.npz"), "--cast", "bfloat16=float32", code=0)
+        out = subprocess.run([numpy_python(), "-c",
+                              "import numpy as np,sys; f=np.load(sys.argv[1]); "
+                              "print(f['bf16'].tolist(), f['half'].dtype.str, f['words'].tolist(), f['flags'].tolist(),"
+                              " f['cplx'].tolist(), f['big'].shape)", o("k.npz")],
+                             capture_output=True, text=True)
+        assert out.stdout.strip() == "[1.0, 3.140625] <f2 [b'plain', b'tab\\there\\x01', b''] [True, False, True] " \
+                                     "[(1-2j)] (2000,)", out
+        # Renames and filters, existing outputs.
+        run("convert", o("kinds"), "-o", o("r.safetensors"), "--include", "^b", "--rename", "^b=B", code=0)
+        h, b = parse_safetensors(o("r.safetensors"))
+        assert set(b) == {"Bf16", "Big"}, set(b)
+        one_error_line(run("convert", o("kinds"), "-o", o("r.safetensors"), code=2), "exists", "--force")
+        run("convert", o("kinds"), "-o", o("r.safetensors"), "--force", code=0)
+        one_error_line(run("convert", o("kinds"), "-o", o("m.npz"), "--max-file-size", "1K", code=2), "safetensors")
+        # safetensors -> TF partitioned with reshard's rules.
+        run("convert", o("part.safetensors"), "-o", o("p4"), "--partition", "part=fixed:4", code=0)
+        part = [t for t in inspect_json(o("p4"))["tensors"] if t["name"] == "part"][0]
+        assert [s["spec"] for s in part["slices"]] == ["0,3:-", "3,3:-", "6,2:-", "8,2:-"], part
+        validate_json(o("p4"), "--against", o("part"), code=0)
+
+
+def write_safetensors(path, header, data, header_len=None, raw_header=None):
+    import struct
+    text = raw_header if raw_header is not None else json.dumps(header).encode()
+    n = header_len if header_len is not None else len(text)
+    open(path, "wb").write(struct.pack("<Q", n) + text + data)
+
+
+@test()
+def convert_rejects_malformed_safetensors():
+    good = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+            "b": {"dtype": "I64", "shape": [1], "data_offsets": [8, 16]}}
+    cases = {
+        "overlap": ({"a": good["a"], "b": {"dtype": "I64", "shape": [1], "data_offsets": [4, 12]}}, 16, "overlap"),
+        "hole": ({"a": good["a"], "b": {"dtype": "I64", "shape": [1], "data_offsets": [12, 20]}}, 20, "hole"),
+        "out_of_range": (good, 12, "past the end"),
+        "wrong_size": ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, 8, "does not match"),
+        "unknown_dtype": ({"a": {"dtype": "F17", "shape": [2], "data_offsets": [0, 8]}}, 8, "unknown dtype"),
+        "trailing": (good, 20, "no tensor uses"),
+        "negative_dim": ({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, 8, "non-negative"),
+        "extra_field": ({"a": dict(good["a"], foo=1)}, 8, "unknown field"),
+        "not_object": ([1, 2], 0, "not a JSON object"),
+        "bad_metadata": ({"__metadata__": {"k": 1}, **good}, 16, "must be strings"),
+    }
+    with tempfile.TemporaryDirectory() as d:
+        ok = os.path.join(d, "ok.safetensors")
+        write_safetensors(ok, good, bytes(16))
+        run("inspect", ok, code=0)
+        validate_json(ok, code=0)
+        for name, (header, size, needle) in cases.items():
+            path = os.path.join(d, name + ".safetensors")
+            write_safetensors(path, header, bytes(size))
+            one_error_line(run("inspect", path, code=3), needle, path)
+            one_error_line(run("convert", path, "-o", os.path.join(d, name + "-tf"), code=3), needle)
+        raw = {"bad_json": (b'{"a": {', None, "not valid JSON"),
+               "duplicate": (b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "a": '
+                             b'{"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}', None, "twice"),
+               "header_beyond_file": (b'{}', 4096, "past the end of the file"),
+               "header_too_large": (b'{}', 200_000_000, "100 MB")}
+        for name, (text, n, needle) in raw.items():
+            path = os.path.join(d, name + ".safetensors")
+            write_safetensors(path, None, bytes(8), header_len=n, raw_header=text)
+            one_error_line(run("inspect", path, code=3), needle)
+        short = os.path.join(d, "short.safetensors")
+        open(short, "wb").write(b"\x01\x02")
+        one_error_line(run("inspect", short, code=3), "shorter")
 
 
 def main():

@@ -21,7 +21,9 @@
 
 namespace tfckpt {
 
-enum class Format { kV2, kV1 };
+// kSafetensors: a .safetensors file or a sharded set (safetensors.h), read through the
+// same slice map (one piece per tensor; no CRCs).
+enum class Format { kV2, kV1, kSafetensors };
 
 enum class Severity { kError, kWarning };
 
@@ -107,6 +109,8 @@ class Checkpoint {
                                                           std::vector<Finding>* findings = nullptr);
   static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenV2(const std::string& prefix,
                                                             std::vector<Finding>* findings = nullptr);
+  // A .safetensors file or a *.safetensors.index.json set, strictly checked.
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenSafetensors(const std::string& path);
   static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenV1(const std::string& pattern,
                                                             std::vector<std::string> files,
                                                             std::vector<Finding>* findings = nullptr);

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct CombineOptions {
   Conflict on_conflict = Conflict::kError;  // the same logical tensor in several inputs
   std::vector<std::string> include, exclude;
   std::vector<RenameRule> renames;          // applied in order
+  std::map<int32_t, int32_t> casts;         // dtype -> dtype (CastSupported); not for averaged tensors
   bool drop_optimizer = false;
   bool average = false;                     // element-wise mean of float tensors present in every input
   enum class Parallel { kKeep, kCheck, kFirst };

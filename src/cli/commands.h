@@ -12,5 +12,6 @@ std::function<int()> AddInspect(CLI::App& app);
 std::function<int()> AddValidate(CLI::App& app);
 std::function<int()> AddReshard(CLI::App& app);
 std::function<int()> AddMerge(CLI::App& app);
+std::function<int()> AddConvert(CLI::App& app);
 
 }  // namespace tfckpt::cli

@@ -1,9 +1,13 @@
 #include "common.h"
 
+#include <cctype>
 #include <cstdio>
 #include <iostream>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "tfckpt/strings.h"
+#include "tfckpt/validate.h"
 #include "absl/strings/str_format.h"
 
 namespace tfckpt::cli {
@@ -80,6 +84,38 @@ bool IsValidUtf8(std::string_view s) {
     i += n + 1;
   }
   return true;
+}
+
+int VerifyOutput(std::string_view command, const std::string& out, std::string_view what) {
+  auto v = Validate(out, {});
+  if (!v.ok()) return ReportError(command, v.status());
+  if (v->ok(false)) return kExitOk;
+  for (const Finding& f : v->findings) {
+    if (f.severity == Severity::kError) std::cerr << "tfckpt " << command << ": " << f.check << ": " << f.message << "\n";
+  }
+  ReportError(command, absl::DataLossError(StrCat(out, ": ", what, " does not validate")));
+  return kExitCheckFailed;
+}
+
+std::optional<uint64_t> ParseByteSize(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  double value = 0;
+  if (i == 0 || !absl::SimpleAtod(std::string(text.substr(0, i)), &value) || value < 0) return std::nullopt;
+  std::string unit(text.substr(i));
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  double scale = 1;
+  if (!unit.empty() && unit != "B") {
+    const std::string units = "KMGT";
+    const size_t k = units.find(unit[0]);
+    if (k == std::string::npos) return std::nullopt;
+    const std::string rest = unit.substr(1);
+    if (!rest.empty() && rest != "B" && rest != "IB") return std::nullopt;
+    for (size_t n = 0; n <= k; ++n) scale *= 1024;
+  }
+  const double bytes = value * scale;
+  if (bytes >= 1.8e19) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
 }
 
 }  // namespace tfckpt::cli

@@ -1,7 +1,9 @@
 // Shared by the subcommands: exit codes, error reporting, small formatting helpers.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +32,15 @@ std::string HumanBytes(uint64_t bytes);
 // Keeps `object` alive until the process exits and never destroys it: a CLI run ends
 // right after, and tearing down large parsed checkpoints only costs time.
 void KeepUntilExit(std::shared_ptr<const void> object);
+
+// Validates a checkpoint a command just wrote: kExitOk when it is clean; otherwise prints
+// each error finding and one error line ("OUT: WHAT does not validate") and returns the
+// exit code (1, or 3 when it cannot be read at all).
+int VerifyOutput(std::string_view command, const std::string& out, std::string_view what);
+
+// "123", "64K", "1.5G", "512MiB", "2GB": bytes, with K/M/G/T meaning powers of 1024.
+// nullopt when the text is not a size.
+std::optional<uint64_t> ParseByteSize(std::string_view text);
 
 // True when `s` is valid UTF-8.
 bool IsValidUtf8(std::string_view s);

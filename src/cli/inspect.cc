@@ -18,6 +18,15 @@
 namespace tfckpt::cli {
 namespace {
 
+const char* FormatName(Format f) {
+  switch (f) {
+    case Format::kV2: return "v2";
+    case Format::kV1: return "v1";
+    case Format::kSafetensors: return "safetensors";
+  }
+  return "?";
+}
+
 struct InspectArgs {
   std::string ckpt;
   bool json = false;
@@ -113,9 +122,9 @@ absl::Status AppendTensorJson(const Checkpoint& c, const TensorEntry& t, const I
   AppendShape(out, t.shape);
   StrAppend(out, ", \"bytes\": ", t.bytes);
   auto location = [&](const StoredSlice& s, bool crc) {
-    if (info.format == Format::kV2) {
+    if (info.format != Format::kV1) {
       StrAppend(out, ", \"shard\": ", s.data.shard, ", \"offset\": ", s.data.offset, ", \"size\": ", s.data.size);
-      if (crc) StrAppend(out, ", \"crc32c\": ", s.data.masked_crc);
+      if (crc && info.format == Format::kV2) StrAppend(out, ", \"crc32c\": ", s.data.masked_crc);
     } else {
       *out += ", \"file\": ";
       AppendJsonString(out, info.v1_files[s.data.v1_file]);
@@ -231,8 +240,8 @@ int RunInspect(const InspectArgs& a) {
       out += ",\n";
     };
     field("path", info.prefix);
-    field("format", info.format == Format::kV2 ? "v2" : "v1");
-    field("num_shards", info.format == Format::kV2 ? info.num_shards : static_cast<int32_t>(info.v1_files.size()));
+    field("format", FormatName(info.format));
+    field("num_shards", info.format != Format::kV1 ? info.num_shards : static_cast<int32_t>(info.v1_files.size()));
     field("endianness", info.big_endian ? "big" : "little");
     field("total_bytes", total);
     out += "  \"tensors\": [";
@@ -268,9 +277,12 @@ int RunInspect(const InspectArgs& a) {
 
   if (a.tensors.empty() && !a.stats) {
   // Header line, then the table.
-  const size_t files = info.format == Format::kV2 ? info.data_files.size() : info.v1_files.size();
-  std::cout << absl::StrFormat("%s checkpoint %s: %d %s, %d tensors, %s (%d bytes)\n",
-                               info.format == Format::kV2 ? "V2" : "V1", info.prefix, files,
+  const size_t files = info.format != Format::kV1 ? info.data_files.size() : info.v1_files.size();
+  std::cout << absl::StrFormat("%s %s: %d %s, %d tensors, %s (%d bytes)\n",
+                               info.format == Format::kV2   ? "V2 checkpoint"
+                               : info.format == Format::kV1 ? "V1 checkpoint"
+                                                            : "safetensors",
+                               info.prefix, files,
                                info.format == Format::kV2 ? (files == 1 ? "data file" : "data files")
                                                           : (files == 1 ? "file" : "files"),
                                c.tensors().size(), HumanBytes(total), total);

@@ -24,7 +24,9 @@ int main(int argc, char** argv) {
       "  tfckpt inspect model.ckpt-1000 --tensor dense/kernel --stats\n"
       "  tfckpt validate model.ckpt-1000 --json\n"
       "  tfckpt validate resharded/model --against model.ckpt-1000\n"
-      "  tfckpt reshard model.ckpt-1000 -o ps3/model.ckpt-1000 --partition fixed:3\n\n"
+      "  tfckpt reshard model.ckpt-1000 -o ps3/model.ckpt-1000 --partition fixed:3\n"
+      "  tfckpt merge bert/model.ckpt -o serve/model.ckpt --drop-optimizer\n"
+      "  tfckpt convert model.ckpt-1000 -o model.safetensors\n\n"
       "Run 'tfckpt COMMAND --help' for a command's options; 'man tfckpt' for more.");
 
   std::vector<std::function<int()>> runners;
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   runners.push_back(AddValidate(app));
   runners.push_back(AddReshard(app));
   runners.push_back(AddMerge(app));
+  runners.push_back(AddConvert(app));
   subs = app.get_subcommands({});
 
   try {

@@ -36,19 +36,6 @@ struct MergeArgs {
   }
 };
 
-int Verify(const std::string& out) {
-  auto v = Validate(out, {});
-  if (!v.ok()) return ReportError("merge", v.status());
-  if (!v->ok(false)) {
-    for (const Finding& f : v->findings) {
-      if (f.severity == Severity::kError) std::cerr << "tfckpt merge: " << f.check << ": " << f.message << "\n";
-    }
-    ReportError("merge", absl::DataLossError(StrCat(out, ": merged checkpoint does not validate")));
-    return kExitCheckFailed;
-  }
-  return kExitOk;
-}
-
 int RunCombine(const MergeArgs& a, const std::vector<std::string>& inputs, const std::string& out) {
   const char* cmd = "merge";
   if (a.move) return ReportError(cmd, absl::InvalidArgumentError("--move only applies to a plain merge (no edits)"));
@@ -93,7 +80,7 @@ int RunCombine(const MergeArgs& a, const std::vector<std::string>& inputs, const
   }
   bool verified = false;
   if (!a.dry_run && !a.no_verify) {
-    if (int rc = Verify(out); rc != kExitOk) return rc;
+    if (int rc = VerifyOutput(cmd, out, "merged checkpoint"); rc != kExitOk) return rc;
     verified = true;
   }
   if (a.json) {
@@ -179,7 +166,7 @@ int RunMerge(const MergeArgs& a) {
   if (!report.ok()) return ReportError(cmd, report.status());
   bool verified = false;
   if (!a.no_verify) {
-    if (int rc = Verify(out); rc != kExitOk) return rc;
+    if (int rc = VerifyOutput(cmd, out, "merged checkpoint"); rc != kExitOk) return rc;
     verified = true;
   }
   if (a.json) {

@@ -575,6 +575,10 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
       ct.dtype = o.sources.back().t->dtype;
       ct.shape = o.sources.back().t->shape;
       ct.bytes = o.sources.back().t->bytes;
+      if (auto cast = options.casts.find(ct.dtype); cast != options.casts.end() && o.kind == Kind::kCopy) {
+        ct.dtype = cast->second;
+        ct.bytes = static_cast<uint64_t>(NumElements(ct.shape).value_or(0)) * LookupDType(ct.dtype)->element_size;
+      }
     }
     report.bytes += ct.bytes;
     report.tensors.push_back(std::move(ct));
@@ -610,7 +614,7 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
         const Candidate& src = o.sources.back();
         const StoredSlice& sl = src.t->slices[w.slice];
         auto& copier = copiers[src.input];
-        if (!copier) copier = std::make_unique<PieceCopier>(*cs[src.input], *writer, progress);
+        if (!copier) copier = std::make_unique<PieceCopier>(*cs[src.input], *writer, progress, options.casts);
         TFCKPT_RETURN_IF_ERROR(copier->Write(*src.t, PlannedPiece{sl.region, file, sl.data.size}, o.name));
       }
     }

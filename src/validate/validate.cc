@@ -150,7 +150,7 @@ void CheckEntries(const Checkpoint& c, std::vector<Finding>* out, std::vector<bo
     }
     for (const auto& s : t.slices) {
       bool ok = t.defect.empty();
-      if (info.format == Format::kV2 && ok) {
+      if (info.format != Format::kV1 && ok) {
         const int64_t fsize = sizes[s.data.shard];
         if (fsize < 0) {
           ok = false;  // reported as files.missing-data
@@ -204,7 +204,7 @@ uint64_t CheckData(const Checkpoint& c, const std::vector<Piece>& pieces, int jo
     const DTypeInfo* dt = LookupDType(p.t->dtype);
     const absl::Status st = c.VerifyCrc(*p.t, *p.s, &buf);
     if (st.ok()) {
-      bytes += info.format == Format::kV2 ? p.s->data.size
+      bytes += info.format != Format::kV1 ? p.s->data.size
                                           : static_cast<uint64_t>(p.s->region.num_elements()) * (dt ? dt->element_size : 0);
       return;
     }
@@ -360,8 +360,9 @@ absl::StatusOr<ValidateReport> Validate(const std::string& spec, const ValidateO
   report.path = resolved->prefix;
   std::vector<Finding>& out = report.findings;
   if (!resolved->state_dir.empty()) CheckStateFile(resolved->state_dir, resolved->notes, &out);
-  auto opened = resolved->format == Format::kV2 ? Checkpoint::OpenV2(resolved->prefix, &out)
-                                                : Checkpoint::OpenV1(resolved->prefix, resolved->v1_files, &out);
+  auto opened = resolved->format == Format::kV2            ? Checkpoint::OpenV2(resolved->prefix, &out)
+                : resolved->format == Format::kSafetensors ? Checkpoint::OpenSafetensors(resolved->prefix)
+                                                           : Checkpoint::OpenV1(resolved->prefix, resolved->v1_files, &out);
   if (!opened.ok()) {
     if (absl::IsDataLoss(opened.status())) {
       out.push_back(FindingOf(opened.status()));

@@ -1,0 +1,99 @@
+// The safetensors format (Hugging Face): one file is
+//
+//   8 bytes   N, little-endian uint64: length of the header
+//   N bytes   JSON object, padded with spaces: per tensor {"dtype", "shape",
+//             "data_offsets": [begin, end]} (offsets relative to the data), and an
+//             optional "__metadata__" object of string values
+//   the data  tensors packed densely, row-major, little-endian: sorted by begin, the
+//             first at 0, each next one starting where the previous ended, the last
+//             ending at the end of the file; no holes, no overlaps
+//
+// A sharded set is NAME-00001-of-0000K.safetensors files plus NAME.safetensors.index.json:
+// {"metadata": {...}, "weight_map": {tensor: file name}}.
+//
+// Reading is strict, as the reference implementation: a header longer than 100 MB or than
+// the file, JSON that does not parse or is not an object, a duplicate or unknown key, an
+// unknown dtype, a negative or non-integer dim, a size that does not match dtype x shape,
+// and ranges that overlap, leave holes or run outside the file are each an error naming
+// the file and the tensor.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tfckpt/file.h"
+#include "tfckpt/region.h"
+
+namespace tfckpt {
+
+inline constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;
+
+// safetensors dtype name <-> TensorFlow DataType value. Complex128, strings, variants and
+// quantized types have no safetensors name.
+std::optional<int32_t> SafetensorsDType(std::string_view name);
+std::optional<std::string_view> SafetensorsDTypeName(int32_t dtype);
+
+struct SafetensorsTensor {
+  std::string name;
+  int32_t dtype = 0;
+  Shape shape;
+  uint64_t begin = 0, end = 0;  // relative to the data start
+};
+
+struct SafetensorsHeader {
+  uint64_t data_start = 0;  // 8 + N
+  std::vector<SafetensorsTensor> tensors;  // in order of begin
+  std::map<std::string, std::string> metadata;
+};
+
+// Parses and checks `header` (the N JSON bytes) of a file whose data part has
+// `data_size` bytes. `file` names the file in errors.
+absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view header, uint64_t data_size,
+                                                         const std::string& file);
+
+// Reads the header of the file `path` (8 + N bytes) and checks it against the file size.
+absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path);
+
+// A sharded set's index: tensor name -> file (relative to the index's directory).
+struct SafetensorsIndex {
+  std::map<std::string, std::string> weight_map;
+  std::map<std::string, std::string> metadata;  // string values only
+};
+absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path);
+
+// Writes one safetensors file: the header is written first (the tensors, their dtypes and
+// shapes are declared up front, in order), then each tensor's bytes in that order through
+// Append/AppendFrom. Atomic: the file appears under its name only at Commit().
+class SafetensorsWriter {
+ public:
+  struct Entry {
+    std::string name;
+    int32_t dtype = 0;
+    Shape shape;
+  };
+  // REQUIRES: every dtype has a safetensors name; names unique.
+  static absl::StatusOr<std::unique_ptr<SafetensorsWriter>> Create(const std::string& path,
+                                                                   const std::vector<Entry>& entries,
+                                                                   const std::map<std::string, std::string>& metadata);
+  absl::Status Append(std::string_view bytes);
+  absl::Status AppendFrom(int src_fd, uint64_t src_offset, uint64_t n);
+  // Closes the temporary. REQUIRES: exactly the declared bytes appended.
+  absl::Status Finish();
+  // Renames the file into place. REQUIRES: Finish() succeeded.
+  absl::Status Commit();
+  uint64_t data_size() const { return data_size_; }
+
+  // Bytes of `e`'s data.
+  static uint64_t EntryBytes(const Entry& e);
+
+ private:
+  std::unique_ptr<OutputFile> out_;
+  uint64_t header_end_ = 0, data_size_ = 0;
+};
+
+}  // namespace tfckpt

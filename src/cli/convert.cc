@@ -1,0 +1,218 @@
+// tfckpt convert: safetensors, NumPy .npz, V1 -> V2, dtype casts, TF -> TF edits.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "commands.h"
+#include "common.h"
+#include "progress.h"
+#include "tfckpt/combine.h"
+#include "tfckpt/convert.h"
+#include "tfckpt/reshard.h"
+#include "tfckpt/status.h"
+#include "tfckpt/validate.h"
+
+namespace tfckpt::cli {
+namespace {
+
+struct ConvertArgs {
+  std::string src, out, to;
+  std::vector<std::string> casts, include, exclude, renames, partitions;
+  std::string max_file_size;
+  bool strict = false, force = false, no_verify = false, json = false, quiet = false;
+  int jobs = 0;
+};
+
+std::string TargetFormat(const ConvertArgs& a) {
+  if (!a.to.empty()) return a.to;
+  if (absl::EndsWith(a.out, ".safetensors")) return "safetensors";
+  if (absl::EndsWith(a.out, ".npz")) return "npz";
+  return "tf";
+}
+
+int RunConvert(const ConvertArgs& a) {
+  const char* cmd = "convert";
+  const std::string format = TargetFormat(a);
+  std::map<int32_t, int32_t> casts;
+  for (const auto& text : a.casts) {
+    auto c = ParseCast(text);
+    if (!c.ok()) return ReportError(cmd, c.status());
+    casts[c->first] = c->second;
+  }
+  std::vector<RenameRule> renames;
+  for (const auto& r : a.renames) {
+    auto rule = ParseRenameRule(r);
+    if (!rule.ok()) return ReportError(cmd, rule.status());
+    renames.push_back(*rule);
+  }
+  uint64_t max_file_size = 0;
+  if (!a.max_file_size.empty()) {
+    auto n = ParseByteSize(a.max_file_size);
+    if (!n || *n == 0) {
+      return ReportError(cmd, absl::InvalidArgumentError(StrCat("--max-file-size \"", a.max_file_size, "\": not a size")));
+    }
+    if (format != "safetensors") {
+      return ReportError(cmd, absl::InvalidArgumentError("--max-file-size applies to safetensors output"));
+    }
+    max_file_size = *n;
+  }
+  if (!a.partitions.empty() && format != "tf") {
+    return ReportError(cmd, absl::InvalidArgumentError("--partition applies to TensorFlow output"));
+  }
+  std::unique_ptr<Progress> progress;
+  auto start = [&](uint64_t total) {
+    progress = std::make_unique<Progress>(total, !a.quiet && !a.json);
+    return progress->counter();
+  };
+  nlohmann::ordered_json j{{"output", a.out}, {"format", format}};
+  std::vector<std::string> skipped, notes;
+  int64_t tensors = 0;
+  uint64_t bytes = 0;
+  bool verified = false;
+  if (format == "tf") {
+    if (!a.partitions.empty()) {
+      if (!casts.empty() || !renames.empty() || !a.include.empty() || !a.exclude.empty()) {
+        return ReportError(cmd, absl::InvalidArgumentError(
+                                    "--partition cannot be combined with --cast/--rename/--include/--exclude "
+                                    "(convert first, then reshard)"));
+      }
+      auto c = Checkpoint::Open(a.src);
+      if (!c.ok()) return ReportError(cmd, c.status());
+      ReshardOptions ro;
+      for (const auto& text : a.partitions) {
+        auto rule = ParsePartitionRule(text);
+        if (!rule.ok()) return ReportError(cmd, rule.status());
+        ro.rules.push_back(*rule);
+      }
+      ro.policy.kind = Policy::Kind::kSingle;
+      auto plan = PlanReshard(**c, ro);
+      if (!plan.ok()) return ReportError(cmd, plan.status());
+      uint64_t total = 0;
+      for (auto b : plan->file_bytes) total += b;
+      ExecuteOptions eo;
+      eo.jobs = a.jobs;
+      eo.overwrite = a.force;
+      eo.progress = start(total);
+      absl::Status s = ExecutePlan(**c, *plan, a.out, eo);
+      progress.reset();
+      if (!s.ok()) return ReportError(cmd, s);
+      tensors = static_cast<int64_t>(plan->tensors.size());
+      bytes = total;
+      notes = plan->notes;
+      KeepUntilExit(std::shared_ptr<const void>(std::move(*c)));
+    } else {
+      CombineOptions o;
+      o.include = a.include;
+      o.exclude = a.exclude;
+      o.renames = renames;
+      o.casts = casts;
+      o.overwrite = a.force;
+      o.jobs = a.jobs;
+      o.start_progress = start;
+      auto r = CombineCheckpoints({a.src}, a.out, o);
+      progress.reset();
+      if (!r.ok()) return ReportError(cmd, r.status());
+      tensors = static_cast<int64_t>(r->tensors.size());
+      bytes = r->bytes;
+      notes = r->notes;
+    }
+    if (!a.no_verify) {
+      if (int rc = VerifyOutput(cmd, a.out, "converted checkpoint"); rc != kExitOk) return rc;
+      verified = true;
+    }
+    j["files"] = nlohmann::ordered_json::array({a.out + ".index"});
+  } else {
+    auto c = Checkpoint::Open(a.src);
+    if (!c.ok()) return ReportError(cmd, c.status());
+    ConvertOptions o;
+    o.include = a.include;
+    o.exclude = a.exclude;
+    o.renames = renames;
+    o.casts = casts;
+    o.max_file_size = max_file_size;
+    o.strict = a.strict;
+    o.overwrite = a.force;
+    o.start_progress = start;
+    auto r = format == "safetensors" ? WriteSafetensors(**c, a.out, o) : WriteNpz(**c, a.out, o);
+    progress.reset();
+    if (!r.ok()) return ReportError(cmd, r.status());
+    tensors = r->tensors;
+    bytes = r->bytes;
+    skipped = r->skipped;
+    notes = r->notes;
+    j["files"] = r->files;
+    if (!a.no_verify && format == "safetensors") {
+      // Read back what was written with the strict reader: every header and range.
+      auto back = Checkpoint::Open(r->files.back());
+      if (!back.ok()) return ReportError(cmd, back.status());
+      if (static_cast<int64_t>((*back)->tensors().size()) != tensors) {
+        return ReportError(cmd, absl::InternalError(StrCat("bug: ", a.out, " reads back with ",
+                                                           (*back)->tensors().size(), " tensors, wrote ", tensors)));
+      }
+      verified = true;
+    }
+    KeepUntilExit(std::shared_ptr<const void>(std::move(*c)));
+  }
+  if (a.json) {
+    j["tensors"] = tensors;
+    j["bytes"] = bytes;
+    j["skipped"] = skipped;
+    j["notes"] = notes;
+    j["verified"] = verified;
+    std::cout << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    return kExitOk;
+  }
+  if (!skipped.empty()) {
+    Warn(cmd, StrCat("skipped ", skipped.size(), " tensor(s) ", format, " cannot hold (--strict makes this an error): ",
+                     absl::StrJoin(skipped, "; ")));
+  }
+  for (const auto& n : notes) std::cerr << "tfckpt convert: note: " << n << "\n";
+  std::cout << absl::StrFormat("wrote %s (%s): %d tensors, %s%s\n", a.out, format, tensors, HumanBytes(bytes),
+                               verified ? ", verified" : "");
+  return kExitOk;
+}
+
+}  // namespace
+
+std::function<int()> AddConvert(CLI::App& app) {
+  auto args = std::make_shared<ConvertArgs>();
+  CLI::App* sub = app.add_subcommand("convert", "Convert to and from safetensors, to NumPy .npz, V1 to V2, cast dtypes");
+  sub->add_option("SRC", args->src, "TF V2 or V1 checkpoint, a .safetensors file or a *.safetensors.index.json set")
+      ->required();
+  sub->add_option("-o,--output", args->out, "Output: a .safetensors or .npz path, or a TF prefix")->required();
+  sub->add_option("--to", args->to, "Output format (default: from the extension of -o, else tf)")
+      ->check(CLI::IsMember({"tf", "safetensors", "npz"}));
+  sub->add_option("--cast", args->casts,
+                  "FROM=TO on every tensor of dtype FROM: float32=bfloat16, float32=float16, float32=float64, "
+                  "bfloat16=float32, float16=float32, float64=float32 (repeatable)");
+  sub->add_option("--include", args->include, "Keep only tensors whose name matches REGEX (repeatable)");
+  sub->add_option("--exclude", args->exclude, "Drop tensors whose name matches REGEX (repeatable)");
+  sub->add_option("--rename", args->renames, "REGEX=REPLACEMENT on tensor names, in order (repeatable)");
+  sub->add_option("--max-file-size", args->max_file_size,
+                  "safetensors: split into NAME-0000i-of-0000K.safetensors files of at most BYTES (K/M/G suffixes) "
+                  "plus NAME.safetensors.index.json");
+  sub->add_option("--partition", args->partitions, "TF output: [REGEX=]SPEC rules of 'tfckpt reshard' (repeatable)");
+  sub->add_flag("--strict", args->strict, "A tensor the output format cannot hold is an error, not a warning");
+  sub->add_flag("--force", args->force, "Replace existing output");
+  sub->add_flag("--no-verify", args->no_verify, "Skip checking the output");
+  sub->add_flag("--json", args->json, "Machine-readable result");
+  sub->add_option("-j,--jobs", args->jobs, "TF output: data files written in parallel (default: cores)");
+  sub->add_flag("-q,--quiet", args->quiet, "No progress bar");
+  sub->footer(
+      "Examples:\n"
+      "  tfckpt convert model.ckpt-1000 -o model.safetensors\n"
+      "  tfckpt convert model.ckpt-1000 -o model.safetensors --max-file-size 5G\n"
+      "  tfckpt convert model.ckpt-1000 -o weights.npz --cast bfloat16=float32\n"
+      "  tfckpt convert model.safetensors -o tf/model.ckpt --partition 'embedding=fixed:4'\n"
+      "  tfckpt convert old/model.ckpt -o v2/model.ckpt                # V1 -> V2\n"
+      "  tfckpt convert model.ckpt -o bf16/model.ckpt --cast float32=bfloat16\n\n"
+      "Exit codes: 0 ok, 1 the output does not validate, 2 usage error or refused request (bfloat16\n"
+      "to npz without a cast, --strict with tensors the format cannot hold, existing output), 3\n"
+      "unreadable or corrupt input (including malformed safetensors headers).");
+  return [args] { return RunConvert(*args); };
+}
+
+}  // namespace tfckpt::cli

@@ -1,0 +1,480 @@
+// tfckpt convert: safetensors and .npz writers (see convert.h).
+#include "tfckpt/convert.h"
+
+#include <zip.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tfckpt/dtype.h"
+#include "tfckpt/file.h"
+#include "tfckpt/float_convert.h"
+#include "tfckpt/object_graph.h"
+#include "tfckpt/reshard.h"
+#include "tfckpt/safetensors.h"
+#include "tfckpt/status.h"
+#include "tfckpt/tensor_encoding.h"
+
+namespace tfckpt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Planned {
+  const TensorEntry* t = nullptr;
+  std::string name;   // in the output
+  int32_t dtype = 0;  // in the output (after casts)
+  uint64_t bytes = 0; // in the output (strings: payload estimate)
+};
+
+// Tensors that pass the rules, renamed and cast; `refuse(t, dtype)` gives why the format
+// cannot hold one ("" when it can).
+absl::StatusOr<std::vector<Planned>> PlanTensors(const Checkpoint& c, const ConvertOptions& options,
+                                                 const std::function<std::string(const TensorEntry&, int32_t)>& refuse,
+                                                 ConvertReport* report) {
+  TFCKPT_ASSIGN_OR_RETURN(NameRules rules, NameRules::Create(options.include, options.exclude, options.renames));
+  std::vector<Planned> out;
+  std::map<std::string, std::string> taken;  // output name -> input name
+  for (const TensorEntry& t : c.tensors()) {
+    if (!rules.Selected(t.name)) continue;
+    if (!t.defect.empty()) {
+      return DataLossAt(t.defect_check, c.info().format == Format::kV2 ? c.info().index_path : c.info().prefix, t.name,
+                        -1, t.defect);
+    }
+    Planned p;
+    p.t = &t;
+    p.name = rules.Rename(t.name);
+    auto cast = options.casts.find(t.dtype);
+    p.dtype = cast == options.casts.end() ? t.dtype : cast->second;
+    const std::string why = refuse(t, p.dtype);
+    if (!why.empty()) {
+      report->skipped.push_back(StrCat(t.name, ": ", why));
+      continue;
+    }
+    const DTypeInfo* info = LookupDType(p.dtype);
+    p.bytes = info->element_size > 0 ? static_cast<uint64_t>(NumElements(t.shape).value_or(0)) * info->element_size
+                                     : t.bytes;
+    auto [it, inserted] = taken.emplace(p.name, t.name);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          StrCat("--rename makes \"", it->second, "\" and \"", t.name, "\" both \"", p.name, "\""));
+    }
+    out.push_back(std::move(p));
+  }
+  if (options.strict && !report->skipped.empty()) {
+    return absl::InvalidArgumentError(StrCat("--strict: ", report->skipped.size(), " tensor(s) cannot be converted: ",
+                                             absl::StrJoin(report->skipped, "; ")));
+  }
+  if (out.empty()) return absl::InvalidArgumentError("nothing to write: no tensor passes the filters");
+  std::sort(out.begin(), out.end(), [](const Planned& a, const Planned& b) { return a.name < b.name; });
+  return out;
+}
+
+// Checks the stored CRCs of a tensor whose bytes CopyRegion will gather (it checks only
+// pieces copied whole).
+absl::Status VerifyGathered(const Checkpoint& c, const TensorEntry& t, std::string* buf) {
+  if (t.slices.size() == 1 && t.slices[0].region.Covers(t.shape)) return absl::OkStatus();
+  for (const auto& s : t.slices) TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, s, buf));
+  return absl::OkStatus();
+}
+
+std::string SourceFormat(const Checkpoint& c) {
+  switch (c.info().format) {
+    case Format::kV2: return "tensorflow-v2";
+    case Format::kV1: return "tensorflow-v1";
+    case Format::kSafetensors: return "safetensors";
+  }
+  return "";
+}
+
+absl::Status RefuseExisting(const std::vector<std::string>& paths, bool overwrite) {
+  if (overwrite) return absl::OkStatus();
+  for (const auto& p : paths) {
+    if (FileExists(p)) return absl::AlreadyExistsError(StrCat(p, ": output exists (use --force to replace it)"));
+  }
+  return absl::OkStatus();
+}
+
+class SafetensorsSink : public PieceSink {
+ public:
+  explicit SafetensorsSink(SafetensorsWriter& w) : w_(w) {}
+  absl::Status Append(std::string_view bytes) override { return w_.Append(bytes); }
+  absl::Status AppendFrom(int fd, uint64_t offset, std::string_view bytes) override {
+    return w_.AppendFrom(fd, offset, bytes.size());
+  }
+
+ private:
+  SafetensorsWriter& w_;
+};
+
+class StringSink : public PieceSink {
+ public:
+  explicit StringSink(std::string* out) : out_(out) {}
+  absl::Status Append(std::string_view bytes) override {
+    out_->append(bytes);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string* out_;
+};
+
+// Copies region `r` of `t` into `sink`, casting to `dtype` when it differs.
+absl::Status CopyCast(const Checkpoint& c, const TensorEntry& t, const Region& r, int32_t dtype, PieceSink& sink,
+                      std::string* buf, std::atomic<uint64_t>* progress) {
+  if (dtype == t.dtype) return CopyRegion(c, t, r, sink, buf, progress);
+  CastSink cast(t.dtype, dtype, sink);
+  return CopyRegion(c, t, r, cast, buf, progress);
+}
+
+}  // namespace
+
+absl::StatusOr<std::pair<int32_t, int32_t>> ParseCast(const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos) return absl::InvalidArgumentError(StrCat("--cast \"", text, "\": expected FROM=TO"));
+  auto from = ParseDType(text.substr(0, eq));
+  auto to = ParseDType(text.substr(eq + 1));
+  if (!from || !to) return absl::InvalidArgumentError(StrCat("--cast \"", text, "\": unknown dtype"));
+  if (!CastSupported(static_cast<int32_t>(*from), static_cast<int32_t>(*to))) {
+    return absl::InvalidArgumentError(StrCat("--cast \"", text,
+                                             "\": not offered (float32=bfloat16, float32=float16, float32=float64, "
+                                             "bfloat16=float32, float16=float32, float64=float32)"));
+  }
+  return std::make_pair(static_cast<int32_t>(*from), static_cast<int32_t>(*to));
+}
+
+// ---------------------------------------------------------------------------------------
+// safetensors
+
+absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::string& out,
+                                               const ConvertOptions& options) {
+  ConvertReport report;
+  auto refuse = [](const TensorEntry& t, int32_t dtype) -> std::string {
+    if (t.name == kObjectGraphKey) return "the object graph (no safetensors equivalent)";
+    if (t.dtype == static_cast<int32_t>(DType::kString)) return "string tensor";
+    if (t.dtype == static_cast<int32_t>(DType::kVariant)) return "variant tensor";
+    if (!SafetensorsDTypeName(dtype)) return StrCat(DTypeName(dtype), " has no safetensors dtype");
+    return "";
+  };
+  TFCKPT_ASSIGN_OR_RETURN(std::vector<Planned> plan, PlanTensors(c, options, refuse, &report));
+  // Files: everything in `out`, or packed in name order under max_file_size.
+  std::vector<std::vector<const Planned*>> groups(1);
+  uint64_t in_group = 0;
+  for (const Planned& p : plan) {
+    if (options.max_file_size > 0 && !groups.back().empty() && in_group + p.bytes > options.max_file_size) {
+      groups.emplace_back();
+      in_group = 0;
+    }
+    if (options.max_file_size > 0 && p.bytes > options.max_file_size) {
+      report.notes.push_back(StrCat("\"", p.name, "\" (", p.bytes, " bytes) is larger than --max-file-size; it gets a file of its own"));
+    }
+    groups.back().push_back(&p);
+    in_group += p.bytes;
+  }
+  std::string stem = out;
+  if (absl::EndsWith(stem, ".safetensors")) stem.resize(stem.size() - std::string(".safetensors").size());
+  std::vector<std::string> paths;
+  const std::string index_path = stem + ".safetensors.index.json";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    paths.push_back(groups.size() == 1 ? out
+                                       : StrCat(stem, absl::StrFormat("-%05d-of-%05d.safetensors", i + 1, groups.size())));
+  }
+  std::vector<std::string> all = paths;
+  if (groups.size() > 1) all.push_back(index_path);
+  TFCKPT_RETURN_IF_ERROR(RefuseExisting(all, options.overwrite));
+  uint64_t total = 0;
+  for (const Planned& p : plan) total += p.bytes;
+  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total) : nullptr;
+  const std::map<std::string, std::string> metadata = {
+      {"source", c.info().prefix}, {"source_format", SourceFormat(c)}, {"converted_by", "tfckpt"}};
+  std::vector<std::unique_ptr<SafetensorsWriter>> writers;
+  std::string buf;
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    std::vector<SafetensorsWriter::Entry> entries;
+    for (const Planned* p : groups[i]) entries.push_back({p->name, p->dtype, p->t->shape});
+    TFCKPT_ASSIGN_OR_RETURN(auto w, SafetensorsWriter::Create(paths[i], entries, metadata));
+    SafetensorsSink sink(*w);
+    for (const Planned* p : groups[i]) {
+      TFCKPT_RETURN_IF_ERROR(VerifyGathered(c, *p->t, &buf));
+      TFCKPT_RETURN_IF_ERROR(CopyCast(c, *p->t, Region::Full(p->t->shape), p->dtype, sink, &buf, progress));
+      weight_map[p->name] = fs::path(paths[i]).filename().string();
+      ++report.tensors;
+      report.bytes += p->bytes;
+    }
+    TFCKPT_RETURN_IF_ERROR(w->Finish());
+    writers.push_back(std::move(w));
+  }
+  std::unique_ptr<OutputFile> index;
+  if (groups.size() > 1) {
+    nlohmann::ordered_json j = {{"metadata", {{"total_size", report.bytes}, {"source", c.info().prefix},
+                                              {"source_format", SourceFormat(c)}, {"converted_by", "tfckpt"}}},
+                                {"weight_map", weight_map}};
+    TFCKPT_ASSIGN_OR_RETURN(index, OutputFile::Create(index_path));
+    TFCKPT_RETURN_IF_ERROR(index->Append(j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"));
+    TFCKPT_RETURN_IF_ERROR(index->Close());
+  }
+  for (auto& w : writers) TFCKPT_RETURN_IF_ERROR(w->Commit());
+  if (index) TFCKPT_RETURN_IF_ERROR(index->Commit());
+  report.files = all;
+  return report;
+}
+
+// ---------------------------------------------------------------------------------------
+// npz
+
+namespace {
+
+std::optional<std::string> NpyDescr(int32_t dtype) {
+  switch (static_cast<DType>(dtype)) {
+    case DType::kFloat: return "<f4";
+    case DType::kDouble: return "<f8";
+    case DType::kHalf: return "<f2";
+    case DType::kInt8: return "|i1";
+    case DType::kUInt8: return "|u1";
+    case DType::kInt16: return "<i2";
+    case DType::kUInt16: return "<u2";
+    case DType::kInt32: return "<i4";
+    case DType::kUInt32: return "<u4";
+    case DType::kInt64: return "<i8";
+    case DType::kUInt64: return "<u8";
+    case DType::kBool: return "|b1";
+    case DType::kComplex64: return "<c8";
+    case DType::kComplex128: return "<c16";
+    default: return std::nullopt;
+  }
+}
+
+// The .npy preamble: magic, version, header length, the header dict padded with spaces
+// and ended by '\n' so that the data starts at a multiple of 64.
+std::string NpyHeader(const std::string& descr, const Shape& shape) {
+  std::string dims;
+  for (size_t i = 0; i < shape.size(); ++i) StrAppend(&dims, i ? ", " : "", shape[i]);
+  if (shape.size() == 1) dims += ",";
+  std::string dict = StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (", dims, "), }");
+  const bool v2 = dict.size() + 1 + 10 > 65535;
+  const size_t prefix = v2 ? 12 : 10;
+  const size_t total = (prefix + dict.size() + 1 + 63) / 64 * 64;
+  dict.append(total - prefix - dict.size() - 1, ' ');
+  dict += '\n';
+  std::string out("\x93NUMPY", 6);
+  out += static_cast<char>(v2 ? 2 : 1);
+  out += '\0';
+  const uint32_t len = static_cast<uint32_t>(dict.size());
+  for (size_t i = 0; i < (v2 ? 4u : 2u); ++i) out += static_cast<char>((len >> (8 * i)) & 0xff);
+  return out + dict;
+}
+
+// One archive member, produced on demand while libzip reads it (pull): the .npy header,
+// then the tensor in chunks of about 8 MiB (fixed-size dtypes) or its padded strings.
+struct Member {
+  const Checkpoint* c = nullptr;
+  const Planned* p = nullptr;
+  std::atomic<uint64_t>* progress = nullptr;
+  std::string header;
+  std::vector<Region> chunks;
+  std::string strings;  // the |S<n> bytes of a string tensor
+  uint64_t size = 0;    // of the member
+  // Reading state.
+  size_t next = 0;      // 0 = header, 1 = strings or chunks[0], ...
+  std::string pending;
+  size_t pos = 0;
+  std::string buf;
+  absl::Status status;
+  zip_error_t error;
+
+  absl::Status Fill() {
+    pending.clear();
+    pos = 0;
+    const bool is_string = p->t->dtype == static_cast<int32_t>(DType::kString);
+    if (next == 0) {
+      pending = header;
+    } else if (is_string) {
+      if (next == 1) pending.swap(strings);
+    } else if (next - 1 < chunks.size()) {
+      StringSink sink(&pending);
+      TFCKPT_RETURN_IF_ERROR(CopyCast(*c, *p->t, chunks[next - 1], p->dtype, sink, &buf, progress));
+    }
+    ++next;
+    return absl::OkStatus();
+  }
+
+  zip_int64_t Read(char* data, zip_uint64_t len) {
+    zip_uint64_t done = 0;
+    while (done < len) {
+      if (pos == pending.size()) {
+        if (next > chunks.size() + 1) break;
+        status = Fill();
+        if (!status.ok()) {
+          zip_error_set(&error, ZIP_ER_READ, EIO);
+          return -1;
+        }
+        continue;
+      }
+      const size_t n = static_cast<size_t>(std::min<zip_uint64_t>(len - done, pending.size() - pos));
+      std::memcpy(data + done, pending.data() + pos, n);
+      pos += n;
+      done += n;
+    }
+    return static_cast<zip_int64_t>(done);
+  }
+};
+
+zip_int64_t MemberCallback(void* state, void* data, zip_uint64_t len, zip_source_cmd_t cmd) {
+  Member* m = static_cast<Member*>(state);
+  switch (cmd) {
+    case ZIP_SOURCE_OPEN:
+      m->next = 0;
+      m->pending.clear();
+      m->pos = 0;
+      return 0;
+    case ZIP_SOURCE_READ: return m->Read(static_cast<char*>(data), len);
+    case ZIP_SOURCE_CLOSE: return 0;
+    case ZIP_SOURCE_STAT: {
+      zip_stat_t* st = static_cast<zip_stat_t*>(data);
+      zip_stat_init(st);
+      st->size = m->size;
+      st->mtime = 315532800;  // 1980-01-01: archives do not depend on the clock
+      st->comp_method = ZIP_CM_STORE;
+      st->valid |= ZIP_STAT_SIZE | ZIP_STAT_MTIME;
+      return sizeof(zip_stat_t);
+    }
+    case ZIP_SOURCE_ERROR: return zip_error_to_data(&m->error, data, len);
+    case ZIP_SOURCE_FREE: return 0;
+    case ZIP_SOURCE_SUPPORTS:
+      return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT,
+                                            ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE, -1);
+    default:
+      zip_error_set(&m->error, ZIP_ER_OPNOTSUPP, 0);
+      return -1;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& out, const ConvertOptions& options) {
+  ConvertReport report;
+  std::vector<std::string> refused;
+  auto refuse = [&](const TensorEntry& t, int32_t dtype) -> std::string {
+    if (t.name == kObjectGraphKey) return "the object graph (not a value)";
+    if (t.dtype == static_cast<int32_t>(DType::kVariant)) return "variant tensor";
+    if (t.dtype == static_cast<int32_t>(DType::kString)) return "";
+    if (dtype == static_cast<int32_t>(DType::kBFloat16)) {
+      refused.push_back(t.name);
+      return "";
+    }
+    if (!NpyDescr(dtype)) return StrCat(DTypeName(dtype), " has no NumPy dtype");
+    return "";
+  };
+  TFCKPT_ASSIGN_OR_RETURN(std::vector<Planned> plan, PlanTensors(c, options, refuse, &report));
+  if (!refused.empty()) {
+    return absl::InvalidArgumentError(StrCat("bfloat16 has no NumPy dtype: ", refused.size(), " tensor(s) (",
+                                             refused.front(), refused.size() > 1 ? ", ..." : "",
+                                             "); add --cast bfloat16=float32"));
+  }
+  TFCKPT_RETURN_IF_ERROR(RefuseExisting({out}, options.overwrite));
+  std::vector<std::unique_ptr<Member>> members;
+  uint64_t total = 0;
+  std::string buf;
+  for (const Planned& p : plan) {
+    auto m = std::make_unique<Member>();
+    m->c = &c;
+    m->p = &p;
+    zip_error_init(&m->error);
+    TFCKPT_RETURN_IF_ERROR(VerifyGathered(c, *p.t, &buf));
+    if (p.t->dtype == static_cast<int32_t>(DType::kString)) {
+      // Every element padded with NULs to the longest (numpy strips trailing NULs, so
+      // values that end in one do not read back the same: said in a note).
+      std::vector<std::string_view> all(static_cast<size_t>(NumElements(p.t->shape).value_or(0)));
+      std::vector<TensorBytes> keep;
+      size_t width = 1;
+      bool trailing_nul = false;
+      for (const auto& s : p.t->slices) {
+        TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(*p.t, s, /*verify=*/true));
+        TFCKPT_ASSIGN_OR_RETURN(DecodedElements d, DecodeStrings(b.data, s.region.num_elements()));
+        keep.push_back(std::move(b));
+        const Region full = Region::Full(p.t->shape);
+        ForEachRun(s.region, {&full, &s.region}, [&](const int64_t* off, int64_t n) {
+          for (int64_t i = 0; i < n; ++i) all[off[0] + i] = d.elements[off[1] + i];
+        });
+      }
+      for (auto e : all) {
+        width = std::max(width, e.size());
+        trailing_nul = trailing_nul || (!e.empty() && e.back() == '\0');
+      }
+      if (trailing_nul) report.notes.push_back(StrCat("\"", p.t->name, "\": values ending in NUL bytes lose them in NumPy"));
+      m->strings.reserve(all.size() * width);
+      for (auto e : all) {
+        m->strings.append(e);
+        m->strings.append(width - e.size(), '\0');
+      }
+      m->header = NpyHeader(StrCat("|S", width), p.t->shape);
+      m->size = m->header.size() + m->strings.size();
+    } else {
+      const int esize = LookupDType(p.t->dtype)->element_size;
+      TFCKPT_RETURN_IF_ERROR(ForEachChunk(Region::Full(p.t->shape), esize, 8 << 20, [&](const Region& r) {
+        m->chunks.push_back(r);
+        return absl::OkStatus();
+      }));
+      m->header = NpyHeader(*NpyDescr(p.dtype), p.t->shape);
+      m->size = m->header.size() + p.bytes;
+    }
+    total += m->size;
+    members.push_back(std::move(m));
+  }
+  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total) : nullptr;
+  for (auto& m : members) m->progress = progress;
+  // libzip writes to a temporary beside `out` and renames it into place at zip_close.
+  int err = 0;
+  zip_t* za = zip_open(out.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+  if (za == nullptr) {
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, err);
+    absl::Status s = absl::UnavailableError(StrCat(out, ": cannot create (", zip_error_strerror(&ze), ")"));
+    zip_error_fini(&ze);
+    return s;
+  }
+  for (auto& m : members) {
+    zip_source_t* src = zip_source_function(za, MemberCallback, m.get());
+    if (src == nullptr) {
+      zip_discard(za);
+      return absl::InternalError(StrCat(out, ": ", zip_strerror(za)));
+    }
+    const std::string member = m->p->name + ".npy";
+    const zip_int64_t idx = zip_file_add(za, member.c_str(), src, ZIP_FL_ENC_UTF_8);
+    if (idx < 0) {
+      zip_source_free(src);
+      const std::string why = zip_strerror(za);
+      zip_discard(za);
+      return absl::InvalidArgumentError(StrCat(out, ": member \"", member, "\": ", why));
+    }
+    zip_set_file_compression(za, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0);
+    zip_file_set_mtime(za, static_cast<zip_uint64_t>(idx), 315532800, 0);
+    ++report.tensors;
+    report.bytes += m->p->bytes;
+  }
+  if (zip_close(za) != 0) {
+    for (auto& m : members) {
+      if (!m->status.ok()) {
+        zip_discard(za);
+        return m->status;
+      }
+    }
+    const std::string why = zip_strerror(za);
+    zip_discard(za);
+    return absl::UnavailableError(StrCat(out, ": cannot write the archive (", why, ")"));
+  }
+  report.files = {out};
+  return report;
+}
+
+}  // namespace tfckpt
