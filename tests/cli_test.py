@@ -1117,6 +1117,26 @@ def convert_safetensors_sharded_casts_and_refusals():
         validate_json(o("p4"), "--against", o("part"), code=0)
 
 
+@test()
+def convert_checks_source_crcs():
+    with tempfile.TemporaryDirectory() as d:
+        o = lambda name: os.path.join(d, name)
+        for mode in ("bigpart", "partitioned"):
+            src = o(mode)
+            subprocess.run([MAKE_FIXTURE, mode, src], check=True)
+            run("convert", src, "-o", o(mode + ".safetensors"), code=0)
+            h, b = parse_safetensors(o(mode + ".safetensors"))
+            validate_json(o(mode + ".safetensors"), "--against", src, code=0)
+            # One flipped bit in the second data file: every writer refuses, nothing left.
+            flip(src + ".data-00001-of-00002", 10)
+            for out, extra in (("bad.safetensors", []), ("bad.npz", []), ("badtf", ["--cast", "float32=float64"])):
+                p = run("convert", src, "-o", o(mode + out), *extra, code=3)
+                one_error_line(p, "checksum mismatch", "big" if mode == "bigpart" else "part")
+                assert not [n for n in os.listdir(d) if n.startswith(mode + out)], os.listdir(d)
+            p = run("merge", src, "-o", o(mode + "m"), "--include", ".", code=3)
+            one_error_line(p, "checksum mismatch")
+
+
 def write_safetensors(path, header, data, header_len=None, raw_header=None):
     import struct
     text = raw_header if raw_header is not None else json.dumps(header).encode()

@@ -28,6 +28,9 @@
 //       checkpoint K of an averaging set: "a" [6] float32 = K * i, "h" [2] float16,
 //       "bf" [2] bfloat16, "d" [3] float64, "p" [4, 2] float32 in 2 row slices = K + i,
 //       "step" int64 = 100 * K, "only_k" present when K == 1
+//   make_fixture bigpart PREFIX
+//       "big" [1024, 256] float32 (1 MiB, element i = i) in 4 row slices over 2 data files:
+//       slices large enough to be copied in-kernel
 //   make_fixture mutate MODE SRC_PREFIX DST_PREFIX
 //       copies SRC's data files and writes a changed index: drop-slice (the first
 //       slice-key entry), size (first fixed-size plain entry's size + 4), dtype (its
@@ -347,7 +350,7 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1], prefix = argv[2];
   tfckpt::BundleWriterOptions o;
-  o.num_shards = mode == "partitioned" ? 2 : 1;
+  o.num_shards = mode == "partitioned" || mode == "bigpart" ? 2 : 1;
   auto w = tfckpt::BundleWriter::Create(prefix, o);
   Check(w.status());
   if (mode == "non_utf8") {
@@ -363,6 +366,14 @@ int main(int argc, char** argv) {
       Check((*w)->AddSlice("part", 1, {10, 3}, tfckpt::Region{{at, 0}, {rows[i], 3}},
                            std::string_view(all).substr(at * 12, rows[i] * 12), i % 2));
       at += rows[i];
+    }
+  } else if (mode == "bigpart") {
+    std::vector<float> v(1024 * 256);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+    const std::string_view all(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+    for (int i = 0; i < 4; ++i) {
+      Check((*w)->AddSlice("big", 1, {1024, 256}, tfckpt::Region{{256 * i, 0}, {256, 256}},
+                           all.substr(static_cast<size_t>(i) * 256 * 256 * 4, 256 * 256 * 4), i % 2));
     }
   } else if (mode == "kinds") {
     Check((*w)->Add("half", 19, {3}, Pod<uint16_t>({0x3C00, 0xC000, 0x3555})));   // 1, -2, 0.333

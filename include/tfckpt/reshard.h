@@ -104,25 +104,28 @@ class CastSink : public PieceSink {
 // Streams the bytes of `region` of the fixed-size tensor `t` into `sink`, in row-major
 // order of the region: stored pieces that hold long contiguous runs are handed over with
 // AppendFrom (in-kernel copies), others are gathered through `buffer` (bounded, about
-// 8 MiB). When the region is exactly one stored V2 piece its CRC is checked over the bytes
-// that moved, at no extra read; gathered pieces are not checked here (callers verify).
-// `progress`, when given, advances by the bytes copied.
+// 8 MiB). A stored V2 piece that moves whole (the region is that piece, or the piece is
+// one contiguous run of it) has its CRC checked over the bytes that moved, at no extra
+// read. With `verify_sources`, every other piece the region reads is checked first
+// (VerifyCrc); without, those are left to the caller (reshard compares the output with
+// the input afterwards). `progress`, when given, advances by the bytes copied.
 // REQUIRES: region inside t.shape; t's element size > 0.
 absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region& region, PieceSink& sink,
-                        std::string* buffer, std::atomic<uint64_t>* progress = nullptr);
+                        std::string* buffer, std::atomic<uint64_t>* progress = nullptr,
+                        bool verify_sources = false);
 
 class BundleWriter;
 
 // Copies pieces of tensors of one checkpoint into a BundleWriter (CopyRegion for
 // fixed-size dtypes; string pieces are re-encoded, others copied whole). The entry is
 // written under `out_name` (default: t.name); `casts` (dtype -> dtype, CastSupported)
-// converts the tensors of those dtypes on the way.
+// converts the tensors of those dtypes on the way; `verify_sources` as in CopyRegion.
 // Thread safety: one copier per thread; see BundleWriter for shards.
 class PieceCopier {
  public:
   PieceCopier(const Checkpoint& c, BundleWriter& w, std::atomic<uint64_t>* progress = nullptr,
-              std::map<int32_t, int32_t> casts = {})
-      : c_(c), w_(w), progress_(progress), casts_(std::move(casts)) {}
+              std::map<int32_t, int32_t> casts = {}, bool verify_sources = false)
+      : c_(c), w_(w), progress_(progress), casts_(std::move(casts)), verify_sources_(verify_sources) {}
   // REQUIRES: piece.region within t.shape; t's slices belong to the checkpoint given.
   absl::Status Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name = {});
 
@@ -134,6 +137,7 @@ class PieceCopier {
   BundleWriter& w_;
   std::atomic<uint64_t>* progress_;
   std::map<int32_t, int32_t> casts_;
+  bool verify_sources_;
   std::string buf_;
 };
 

@@ -79,14 +79,6 @@ absl::StatusOr<std::vector<Planned>> PlanTensors(const Checkpoint& c, const Conv
   return out;
 }
 
-// Checks the stored CRCs of a tensor whose bytes CopyRegion will gather (it checks only
-// pieces copied whole).
-absl::Status VerifyGathered(const Checkpoint& c, const TensorEntry& t, std::string* buf) {
-  if (t.slices.size() == 1 && t.slices[0].region.Covers(t.shape)) return absl::OkStatus();
-  for (const auto& s : t.slices) TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, s, buf));
-  return absl::OkStatus();
-}
-
 std::string SourceFormat(const Checkpoint& c) {
   switch (c.info().format) {
     case Format::kV2: return "tensorflow-v2";
@@ -131,9 +123,9 @@ class StringSink : public PieceSink {
 // Copies region `r` of `t` into `sink`, casting to `dtype` when it differs.
 absl::Status CopyCast(const Checkpoint& c, const TensorEntry& t, const Region& r, int32_t dtype, PieceSink& sink,
                       std::string* buf, std::atomic<uint64_t>* progress) {
-  if (dtype == t.dtype) return CopyRegion(c, t, r, sink, buf, progress);
+  if (dtype == t.dtype) return CopyRegion(c, t, r, sink, buf, progress, /*verify_sources=*/true);
   CastSink cast(t.dtype, dtype, sink);
-  return CopyRegion(c, t, r, cast, buf, progress);
+  return CopyRegion(c, t, r, cast, buf, progress, /*verify_sources=*/true);
 }
 
 }  // namespace
@@ -205,7 +197,6 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
     TFCKPT_ASSIGN_OR_RETURN(auto w, SafetensorsWriter::Create(paths[i], entries, metadata));
     SafetensorsSink sink(*w);
     for (const Planned* p : groups[i]) {
-      TFCKPT_RETURN_IF_ERROR(VerifyGathered(c, *p->t, &buf));
       TFCKPT_RETURN_IF_ERROR(CopyCast(c, *p->t, Region::Full(p->t->shape), p->dtype, sink, &buf, progress));
       weight_map[p->name] = fs::path(paths[i]).filename().string();
       ++report.tensors;
@@ -390,7 +381,6 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
     m->c = &c;
     m->p = &p;
     zip_error_init(&m->error);
-    TFCKPT_RETURN_IF_ERROR(VerifyGathered(c, *p.t, &buf));
     if (p.t->dtype == static_cast<int32_t>(DType::kString)) {
       // Every element padded with NULs to the longest (numpy strips trailing NULs, so
       // values that end in one do not read back the same: said in a note).

@@ -545,7 +545,7 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
     std::string serialized;
     g.SerializeToString(&serialized);
     EncodeStrings({std::string_view(serialized)}, &o.graph_payload);
-    o.graph_source = {*graph_input, cs[*graph_input]->Find(kObjectGraphKey)};
+    o.graph_source = {graph_input.value(), cs[graph_input.value()]->Find(kObjectGraphKey)};
     o.origin = StrCat("object graph of ", inputs[*graph_input]);
     outs.emplace(o.name, std::move(o));
   }
@@ -614,7 +614,8 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
         const Candidate& src = o.sources.back();
         const StoredSlice& sl = src.t->slices[w.slice];
         auto& copier = copiers[src.input];
-        if (!copier) copier = std::make_unique<PieceCopier>(*cs[src.input], *writer, progress, options.casts);
+        if (!copier) copier = std::make_unique<PieceCopier>(*cs[src.input], *writer, progress, options.casts,
+                                                       /*verify_sources=*/true);
         TFCKPT_RETURN_IF_ERROR(copier->Write(*src.t, PlannedPiece{sl.region, file, sl.data.size}, o.name));
       }
     }

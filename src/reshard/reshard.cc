@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <tuple>
 
 #include "absl/strings/numbers.h"
@@ -459,7 +460,7 @@ absl::Status CastSink::Append(std::string_view bytes) {
 }
 
 absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region& region, PieceSink& sink,
-                        std::string* buffer, std::atomic<uint64_t>* counter) {
+                        std::string* buffer, std::atomic<uint64_t>* counter, bool verify_sources) {
   const DTypeInfo* info = LookupDType(t.dtype);
   if (info == nullptr || info->element_size == 0) {
     return absl::InternalError(StrCat("bug: CopyRegion on variable-size tensor \"", t.name, "\""));
@@ -485,9 +486,11 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
       min_run = std::min(min_run, rp.count);
       total_runs += rp.runs;
     }
-    if (ci.format == Format::kV2 && !ci.big_endian && total_runs > 0 && min_run >= kDirectRun / esize) {
-      // Large contiguous runs: each moves in-kernel, in the piece's order; the CRC comes
-      // from a pread of the same bytes.
+    const bool has_crc = ci.format == Format::kV2 && !ci.big_endian;
+    if (ci.format != Format::kV1 && !ci.big_endian && total_runs > 0 && min_run >= kDirectRun / esize) {
+      // Large contiguous runs: each moves in-kernel, in the piece's order. A run that is a
+      // whole stored piece has that piece's CRC checked over a window of the mapping as
+      // it goes; other pieces are checked beforehand when asked to.
       struct Run {
         int64_t dst, src, n;
         const StoredSlice* s;
@@ -500,22 +503,44 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
                    [&](const int64_t* off, int64_t n) { runs.push_back({off[0], off[1], n, s}); });
       }
       std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.dst < y.dst; });
+      std::set<const StoredSlice*> whole;
+      for (const Run& r : runs) {
+        if (has_crc && r.src == 0 && r.n == r.s->region.num_elements()) whole.insert(r.s);
+      }
+      if (verify_sources && has_crc) {
+        for (const StoredSlice* s : sources) {
+          if (!whole.count(s)) TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, *s, &buf));
+        }
+      }
       for (const Run& r : runs) {
         TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c.DataFile(r.s->data.shard));
         const uint64_t base = r.s->data.offset + static_cast<uint64_t>(r.src * esize);
         const uint64_t len = static_cast<uint64_t>(r.n * esize);
         TFCKPT_ASSIGN_OR_RETURN(std::string_view all, file->Range(base, len));
+        const bool check_run = whole.count(r.s) > 0;
+        uint32_t crc = 0;
         // Sequential 1 MiB windows of the mapping for the CRC (pages released after each;
         // measured flat), the bytes themselves moved in-kernel.
         for (uint64_t done = 0; done < len;) {
           const uint64_t n = std::min<uint64_t>(len - done, kCopyChunk);
-          TFCKPT_RETURN_IF_ERROR(check.AppendFrom(file->fd(), base + done, all.substr(done, n)));
+          const std::string_view window = all.substr(done, n);
+          if (check_run) crc = crc32c::Extend(crc, window.data(), window.size());
+          TFCKPT_RETURN_IF_ERROR(sink.AppendFrom(file->fd(), base + done, window));
           file->Release(base + done, n);
           done += n;
           progress(n);
         }
+        if (check_run && crc32c::Mask(crc) != r.s->data.masked_crc) {
+          return DataLossAt("data.crc", file->path(), t.name, static_cast<int64_t>(r.s->data.offset),
+                            StrCat(PieceLabel(t, *r.s), "checksum mismatch while copying (stored ",
+                                   absl::StrFormat("%08x", crc32c::Unmask(r.s->data.masked_crc)), ", computed ",
+                                   absl::StrFormat("%08x", crc), ")"));
+        }
       }
-      return check.Finish();
+      return absl::OkStatus();
+    }
+    if (verify_sources && has_crc && !(sources.size() == 1 && sources[0]->region == region)) {
+      for (const StoredSlice* s : sources) TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, *s, &buf));
     }
     // Otherwise gather chunk by chunk in the piece's order. Chunks are sized so that the
     // span each source must provide stays within about 1 MiB (read with pread); chunks
@@ -584,10 +609,10 @@ absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece,
   TFCKPT_ASSIGN_OR_RETURN(auto stream, w_.BeginEntry(name, out_dtype, t.shape, region, piece.file));
   EntrySink entry(stream);
   if (out_dtype == t.dtype) {
-    TFCKPT_RETURN_IF_ERROR(CopyRegion(c_, t, piece.region, entry, &buf_, progress_));
+    TFCKPT_RETURN_IF_ERROR(CopyRegion(c_, t, piece.region, entry, &buf_, progress_, verify_sources_));
   } else {
     CastSink casting(t.dtype, out_dtype, entry);
-    TFCKPT_RETURN_IF_ERROR(CopyRegion(c_, t, piece.region, casting, &buf_, progress_));
+    TFCKPT_RETURN_IF_ERROR(CopyRegion(c_, t, piece.region, casting, &buf_, progress_, verify_sources_));
   }
   return stream.Close();
 }

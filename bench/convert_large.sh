@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Benchmark: convert the >= 4 GiB reshard benchmark checkpoint (8 embedding tables of
+# 512 MiB float32, each in 4 row slices over 4 data files, plus dense layers) to
+# safetensors, to .npz, and cast it to bfloat16 (TF -> TF), timed in one run against `cp`
+# of its data files to the same disk. Peak RSS from /usr/bin/time -v. Page cache warm for
+# the input; outputs written to disk (removed between runs).
+# Targets: safetensors <= 1.1x cp, RSS <= 256 MiB; npz and cast are recorded.
+# Usage: bench/convert_large.sh [MIB_PER_TABLE] [TABLES] [WORK_DIR]   (ROUNDS=N, default 2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/common.sh
+mib=${1:-512}
+tables=${2:-8}
+work=${3:-$(mktemp -d)}
+trap 'rm -rf "$work"' EXIT
+scripts/build.sh >/dev/null
+build/bench/gen_checkpoint tables "$work/in" "$mib" "$tables" 4
+bytes=$(cat "$work"/in.data-* | wc -c)
+echo "checkpoint: $bytes bytes in 4 data files"
+cat "$work"/in.data-* >/dev/null
+timed() {
+  rm -rf "$work/out" && mkdir -p "$work/out" && sync
+  local t0 t1 rss
+  t0=$(date +%s.%N)
+  rss=$(peak_rss_kib "$@")
+  sync
+  t1=$(date +%s.%N)
+  python3 -c "print(f'{$t1 - $t0:.2f} {int($rss) // 1024}')"
+}
+rounds=${ROUNDS:-2}
+declare -A best rss
+labels=("cp" "safetensors" "npz" "cast-bf16")
+for ((i = 0; i < rounds; i++)); do
+  for label in "${labels[@]}"; do
+    case $label in
+      cp) r=$(timed sh -c "cp $work/in.data-* $work/out/") ;;
+      safetensors) r=$(timed build/src/tfckpt convert "$work/in" -o "$work/out/m.safetensors" -q) ;;
+      npz) r=$(timed build/src/tfckpt convert "$work/in" -o "$work/out/m.npz" -q) ;;
+      cast-bf16) r=$(timed build/src/tfckpt convert "$work/in" -o "$work/out/bf" --cast float32=bfloat16 -q) ;;
+    esac
+    t=${r% *}
+    m=${r#* }
+    if [ -z "${best[$label]:-}" ] || python3 -c "import sys; sys.exit(0 if $t < ${best[$label]} else 1)"; then
+      best[$label]=$t
+    fi
+    rss[$label]=$m
+  done
+done
+for label in "${labels[@]}"; do
+  python3 -c "print(f'{\"$label\":>12}: best {${best[$label]}:.2f} s = {${best[$label]} / ${best[cp]}:.2f} x cp, {$bytes / ${best[$label]} / 1e9:.2f} GB/s of input, peak RSS ${rss[$label]} MiB')"
+done
