@@ -21,3 +21,25 @@ PY
 peak_rss_kib() {
   { /usr/bin/time -v "$@" >/dev/null; } 2>&1 | awk '/Maximum resident/ {print $6}'
 }
+
+# timed CMD...: one run with a fresh $work/out (the caller sets $work): prints "SECONDS
+# PEAK_RSS_MIB", the time including a sync of what the command wrote.
+timed() {
+  rm -rf "$work/out" && mkdir -p "$work/out" && sync
+  local t0 t1 rss
+  t0=$(date +%s.%N)
+  rss=$(peak_rss_kib "$@")
+  sync
+  t1=$(date +%s.%N)
+  python3 -c "print(f'{$t1 - $t0:.2f} {int($rss) // 1024}')"
+}
+
+# keep_best LABEL "SECONDS RSS": records the best time and the last peak RSS of LABEL in
+# the caller's associative arrays `best` and `rss`.
+keep_best() {
+  local label=$1 t=${2% *} m=${2#* }
+  if [ -z "${best[$label]:-}" ] || python3 -c "import sys; sys.exit(0 if $t < ${best[$label]} else 1)"; then
+    best[$label]=$t
+  fi
+  rss[$label]=$m
+}

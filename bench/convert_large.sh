@@ -18,15 +18,6 @@ build/bench/gen_checkpoint tables "$work/in" "$mib" "$tables" 4
 bytes=$(cat "$work"/in.data-* | wc -c)
 echo "checkpoint: $bytes bytes in 4 data files"
 cat "$work"/in.data-* >/dev/null
-timed() {
-  rm -rf "$work/out" && mkdir -p "$work/out" && sync
-  local t0 t1 rss
-  t0=$(date +%s.%N)
-  rss=$(peak_rss_kib "$@")
-  sync
-  t1=$(date +%s.%N)
-  python3 -c "print(f'{$t1 - $t0:.2f} {int($rss) // 1024}')"
-}
 rounds=${ROUNDS:-2}
 declare -A best rss
 labels=("cp" "safetensors" "npz" "cast-bf16")
@@ -38,12 +29,7 @@ for ((i = 0; i < rounds; i++)); do
       npz) r=$(timed build/src/tfckpt convert "$work/in" -o "$work/out/m.npz" -q) ;;
       cast-bf16) r=$(timed build/src/tfckpt convert "$work/in" -o "$work/out/bf" --cast float32=bfloat16 -q) ;;
     esac
-    t=${r% *}
-    m=${r#* }
-    if [ -z "${best[$label]:-}" ] || python3 -c "import sys; sys.exit(0 if $t < ${best[$label]} else 1)"; then
-      best[$label]=$t
-    fi
-    rss[$label]=$m
+    keep_best "$label" "$r"
   done
 done
 for label in "${labels[@]}"; do

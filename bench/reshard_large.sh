@@ -17,16 +17,6 @@ build/bench/gen_checkpoint tables "$work/in" "$mib" "$tables" 4
 bytes=$(cat "$work"/in.data-* | wc -c)
 echo "checkpoint: $bytes bytes in 4 data files; EXTRA=${EXTRA:-}"
 cat "$work"/in.data-* >/dev/null
-# One run of a command: seconds (including sync of what it wrote) and peak RSS.
-timed() {
-  rm -rf "$work/out" && mkdir -p "$work/out" && sync
-  local t0 t1 rss
-  t0=$(date +%s.%N)
-  rss=$(peak_rss_kib "$@")
-  sync
-  t1=$(date +%s.%N)
-  python3 -c "print(f'{$t1 - $t0:.2f} {int($rss) // 1024}')"
-}
 # The disk's speed varies from run to run: ROUNDS interleaved rounds, best time of each.
 rounds=${ROUNDS:-3}
 declare -A best rss
@@ -38,12 +28,7 @@ for ((i = 0; i < rounds; i++)); do
     else
       r=$(timed build/src/tfckpt reshard "$work/in" -o "$work/out/r" --partition "$label" -q ${EXTRA:-})
     fi
-    t=${r% *}
-    m=${r#* }
-    if [ -z "${best[$label]:-}" ] || python3 -c "import sys; sys.exit(0 if $t < ${best[$label]} else 1)"; then
-      best[$label]=$t
-    fi
-    rss[$label]=$m
+    keep_best "$label" "$r"
   done
 done
 for label in "${labels[@]}"; do

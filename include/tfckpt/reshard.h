@@ -114,6 +114,12 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
                         std::string* buffer, std::atomic<uint64_t>* progress = nullptr,
                         bool verify_sources = false);
 
+// The elements of `region` of the string tensor `t`, in row-major order of the region,
+// as views into payloads kept alive in `keep` (each stored piece read with its CRC
+// checked, decoded, and its part of the region placed).
+absl::StatusOr<std::vector<std::string_view>> GatherStrings(const Checkpoint& c, const TensorEntry& t,
+                                                            const Region& region, std::vector<TensorBytes>* keep);
+
 class BundleWriter;
 
 // Copies pieces of tensors of one checkpoint into a BundleWriter (CopyRegion for
@@ -131,8 +137,7 @@ class PieceCopier {
 
  private:
   void Progress(uint64_t n);
-  absl::Status WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole,
-                            const std::vector<const StoredSlice*>& sources, std::string_view name);
+  absl::Status WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole, std::string_view name);
   const Checkpoint& c_;
   BundleWriter& w_;
   std::atomic<uint64_t>* progress_;

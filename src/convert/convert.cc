@@ -384,19 +384,11 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
     if (p.t->dtype == static_cast<int32_t>(DType::kString)) {
       // Every element padded with NULs to the longest (numpy strips trailing NULs, so
       // values that end in one do not read back the same: said in a note).
-      std::vector<std::string_view> all(static_cast<size_t>(NumElements(p.t->shape).value_or(0)));
       std::vector<TensorBytes> keep;
+      TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> all,
+                              GatherStrings(c, *p.t, Region::Full(p.t->shape), &keep));
       size_t width = 1;
       bool trailing_nul = false;
-      for (const auto& s : p.t->slices) {
-        TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(*p.t, s, /*verify=*/true));
-        TFCKPT_ASSIGN_OR_RETURN(DecodedElements d, DecodeStrings(b.data, s.region.num_elements()));
-        keep.push_back(std::move(b));
-        const Region full = Region::Full(p.t->shape);
-        ForEachRun(s.region, {&full, &s.region}, [&](const int64_t* off, int64_t n) {
-          for (int64_t i = 0; i < n; ++i) all[off[0] + i] = d.elements[off[1] + i];
-        });
-      }
       for (auto e : all) {
         width = std::max(width, e.size());
         trailing_nul = trailing_nul || (!e.empty() && e.back() == '\0');

@@ -393,6 +393,27 @@ constexpr int64_t kSpanBytes = 1 << 20;    // the most a gather reads of one sou
 
 namespace {
 
+// The stored pieces of `t` that hold elements of `region` (for an empty region: a piece
+// equal to it).
+std::vector<const StoredSlice*> SourcesOf(const TensorEntry& t, const Region& region) {
+  std::vector<const StoredSlice*> sources;
+  for (const auto& s : t.slices) {
+    if (s.region == region || (!region.empty() && Intersect(s.region, region))) sources.push_back(&s);
+  }
+  return sources;
+}
+
+// The error for a piece whose bytes, as they were copied, do not match its stored CRC
+// (`crc` unmasked); OK when they do.
+absl::Status CheckCopiedCrc(const Checkpoint& c, const TensorEntry& t, const StoredSlice& s, uint32_t crc) {
+  if (crc32c::Mask(crc) == s.data.masked_crc) return absl::OkStatus();
+  TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c.DataFile(s.data.shard));
+  return DataLossAt("data.crc", file->path(), t.name, static_cast<int64_t>(s.data.offset),
+                    StrCat(PieceLabel(t, s), "checksum mismatch while copying (stored ",
+                           absl::StrFormat("%08x", crc32c::Unmask(s.data.masked_crc)), ", computed ",
+                           absl::StrFormat("%08x", crc), ")"));
+}
+
 // Passes bytes on to a sink and, when the region is one stored V2 piece copied whole,
 // checks the stored CRC over them at the end (no second read).
 class CrcCheckingSink {
@@ -413,14 +434,7 @@ class CrcCheckingSink {
     if (piece_) crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
     return sink_.AppendFrom(fd, offset, bytes);
   }
-  absl::Status Finish() const {
-    if (!piece_ || crc32c::Mask(crc_) == piece_->data.masked_crc) return absl::OkStatus();
-    TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c_.DataFile(piece_->data.shard));
-    return DataLossAt("data.crc", file->path(), t_.name, static_cast<int64_t>(piece_->data.offset),
-                      StrCat(PieceLabel(t_, *piece_), "checksum mismatch while copying (stored ",
-                             absl::StrFormat("%08x", crc32c::Unmask(piece_->data.masked_crc)), ", computed ",
-                             absl::StrFormat("%08x", crc_), ")"));
-  }
+  absl::Status Finish() const { return piece_ ? CheckCopiedCrc(c_, t_, *piece_, crc_) : absl::OkStatus(); }
 
  private:
   const Checkpoint& c_;
@@ -465,10 +479,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
   if (info == nullptr || info->element_size == 0) {
     return absl::InternalError(StrCat("bug: CopyRegion on variable-size tensor \"", t.name, "\""));
   }
-  std::vector<const StoredSlice*> sources;
-  for (const auto& s : t.slices) {
-    if (s.region == region || (!region.empty() && Intersect(s.region, region))) sources.push_back(&s);
-  }
+  const std::vector<const StoredSlice*> sources = SourcesOf(t, region);
   if (sources.empty() && !region.empty()) return absl::InternalError(StrCat("bug: no source for \"", t.name, "\""));
   auto progress = [counter](uint64_t n) {
     if (counter) *counter += n;
@@ -530,12 +541,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
           done += n;
           progress(n);
         }
-        if (check_run && crc32c::Mask(crc) != r.s->data.masked_crc) {
-          return DataLossAt("data.crc", file->path(), t.name, static_cast<int64_t>(r.s->data.offset),
-                            StrCat(PieceLabel(t, *r.s), "checksum mismatch while copying (stored ",
-                                   absl::StrFormat("%08x", crc32c::Unmask(r.s->data.masked_crc)), ", computed ",
-                                   absl::StrFormat("%08x", crc), ")"));
-        }
+        if (check_run) TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(c, t, *r.s, crc));
       }
       return absl::OkStatus();
     }
@@ -591,10 +597,7 @@ absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece,
   const bool whole = piece.region.Covers(t.shape);
   const std::optional<Region> region = whole ? std::nullopt : std::optional<Region>(piece.region);
   if (info->element_size == 0) {
-    std::vector<const StoredSlice*> sources;
-    for (const auto& s : t.slices) {
-      if (s.region == piece.region || (!piece.region.empty() && Intersect(s.region, piece.region))) sources.push_back(&s);
-    }
+    const std::vector<const StoredSlice*> sources = SourcesOf(t, piece.region);
     // Stored exactly as it is: copy the payload.
     if (sources.size() == 1 && sources[0]->region == piece.region) {
       TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c_.Read(t, *sources[0], /*verify=*/true));
@@ -602,7 +605,7 @@ absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece,
       return whole ? w_.Add(name, t.dtype, t.shape, b.data, piece.file)
                    : w_.AddSlice(name, t.dtype, t.shape, piece.region, b.data, piece.file);
     }
-    return WriteStrings(t, piece, whole, sources, name);
+    return WriteStrings(t, piece, whole, name);
   }
   const auto cast = casts_.find(t.dtype);
   const int32_t out_dtype = cast == casts_.end() ? t.dtype : cast->second;
@@ -617,30 +620,33 @@ absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece,
   return stream.Close();
 }
 
-absl::Status PieceCopier::WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole,
-                                       const std::vector<const StoredSlice*>& sources, std::string_view name) {
-    const Checkpoint& c = c_;
-    BundleWriter& w = w_;
-    if (t.dtype != static_cast<int32_t>(DType::kString)) {
-      return absl::InternalError(StrCat("bug: plan reslices variant tensor \"", t.name, "\""));
-    }
-    std::vector<std::string_view> elements(static_cast<size_t>(piece.region.num_elements()));
-    std::vector<TensorBytes> keep;
-    for (const StoredSlice* s : sources) {
-      TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(t, *s, /*verify=*/true));
-      TFCKPT_ASSIGN_OR_RETURN(DecodedElements d, DecodeStrings(b.data, s->region.num_elements()));
-      keep.push_back(std::move(b));
-      auto inter = Intersect(piece.region, s->region);
-      if (!inter) continue;
-      ForEachRun(*inter, {&piece.region, &s->region}, [&](const int64_t* off, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) elements[off[0] + i] = d.elements[off[1] + i];
-      });
-    }
-    std::string payload;
-    EncodeStrings(elements, &payload);
-    Progress(payload.size());
-    return whole ? w.Add(name, t.dtype, t.shape, payload, piece.file)
-                 : w.AddSlice(name, t.dtype, t.shape, piece.region, payload, piece.file);
+absl::StatusOr<std::vector<std::string_view>> GatherStrings(const Checkpoint& c, const TensorEntry& t,
+                                                            const Region& region, std::vector<TensorBytes>* keep) {
+  std::vector<std::string_view> elements(static_cast<size_t>(region.num_elements()));
+  for (const StoredSlice* s : SourcesOf(t, region)) {
+    TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(t, *s, /*verify=*/true));
+    TFCKPT_ASSIGN_OR_RETURN(DecodedElements d, DecodeStrings(b.data, s->region.num_elements()));
+    keep->push_back(std::move(b));
+    auto inter = Intersect(region, s->region);
+    if (!inter) continue;
+    ForEachRun(*inter, {&region, &s->region}, [&](const int64_t* off, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) elements[off[0] + i] = d.elements[off[1] + i];
+    });
+  }
+  return elements;
+}
+
+absl::Status PieceCopier::WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole, std::string_view name) {
+  if (t.dtype != static_cast<int32_t>(DType::kString)) {
+    return absl::InternalError(StrCat("bug: plan reslices variant tensor \"", t.name, "\""));
+  }
+  std::vector<TensorBytes> keep;
+  TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> elements, GatherStrings(c_, t, piece.region, &keep));
+  std::string payload;
+  EncodeStrings(elements, &payload);
+  Progress(payload.size());
+  return whole ? w_.Add(name, t.dtype, t.shape, payload, piece.file)
+               : w_.AddSlice(name, t.dtype, t.shape, piece.region, payload, piece.file);
 }
 
 absl::Status ExecutePlan(const Checkpoint& c, const ReshardPlan& plan, const std::string& out_prefix,

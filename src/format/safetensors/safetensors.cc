@@ -41,7 +41,10 @@ absl::StatusOr<nlohmann::json> ParseStrictJson(std::string_view text, const std:
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
   auto cb = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (event == nlohmann::json::parse_event_t::object_start) keys.resize(static_cast<size_t>(depth) + 1), keys[depth].clear();
+    if (event == nlohmann::json::parse_event_t::object_start) {
+      keys.resize(static_cast<size_t>(depth) + 1);
+      keys[depth].clear();
+    }
     if (event == nlohmann::json::parse_event_t::key && duplicate.empty() && depth >= 1 &&
         static_cast<size_t>(depth - 1) < keys.size()) {
       const std::string k = parsed.get<std::string>();
