@@ -3,13 +3,26 @@
 //   gen_checkpoint tables PREFIX MIB N_TABLES SLICES
 //                                    N_TABLES embedding tables of MIB MiB float32 each, in
 //                                    SLICES row slices over SLICES data files, plus dense layers
+//   gen_checkpoint index-only PREFIX GIB N_TABLES SLICES
+//                                    the index of N_TABLES float32 tables totalling GIB GiB, in
+//                                    SLICES row slices over SLICES data files that are sparse
+//                                    (no bytes written; metadata-only, for planning at scale)
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <map>
 #include <cstring>
 #include <iostream>
 #include <random>
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "tensor_bundle.pb.h"
+#include "tfckpt/bundle_proto.h"
 #include "tfckpt/bundle_writer.h"
+#include "tfckpt/checkpoint.h"
+#include "tfckpt/ordered_code.h"
+#include "tfckpt/table.h"
 
 namespace {
 
@@ -75,6 +88,56 @@ int main(int argc, char** argv) {
       }
     }
     if (auto s = (*w)->Finish(); !s.ok()) return Fail(s);
+    return 0;
+  }
+  if (mode == "index-only" && argc == 6) {
+    const int64_t gib = std::stoll(argv[3]), tables = std::stoll(argv[4]), slices = std::stoll(argv[5]);
+    const int64_t cols = 128;
+    const int64_t rows = (gib << 30) / tables / (cols * 4);
+    std::map<std::string, std::string> entries;  // key -> serialized entry, in key order
+    std::vector<uint64_t> file_size(static_cast<size_t>(slices), 0);
+    auto put = [&](const std::string& key, const tfckpt::pb::BundleEntryProto& e) {
+      std::string v;
+      e.SerializeToString(&v);
+      entries[key] = std::move(v);
+    };
+    for (int64_t t = 0; t < tables; ++t) {
+      const std::string name = absl::StrFormat("embedding_%05d/embeddings", t);
+      const tfckpt::Shape full{rows, cols};
+      auto meta = tfckpt::MakeEntry(1, full, 0, 0, 0, 0);
+      int64_t at = 0;
+      for (int64_t s = 0; s < slices; ++s) {
+        const int64_t n = rows / slices + (s < rows % slices ? 1 : 0);
+        const tfckpt::Region r{{at, 0}, {n, cols}};
+        const auto ext = tfckpt::ExtentsOf(r, full);
+        tfckpt::ExtentsToProto(ext, meta.add_slices());
+        const uint64_t size = static_cast<uint64_t>(n * cols * 4);
+        put(tfckpt::EncodeSliceKey(name, ext), tfckpt::MakeEntry(1, r.shape, static_cast<int32_t>(s), file_size[s], size, 0));
+        file_size[s] += size;
+        at += n;
+      }
+      put(name, meta);
+    }
+    auto index = tfckpt::OutputFile::Create(prefix + ".index");
+    if (!index.ok()) return Fail(index.status());
+    tfckpt::TableWriter table(index->get());
+    std::string header;
+    tfckpt::MakeHeader(static_cast<int32_t>(slices)).SerializeToString(&header);
+    if (auto s = table.Add("", header); !s.ok()) return Fail(s);
+    for (const auto& [k, v] : entries) {
+      if (auto s = table.Add(k, v); !s.ok()) return Fail(s);
+    }
+    if (auto s = table.Finish(); !s.ok()) return Fail(s);
+    if (auto s = (*index)->Close(); !s.ok()) return Fail(s);
+    if (auto s = (*index)->Commit(); !s.ok()) return Fail(s);
+    for (int64_t s = 0; s < slices; ++s) {
+      const std::string f = tfckpt::DataFileName(prefix, static_cast<int32_t>(s), static_cast<int32_t>(slices));
+      const int fd = ::open(f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(file_size[s])) != 0) {
+        return Fail(tfckpt::ErrnoError(f, "cannot create sparse data file", errno));
+      }
+      ::close(fd);
+    }
     return 0;
   }
   std::cerr << "gen_checkpoint: bad arguments\n";

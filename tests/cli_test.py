@@ -11,7 +11,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import traceback
+
+from harness import run_tests
 
 TFCKPT, MAKE_EXAMPLE, MAKE_FIXTURE = sys.argv[1:4]
 TESTDATA = os.environ.get("TFCKPT_TESTDATA", "")
@@ -109,11 +110,18 @@ def every_real_case_lists_and_json_matches():
             path = data(case + "/export-00000-of-00001")
         if case == "truncated_data_resnet_savedmodel":
             path = data(case + "/variables")
-        p = run("inspect", path, code=0)
+        # Data missing or short: the listing is printed, then one error line, exit 3;
+        # --index-only lists from the index alone.
+        bad = case in MALFORMED
+        p = run("inspect", path, code=3 if bad else 0)
         header = p.stdout.splitlines()[0]
         assert f"{count} tensors" in header, (case, header)
-        j = json.loads(run("inspect", path, "--json", code=0).stdout)
+        if bad:
+            one_error_line(p, "--index-only")
+            run("inspect", path, "--index-only", code=0)
+        j = json.loads(run("inspect", path, "--json", code=3 if bad else 0).stdout)
         assert len(j["tensors"]) == count, case
+        assert ("data_file_problems" in j) == bad, case
         assert j["format"] in ("v1", "v2")
         assert j["endianness"] == "little"
         assert j["total_bytes"] == sum(t["bytes"] for t in j["tensors"]), case
@@ -261,8 +269,9 @@ def non_utf8_names_keep_json_valid():
 
 @test(needs_data=True)
 def error_missing_data_file():
-    p = run("inspect", data("t5x_mtf_bfloat16_missing_shard"), code=0)
-    assert "data-00001-of-00002: data file missing" in p.stderr
+    p = run("inspect", data("t5x_mtf_bfloat16_missing_shard"), code=3)
+    assert "105 tensors" in p.stdout
+    one_error_line(p, "data-00001-of-00002: data file missing", "--index-only")
     p = run("inspect", data("t5x_mtf_bfloat16_missing_shard"), "--tensor",
             "decoder/block_000/layer_000/SelfAttention/k", code=3)
     one_error_line(p, "model.ckpt-0.data-00001-of-00002", "missing")
@@ -445,6 +454,39 @@ def validate_planted_data_defects():
             assert any(x["offset"] == 0 and x["file"].endswith(".index") for x in j["errors"])
 
 
+def run_measured(*args):
+    """Runs tfckpt; returns (exit code or -signal, stderr, peak RSS in KiB of that child)."""
+    p = subprocess.Popen([TFCKPT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, err, usage.ru_maxrss
+
+
+@test()
+def untrusted_sizes_give_errors_not_allocations():
+    """Element counts that overflow, billions of elements behind 8 bytes, a slice list of
+    two million entries: every command answers at once with small memory."""
+    with tempfile.TemporaryDirectory() as d:
+        base = family(d, "base")
+        for mode in ("huge-shape", "billions", "many-slices"):
+            bad = mutate(d, mode, base)
+            for args in (["inspect", bad, "--json"], ["validate", bad],
+                         ["inspect", bad, "--tensor", "model/part/.ATTRIBUTES/VARIABLE_VALUE"],
+                         ["reshard", bad, "-o", os.path.join(d, "o-" + mode), "--partition", "fixed:2"],
+                         ["merge", bad, "-o", os.path.join(d, "mo-" + mode), "--drop-optimizer"],
+                         ["convert", bad, "-o", os.path.join(d, mode + ".npz")]):
+                code, err, rss_kib = run_measured(*args)
+                assert code in (0, 1, 3), (mode, args, code, err)
+                assert rss_kib < 512 * 1024, (mode, args, rss_kib)
+                if code == 3:
+                    assert len(err.strip().splitlines()) == 1, (mode, args, err)
+                if args[0] in ("reshard", "merge", "convert"):
+                    assert code == 3, (mode, args, code, err)
+            j = validate_json(bad, code=1)
+            assert checks(j) & {"entry.shape", "entry.size", "entry.slices"}, (mode, j["errors"][:2])
+
+
 @test()
 def validate_planted_index_and_layout_defects():
     with tempfile.TemporaryDirectory() as d:
@@ -601,6 +643,60 @@ def reshard_refusals():
         one_error_line(run("reshard", base, "-o", os.path.join(d, "r"), "--policy", "shards:0", code=2))
         # Nothing was left behind by the refusals.
         assert not any(n.startswith(("l.", "m.", "r.")) or ".tmp-tfckpt-" in n for n in os.listdir(d)), os.listdir(d)
+
+
+@test()
+def reshard_scale_out_plan_execute_finalize():
+    with tempfile.TemporaryDirectory() as d:
+        base = family(d, "base")
+        opts = ["--partition", "fixed:3", "--policy", "shards:3"]
+        run("reshard", base, "-o", os.path.join(d, "single"), *opts, "-q", code=0)
+        out = os.path.join(d, "so")
+        plan = os.path.join(d, "plan.json")
+        p = run("reshard", base, "-o", out, *opts, "--plan", plan, code=0)
+        assert "3 tasks" in p.stdout and not os.path.exists(out + ".index")
+        doc = json.load(open(plan))
+        assert doc["num_tasks"] == 3 and len(doc["tasks"]) == 3
+        assert doc["source"]["index"]["crc32c"] > 0
+        e = doc["tasks"][0]["entries"][0]
+        assert set(e) >= {"name", "slice", "dtype", "shape", "offset", "size", "copies"}
+        assert {"src_file", "src_offset", "region", "range"} <= set(e["copies"][0])
+        # Deterministic: the same inputs give the same bytes.
+        run("reshard", base, "-o", out, *opts, "--plan", plan + "2", code=0)
+        assert open(plan, "rb").read() == open(plan + "2", "rb").read()
+        # Usage: --task needs --execute and vice versa; a task out of range.
+        one_error_line(run("reshard", "--task", "0", code=2), "--task goes with --execute")
+        one_error_line(run("reshard", "--execute", plan, code=2), "--task")
+        one_error_line(run("reshard", "--execute", plan, "--task", "3", code=2), "out of range")
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX", "TASK_INDEX")}
+        one_error_line(subprocess.run([TFCKPT, "reshard", "--execute", plan, "--task", "auto"], env=env,
+                                      capture_output=True, text=True), "SLURM_ARRAY_TASK_ID")
+        # Task 0 by number; --task auto: SLURM_ARRAY_TASK_ID first, then JOB_COMPLETION_INDEX.
+        run("reshard", "--execute", plan, "--task", "0", code=0)
+        p = subprocess.run([TFCKPT, "reshard", "--execute", plan, "--task", "auto", "--json"],
+                           env=dict(env, SLURM_ARRAY_TASK_ID="2", TASK_INDEX="0"), capture_output=True, text=True)
+        assert p.returncode == 0 and json.loads(p.stdout)["task"] == 2, p.stderr
+        # A missing task: finalize refuses and names it.
+        one_error_line(run("reshard", "--finalize", plan, code=2), "tasks have not finished: 1 (")
+        p = subprocess.run([TFCKPT, "reshard", "--execute", plan, "--task", "auto"],
+                           env=dict(env, JOB_COMPLETION_INDEX="1"), capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        # Re-running a task gives the same bytes (idempotent).
+        part = doc["tasks"][1]["part"]
+        first = open(part + ".data-00000-of-00001", "rb").read()
+        run("reshard", "--execute", plan, "--task", "1", code=0)
+        assert open(part + ".data-00000-of-00001", "rb").read() == first
+        run("reshard", "--finalize", plan, code=0)
+        assert not os.path.exists(out + "_temp")
+        for suffix in [".index"] + [".data-%05d-of-00003" % i for i in range(3)]:
+            assert open(out + suffix, "rb").read() == open(os.path.join(d, "single") + suffix, "rb").read(), suffix
+        # A source changed since planning: execute refuses.
+        plan2 = os.path.join(d, "plan2.json")
+        run("reshard", base, "-o", os.path.join(d, "so2"), *opts, "--plan", plan2, code=0)
+        os.utime(base + ".data-00000-of-00002", ns=(0, 0))
+        one_error_line(run("reshard", "--execute", plan2, "--task", "0", code=2), "source changed since planning",
+                       "data-00000-of-00002")
 
 
 def run_with_tty_stderr(args, env):
@@ -815,7 +911,7 @@ def merge_conflicts_filters_renames():
             values_text(base, "model/part/.ATTRIBUTES/VARIABLE_VALUE")
         # Collisions, bad regexes, bad rename syntax: usage errors, nothing written.
         one_error_line(run("merge", base, "-o", o("col"), "--rename", "(part|step)=x", code=2), "both")
-        one_error_line(run("merge", base, "-o", o("col"), "--include", "(", code=2), "--include", "regex")
+        one_error_line(run("merge", base, "-o", o("col"), "--include", "(", code=2), "--include", "not a valid regular expression")
         one_error_line(run("merge", base, "-o", o("col"), "--rename", "noequals", code=2), "REGEX=REPLACEMENT")
         one_error_line(run("merge", base, "-o", o("col"), "--include", "nomatch", code=2), "nothing to write")
         assert not [n for n in os.listdir(d) if n.startswith("col")], os.listdir(d)
@@ -1188,23 +1284,7 @@ def main():
     if not HAVE_DATA and os.environ.get("CI") == "true":
         print("FAIL: ../shared/testdata/tf is missing under CI=true")
         return 1
-    passed = failed = skipped = 0
-    for fn, needs_data in TESTS:
-        if needs_data and not HAVE_DATA:
-            skipped += 1
-            print(f"SKIP {fn.__name__} (no testdata)")
-            continue
-        try:
-            fn()
-            passed += 1
-            print(f"ok   {fn.__name__}")
-        except Exception:
-            failed += 1
-            print(f"FAIL {fn.__name__}")
-            traceback.print_exc()
-    print(f"cli: {passed} passed, {failed} failed, {skipped} skipped")
-    return 1 if failed else 0
-
+    return run_tests(TESTS, "cli", HAVE_DATA)
 
 if __name__ == "__main__":
     sys.exit(main())

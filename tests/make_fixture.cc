@@ -173,6 +173,23 @@ int Mutate(const std::string& mode, const std::string& src, const std::string& d
     }
     tfckpt::pb::BundleEntryProto e;
     e.ParseFromString(v);
+    if (!done && mode == "many-slices" && !tfckpt::IsSliceKey(key) && e.slices_size() > 0) {
+      // A metadata entry listing two million slices (none of them stored).
+      done = true;
+      const int64_t n = 2'000'000;
+      e.mutable_shape()->mutable_dim(0)->set_size(n);
+      e.clear_slices();
+      for (int64_t i = 0; i < n; ++i) {
+        auto* sl = e.add_slices();
+        auto* ext = sl->add_extent();
+        ext->set_start(i);
+        ext->set_length(1);
+        for (int d = 1; d < e.shape().dim_size(); ++d) sl->add_extent();
+      }
+      v.clear();
+      e.SerializeToString(&v);
+      return table.Add(key, v);
+    }
     if (!done && mode == "drop-slice" && tfckpt::IsSliceKey(key)) {
       done = true;
       return absl::OkStatus();
@@ -190,10 +207,20 @@ int Mutate(const std::string& mode, const std::string& src, const std::string& d
       }
     }
     const bool pod = e.dtype() != 7 && e.dtype() != 21;
-    if (!done && pod && !tfckpt::IsSliceKey(key) && e.slices_size() == 0 && (mode == "size" || mode == "dtype")) {
+    if (!done && pod && !tfckpt::IsSliceKey(key) && e.slices_size() == 0 &&
+        (mode == "size" || mode == "dtype" || mode == "huge-shape" || mode == "billions")) {
       done = true;
       if (mode == "size") e.set_size(e.size() + 4);
       if (mode == "dtype") e.set_dtype(static_cast<tfckpt::pb::DataType>(99));
+      if (mode == "huge-shape" || mode == "billions") {
+        // Untrusted sizes: element counts that overflow int64, or billions of elements
+        // behind a few stored bytes.
+        e.mutable_shape()->clear_dim();
+        const int64_t dims = mode == "huge-shape" ? 3 : 1;
+        for (int64_t i = 0; i < dims; ++i) {
+          e.mutable_shape()->add_dim()->set_size(mode == "huge-shape" ? (int64_t{1} << 31) : 4'000'000'000);
+        }
+      }
       v.clear();
       e.SerializeToString(&v);
     }

@@ -2,7 +2,9 @@
 // random tensors, random source and target slicings, the output always equals the input.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "test_util.h"
@@ -11,6 +13,7 @@
 #include "tfckpt/dtype.h"
 #include "tfckpt/partition.h"
 #include "tfckpt/reshard.h"
+#include "tfckpt/scale_out.h"
 #include "tfckpt/tensor_encoding.h"
 #include "tfckpt/validate.h"
 
@@ -30,6 +33,37 @@ tfckpt::PartitionRule Rule(const std::string& text) {
   auto r = tfckpt::ParsePartitionRule(text);
   REQUIRE(r.ok());
   return *r;
+}
+
+// Runs `plan` as scale-out tasks into dir/so and checks the finalized files are the
+// single-process output `single` byte for byte; the plan document is deterministic.
+void CheckScaleOutEqualsSingleProcess(const tfckpt::Checkpoint& c, const tfckpt::ReshardPlan& plan, const TempDir& dir,
+                                      const std::string& single) {
+  tfckpt::TaskPlanOptions po;
+  po.out = dir / "so";
+  po.policy = "any";
+  auto doc = tfckpt::MakeTaskPlan(c, plan, po);
+  REQUIRE(doc.ok());
+  auto again = tfckpt::MakeTaskPlan(c, plan, po);
+  REQUIRE(again.ok());
+  CHECK(*doc == *again);
+  const std::string plan_path = dir / "plan.json";
+  tfckpt::testing::WriteFile(plan_path, *doc);
+  for (int t = plan.num_files - 1; t >= 0; --t) {
+    auto r = tfckpt::ExecuteTask(plan_path, t, nullptr);
+    CAPTURE(r.status().ToString());
+    REQUIRE(r.ok());
+  }
+  auto f = tfckpt::FinalizeTasks(plan_path);
+  CAPTURE(f.status().ToString());
+  REQUIRE(f.ok());
+  CHECK(f->verified);
+  CHECK(tfckpt::testing::ReadFile(dir / "so.index") == tfckpt::testing::ReadFile(single + ".index"));
+  for (int i = 0; i < plan.num_files; ++i) {
+    CHECK(tfckpt::testing::ReadFile(tfckpt::DataFileName(dir / "so", i, plan.num_files)) ==
+          tfckpt::testing::ReadFile(tfckpt::DataFileName(single, i, plan.num_files)));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "so_temp"));
 }
 
 }  // namespace
@@ -269,5 +303,61 @@ TEST_CASE("property: random tensors, source and target slicings, layouts; output
     auto v = tfckpt::Validate(out, {});
     REQUIRE(v.ok());
     CHECK(v->errors() == 0);
+    // Scale-out on the same plan: a deterministic plan, tasks run in any order, and
+    // finalize gives exactly the bytes of the single-process run.
+    CheckScaleOutEqualsSingleProcess(**c, *plan, dir, out);
   }
+}
+
+TEST_CASE("scale-out: a changed source, a missing task, a bad task number are refused") {
+  TempDir dir;
+  const std::string src = dir / "src";
+  {
+    tfckpt::BundleWriterOptions o;
+    o.num_shards = 2;
+    auto w = tfckpt::BundleWriter::Create(src, o);
+    REQUIRE(w.ok());
+    std::string rows(6 * 4 * 4, '\x01');
+    REQUIRE((*w)->AddSlice("emb", 1, {6, 4}, Region{{0, 0}, {3, 4}}, rows.substr(0, 48), 0).ok());
+    REQUIRE((*w)->AddSlice("emb", 1, {6, 4}, Region{{3, 0}, {3, 4}}, rows.substr(48), 1).ok());
+    REQUIRE((*w)->Finish().ok());
+  }
+  auto c = tfckpt::Checkpoint::Open(src);
+  REQUIRE(c.ok());
+  tfckpt::ReshardOptions options;
+  options.rules.push_back(Rule("fixed:3"));
+  options.policy = *tfckpt::ParsePolicy("shards:3");
+  auto plan = tfckpt::PlanReshard(**c, options);
+  REQUIRE(plan.ok());
+  tfckpt::TaskPlanOptions po;
+  po.out = dir / "out";
+  auto doc = tfckpt::MakeTaskPlan(**c, *plan, po);
+  REQUIRE(doc.ok());
+  const std::string plan_path = dir / "plan.json";
+  tfckpt::testing::WriteFile(plan_path, *doc);
+
+  auto bad = tfckpt::ExecuteTask(plan_path, 3, nullptr);
+  CHECK(absl::IsInvalidArgument(bad.status()));
+  CHECK(std::string(bad.status().message()).find("task 3 out of range (0..2)") != std::string::npos);
+  REQUIRE(tfckpt::ExecuteTask(plan_path, 0, nullptr).ok());
+  REQUIRE(tfckpt::ExecuteTask(plan_path, 2, nullptr).ok());
+  auto missing = tfckpt::FinalizeTasks(plan_path);
+  CHECK(absl::IsInvalidArgument(missing.status()));
+  CHECK(std::string(missing.status().message()).find("tasks have not finished: 1 (") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "out.index"));
+
+  // A source data file rewritten since planning (same size, new bytes and mtime).
+  const std::string data1 = src + ".data-00001-of-00002";
+  std::string bytes = tfckpt::testing::ReadFile(data1);
+  bytes[0] ^= 1;
+  std::filesystem::last_write_time(data1, std::filesystem::last_write_time(data1) + std::chrono::seconds(5));
+  tfckpt::testing::WriteFile(data1, bytes);
+  auto changed = tfckpt::ExecuteTask(plan_path, 1, nullptr);
+  CHECK(absl::IsInvalidArgument(changed.status()));
+  CHECK(std::string(changed.status().message()).find("source changed since planning") != std::string::npos);
+  CHECK(std::string(changed.status().message()).find(data1) != std::string::npos);
+
+  tfckpt::testing::WriteFile(plan_path, "{\"format\": \"something else\"}");
+  CHECK(absl::IsInvalidArgument(tfckpt::ExecuteTask(plan_path, 0, nullptr).status()));
+  CHECK(absl::IsInvalidArgument(tfckpt::FinalizeTasks(plan_path).status()));
 }

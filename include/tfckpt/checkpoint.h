@@ -186,6 +186,14 @@ std::string PieceLabel(const TensorEntry& t, const StoredSlice& s);
 // Name of data file `shard` of `num_shards` for `prefix`: PREFIX.data-00000-of-00002.
 std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards);
 
+// Every file `info`'s checkpoint is made of: V2 index and data files, V1 files, the
+// safetensors file (or index and shards). For refusing outputs over inputs.
+std::vector<std::string> FilesOf(const CheckpointInfo& info);
+
+// The files a V2 checkpoint written at `prefix` with `num_shards` data files occupies,
+// plus the data files of any other checkpoint already at that prefix.
+std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards);
+
 // The newest checkpoint named by the `checkpoint` state file in `dir`.
 absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes);
 

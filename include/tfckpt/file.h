@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -79,6 +80,16 @@ class OutputFile {
 absl::Status PreadFully(int fd, const std::string& path, uint64_t offset, size_t n, char* out);
 
 bool FileExists(const std::string& path);
+
+// Error (InvalidArgument, naming both files) when writing any of `outputs` would touch
+// one of `inputs`: the same path once symlinks and ".." are resolved, or the same file
+// (inode) under another name. Paths that do not exist are compared by resolved name.
+absl::Status CheckNotInputs(const std::vector<std::string>& outputs, const std::vector<std::string>& inputs);
+
+// Removes the temporaries (NAME.tmp-tfckpt-PID-N) that writers killed before they
+// finished left in `dir` for names starting with `stem`: those whose PID no longer runs.
+// Returns the names removed (the final name each was meant for is NAME).
+std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, const std::string& stem);
 bool IsDirectory(const std::string& path);
 
 // An errno-based error for `path`: NotFound for ENOENT, ResourceExhausted for ENOSPC,

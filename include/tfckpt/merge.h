@@ -13,6 +13,8 @@ struct MergeOptions {
   bool allow_missing = false;  // skip inputs without an index (at least one must exist)
   bool move = false;           // TF's behaviour: rename data files, delete input indexes, remove emptied dirs
   bool overwrite = false;      // replace an existing checkpoint at the output
+  bool keep_empty = false;     // an input with no tensors still brings its (empty) data files, in
+                               // order (reshard --finalize: output file i is task i's file)
 };
 
 struct MergeReport {

@@ -2,17 +2,17 @@
 // --rename REGEX=REPLACEMENT rules over logical tensor names (merge, convert).
 #pragma once
 
-#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tfckpt/regex.h"
 
 namespace tfckpt {
 
 struct RenameRule {
-  std::string pattern;      // ECMAScript regex, searched anywhere in the name
+  std::string pattern;      // regex (RE2 syntax, see regex.h), searched anywhere in the name
   std::string replacement;  // $1, $2, ... refer to groups; every match is replaced
 };
 
@@ -34,8 +34,8 @@ class NameRules {
   std::string Rename(const std::string& name) const;
 
  private:
-  std::vector<std::regex> include_, exclude_;
-  std::vector<std::pair<std::regex, std::string>> renames_;
+  std::vector<Regex> include_, exclude_;
+  std::vector<std::pair<Regex, std::string>> renames_;  // regex, RE2 rewrite string
 };
 
 // Optimizer state (merge --drop-optimizer): TF2 slot variables (`/.OPTIMIZER_SLOT/`), the

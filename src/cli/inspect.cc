@@ -1,6 +1,7 @@
 // tfckpt inspect: list tensors, print values and statistics, show the object graph.
+#include <sys/stat.h>
+
 #include <iostream>
-#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/regex.h"
 #include "tfckpt/status.h"
 #include "tfckpt/values.h"
 
@@ -33,6 +35,7 @@ struct InspectArgs {
   std::string filter;
   std::vector<std::string> tensors;
   bool all_values = false;
+  bool index_only = false;
   bool stats = false;
   bool tree = false;
 };
@@ -62,26 +65,30 @@ std::string StatNumber(long double v) {
   return absl::StrFormat("%.6g", static_cast<double>(v));
 }
 
-// Warns (listing needs only the index) about data files that are missing or too short.
-void CheckDataFiles(const Checkpoint& c) {
+// Data files that are missing or shorter than the index says, one message each. Listing
+// needs only the index, but a checkpoint whose bytes are not all there is not intact.
+std::vector<std::string> DataFileProblems(const Checkpoint& c) {
   const CheckpointInfo& info = c.info();
   std::vector<uint64_t> need(info.data_files.size(), 0);
   for (const auto& t : c.tensors()) {
     for (const auto& s : t.slices) {
-      if (s.data.v1_file < 0 && s.data.shard >= 0 && s.data.shard < static_cast<int32_t>(need.size())) {
+      if (s.data.v1_file < 0 && s.data.shard >= 0 && s.data.shard < static_cast<int32_t>(need.size()) &&
+          s.data.size <= UINT64_MAX - s.data.offset) {
         need[s.data.shard] = std::max(need[s.data.shard], s.data.offset + s.data.size);
       }
     }
   }
+  std::vector<std::string> problems;
   for (size_t i = 0; i < info.data_files.size(); ++i) {
-    auto f = MappedFile::Open(info.data_files[i]);
-    if (!f.ok()) {
-      Warn("inspect", StrCat(info.data_files[i], ": data file missing; values cannot be read"));
-    } else if ((*f)->size() < need[i]) {
-      Warn("inspect", StrCat(info.data_files[i], ": ", (*f)->size(), " bytes, but the index needs ", need[i],
-                                   " (truncated?)"));
+    struct stat st;
+    if (::stat(info.data_files[i].c_str(), &st) != 0) {
+      problems.push_back(StrCat(info.data_files[i], ": data file missing; values cannot be read"));
+    } else if (static_cast<uint64_t>(st.st_size) < need[i]) {
+      problems.push_back(StrCat(info.data_files[i], ": ", st.st_size, " bytes, but the index needs ", need[i],
+                                " (truncated?)"));
     }
   }
+  return problems;
 }
 
 // Appends `s` as a JSON string. Invalid UTF-8 bytes become U+FFFD (the exact bytes are
@@ -191,13 +198,11 @@ int RunInspect(const InspectArgs& a) {
   const Checkpoint& c = *keep;
   const CheckpointInfo& info = c.info();
 
-  std::optional<std::regex> filter;
+  std::optional<Regex> filter;
   if (!a.filter.empty()) {
-    try {
-      filter.emplace(a.filter, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return ReportError("inspect", absl::InvalidArgumentError(StrCat("--filter: bad regular expression: ", e.what())));
-    }
+    auto f = Regex::Compile(a.filter, "--filter");
+    if (!f.ok()) return ReportError("inspect", f.status());
+    filter = *std::move(f);
   }
   std::vector<const TensorEntry*> selected;
   for (const std::string& name : a.tensors) {
@@ -210,13 +215,27 @@ int RunInspect(const InspectArgs& a) {
   }
   if (a.tensors.empty()) {
     for (const auto& t : c.tensors()) {
-      if (!filter || std::regex_search(t.name, *filter)) selected.push_back(&t);
+      if (!filter || filter->Search(t.name)) selected.push_back(&t);
     }
   }
   if (!a.json) {
     for (const auto& n : info.notes) std::cerr << "tfckpt inspect: note: " << n << "\n";
   }
-  if (info.format == Format::kV2 && !a.json) CheckDataFiles(c);
+  std::vector<std::string> problems;
+  // Listings check that the data files hold what the index describes (values and
+  // --stats read the bytes and fail on their own).
+  if (info.format == Format::kV2 && !a.index_only && a.tensors.empty() && !a.stats) problems = DataFileProblems(c);
+  // The listing is printed either way; missing bytes then make the exit code 3.
+  auto finish = [&]() -> int {
+    if (problems.empty()) return kExitOk;
+    std::cout.flush();
+    const size_t more = problems.size() - 1;
+    return ReportError("inspect", absl::DataLossError(StrCat(problems[0],
+                                                            more ? StrCat(" (and ", more, " more data file problem",
+                                                                          more == 1 ? "" : "s", ")")
+                                                                 : "",
+                                                            "; --index-only lists without checking data files")));
+  };
 
   uint64_t total = 0;
   for (const auto& t : c.tensors()) total += t.bytes;
@@ -244,6 +263,7 @@ int RunInspect(const InspectArgs& a) {
     field("num_shards", info.format != Format::kV1 ? info.num_shards : static_cast<int32_t>(info.v1_files.size()));
     field("endianness", info.big_endian ? "big" : "little");
     field("total_bytes", total);
+    if (!problems.empty()) field("data_file_problems", problems);
     out += "  \"tensors\": [";
     bool first = true;
     for (const TensorEntry* t : selected) {
@@ -262,7 +282,7 @@ int RunInspect(const InspectArgs& a) {
     }
     out += "\n}\n";
     std::cout << out;
-    return kExitOk;
+    return finish();
   }
 
   if (a.tree) {
@@ -272,7 +292,7 @@ int RunInspect(const InspectArgs& a) {
     } else {
       std::cout << FormatObjectTree(c, *graph);
     }
-    return kExitOk;
+    return finish();
   }
 
   if (a.tensors.empty() && !a.stats) {
@@ -301,7 +321,7 @@ int RunInspect(const InspectArgs& a) {
                             t->partitioned ? StrCat(t->slices.size()) : "-");
     }
     std::cout << out;
-    return kExitOk;
+    return finish();
   }
   if (a.stats) {
     size_t w = 4;
@@ -327,7 +347,7 @@ int RunInspect(const InspectArgs& a) {
                 << *v << "\n";
     }
   }
-  return kExitOk;
+  return finish();
 }
 
 }  // namespace
@@ -342,6 +362,8 @@ std::function<int()> AddInspect(CLI::App& app) {
   sub->add_flag("--all-values", args->all_values, "With --tensor: print every element, never summarise");
   sub->add_flag("--stats", args->stats, "Min, max, mean, std, NaN/Inf/zero counts per numeric tensor");
   sub->add_flag("--tree", args->tree, "Show the TF2 object graph as a tree");
+  sub->add_flag("--index-only", args->index_only,
+                "List from the index alone: do not fail when data files are missing or short");
   sub->footer(
       "Examples:\n"
       "  tfckpt inspect train_dir/                      # newest checkpoint in the directory\n"
@@ -349,8 +371,10 @@ std::function<int()> AddInspect(CLI::App& app) {
       "  tfckpt inspect model.ckpt-1000 --json > tensors.json\n"
       "  tfckpt inspect model.ckpt-1000 --tensor global_step --tensor dense/bias\n"
       "  tfckpt inspect model.ckpt-1000 --stats --filter kernel\n"
-      "  tfckpt inspect saved_model/variables/variables --tree\n\n"
-      "Exit codes: 0 ok, 2 usage error, 3 unreadable or corrupt input.");
+      "  tfckpt inspect saved_model/variables/variables --tree\n"
+      "  tfckpt inspect only_the_index/model.index --index-only\n\n"
+      "Exit codes: 0 ok, 2 usage error, 3 unreadable or corrupt input (including, for listings\n"
+      "without --index-only, a data file that is missing or shorter than the index needs).");
   return [args] { return RunInspect(*args); };
 }
 

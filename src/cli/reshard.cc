@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "commands.h"
@@ -14,6 +15,7 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/reshard.h"
+#include "tfckpt/scale_out.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"
 
@@ -28,18 +30,10 @@ struct ReshardArgs {
   std::vector<std::string> partitions;
   std::string policy = "by-task";
   bool dry_run = false, json = false, force = false, no_verify = false, quiet = false;
+  std::string plan_out, execute, task, finalize;  // scale-out: --plan, --execute/--task, --finalize
   int jobs = 0;
   int64_t bytes_per_string = 16;
 };
-
-// True when `out` names the input checkpoint (the same index file, by path or inode).
-bool SamePrefix(const std::string& out, const CheckpointInfo& in) {
-  std::error_code ec;
-  const std::string a = fs::weakly_canonical(out + ".index", ec).string();
-  const std::string b = fs::weakly_canonical(in.index_path.empty() ? in.prefix : in.index_path, ec).string();
-  if (a == b) return true;
-  return fs::exists(out + ".index", ec) && fs::exists(b, ec) && fs::equivalent(out + ".index", b, ec);
-}
 
 std::string SliceList(std::vector<Region> regions, const Shape& shape) {
   if (regions.size() == 1 && regions[0].Covers(shape)) return "whole";
@@ -107,8 +101,97 @@ void PrintPlan(const ReshardPlan& plan, const ReshardArgs& a) {
   std::cout << out;
 }
 
+// --plan: the scale-out plan instead of the output (docs/SCALE_OUT.md).
+int WritePlan(const Checkpoint& c, const ReshardPlan& plan, const ReshardArgs& a) {
+  const char* cmd = "reshard";
+  if (!a.force && FileExists(a.out + ".index")) {
+    return ReportError(cmd, absl::AlreadyExistsError(StrCat(a.out, ".index: output exists (use --force to replace it)")));
+  }
+  TaskPlanOptions o;
+  o.out = a.out;
+  o.partitions = a.partitions;
+  o.policy = a.policy;
+  o.bytes_per_string = a.bytes_per_string;
+  o.overwrite = a.force;
+  o.verify = !a.no_verify;
+  auto doc = MakeTaskPlan(c, plan, o);
+  if (!doc.ok()) return ReportError(cmd, doc.status());
+  auto f = OutputFile::Create(a.plan_out);
+  absl::Status s = f.ok() ? (*f)->Append(*doc) : f.status();
+  if (s.ok()) s = (*f)->Close();
+  if (s.ok()) s = (*f)->Commit();
+  if (!s.ok()) return ReportError(cmd, s);
+  uint64_t total = 0;
+  for (uint64_t b : plan.file_bytes) total += b;
+  if (a.json) {
+    std::cout << json{{"plan", a.plan_out}, {"num_tasks", plan.num_files}, {"bytes", total}}.dump() << "\n";
+  } else {
+    std::cout << absl::StrFormat("wrote plan %s: %d task%s (one per output data file), %s; run each with\n"
+                                 "  tfckpt reshard --execute %s --task I     (I = 0..%d, or --task auto)\n"
+                                 "then: tfckpt reshard --finalize %s\n",
+                                 a.plan_out, plan.num_files, plan.num_files == 1 ? "" : "s", HumanBytes(total),
+                                 a.plan_out, plan.num_files - 1, a.plan_out);
+  }
+  return kExitOk;
+}
+
+int RunExecute(const ReshardArgs& a) {
+  const char* cmd = "reshard";
+  absl::StatusOr<int> task = absl::InvalidArgumentError("--execute needs --task I or --task auto");
+  if (a.task == "auto") {
+    task = TaskFromEnvironment();
+  } else if (!a.task.empty()) {
+    char* end = nullptr;
+    const long i = std::strtol(a.task.c_str(), &end, 10);
+    task = *end == '\0' && i >= 0 && i <= 1'000'000 ? absl::StatusOr<int>(static_cast<int>(i))
+                                                     : absl::InvalidArgumentError(StrCat("--task ", a.task, ": not a task number"));
+  }
+  if (!task.ok()) return ReportError(cmd, task.status());
+  absl::StatusOr<TaskReport> r;
+  {
+    Progress progress(0, false);
+    r = ExecuteTask(a.execute, *task, progress.counter());
+  }
+  if (!r.ok()) return ReportError(cmd, r.status());
+  if (a.json) {
+    std::cout << json{{"task", r->task}, {"num_tasks", r->num_tasks}, {"part", r->part}, {"entries", r->entries},
+                      {"bytes", r->bytes}}.dump() << "\n";
+  } else {
+    std::cout << absl::StrFormat("task %d of %d: wrote %s (%d entries, %s)\n", r->task, r->num_tasks, r->part,
+                                 r->entries, HumanBytes(r->bytes));
+  }
+  return kExitOk;
+}
+
+int RunFinalize(const ReshardArgs& a) {
+  const char* cmd = "reshard";
+  auto r = FinalizeTasks(a.finalize);
+  if (!r.ok()) {
+    const int code = ReportError(cmd, r.status());
+    return r.status().code() == absl::StatusCode::kDataLoss && absl::StrContains(r.status().message(), "does not match")
+               ? kExitCheckFailed
+               : code;
+  }
+  if (a.json) {
+    std::cout << json{{"output", r->out}, {"num_tasks", r->num_tasks}, {"entries", r->entries},
+                      {"verified", r->verified}}.dump() << "\n";
+  } else {
+    std::cout << absl::StrFormat("finalized %s from %d task%s: %d entries%s\n", r->out, r->num_tasks,
+                                 r->num_tasks == 1 ? "" : "s", r->entries, r->verified ? ", verified against the input" : "");
+  }
+  return kExitOk;
+}
+
 int RunReshard(const ReshardArgs& a) {
   const char* cmd = "reshard";
+  const int modes = !a.execute.empty() + !a.finalize.empty() + !a.plan_out.empty();
+  if (modes > 1) return ReportError(cmd, absl::InvalidArgumentError("--plan, --execute and --finalize exclude each other"));
+  if (!a.task.empty() && a.execute.empty()) return ReportError(cmd, absl::InvalidArgumentError("--task goes with --execute"));
+  if (!a.execute.empty()) return RunExecute(a);
+  if (!a.finalize.empty()) return RunFinalize(a);
+  if (a.ckpt.empty() || a.out.empty()) {
+    return ReportError(cmd, absl::InvalidArgumentError("CKPT and -o OUT are required (except with --execute/--finalize)"));
+  }
   auto opened = Checkpoint::Open(a.ckpt);
   if (!opened.ok()) return ReportError(cmd, opened.status());
   std::shared_ptr<const Checkpoint> keep = std::move(*opened);
@@ -124,11 +207,13 @@ int RunReshard(const ReshardArgs& a) {
   if (!policy.ok()) return ReportError(cmd, policy.status());
   options.policy = *policy;
   options.bytes_per_string = a.bytes_per_string;
-  if (SamePrefix(a.out, c.info()) || a.out == c.info().prefix) {
-    return ReportError(cmd, absl::InvalidArgumentError(StrCat(a.out, ": is the input checkpoint; write elsewhere")));
-  }
   auto plan = PlanReshard(c, options);
   if (!plan.ok()) return ReportError(cmd, plan.status());
+  // OUT may not be (or reach through a symlink or hard link) any file of the input.
+  if (absl::Status s = CheckNotInputs(BundleFilesAt(a.out, plan->num_files), FilesOf(c.info())); !s.ok()) {
+    return ReportError(cmd, s);
+  }
+  if (!a.plan_out.empty()) return WritePlan(c, *plan, a);
   if (a.dry_run) {
     if (a.json) {
       std::cout << PlanJson(*plan, a).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
@@ -187,8 +272,8 @@ int RunReshard(const ReshardArgs& a) {
 std::function<int()> AddReshard(CLI::App& app) {
   auto args = std::make_shared<ReshardArgs>();
   CLI::App* sub = app.add_subcommand("reshard", "Re-slice partitioned variables and re-split data files");
-  sub->add_option("CKPT", args->ckpt, "Input checkpoint")->required();
-  sub->add_option("-o,--output", args->out, "Output prefix (OUT.index, OUT.data-*)")->required();
+  sub->add_option("CKPT", args->ckpt, "Input checkpoint");
+  sub->add_option("-o,--output", args->out, "Output prefix (OUT.index, OUT.data-*)");
   sub->add_option("--partition", args->partitions,
                   "[REGEX=]SPEC (repeatable, first match wins): fixed:N[@AXIS], min-size:BYTES[,MAX_SHARDS][@AXIS], "
                   "max-size:BYTES[,MAX_SHARDS][@AXIS], none, layout:SPECS@MESH. Without REGEX: every tensor "
@@ -205,13 +290,26 @@ std::function<int()> AddReshard(CLI::App& app) {
   sub->add_flag("-q,--quiet", args->quiet, "No progress bar");
   sub->add_option("--bytes-per-string", args->bytes_per_string, "Element size of strings for min-size/max-size (16)")
       ->check(CLI::PositiveNumber);
+  auto* scale = "Scale-out (docs/SCALE_OUT.md)";
+  sub->add_option("--plan", args->plan_out, "Write only a plan to PLAN.json: one task per output data file")
+      ->group(scale);
+  sub->add_option("--execute", args->execute, "Run one task of PLAN.json (with --task)")->group(scale);
+  sub->add_option("--task", args->task,
+                  "Task number, or auto: SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX, then TASK_INDEX")
+      ->group(scale);
+  sub->add_option("--finalize", args->finalize,
+                  "Check every task of PLAN.json finished, merge their parts into OUT, verify, clean up")
+      ->group(scale);
   sub->footer(
       "Examples:\n"
       "  tfckpt reshard ps8/model.ckpt-1000 -o ps3/model.ckpt-1000 --partition fixed:3\n"
       "  tfckpt reshard model.ckpt -o serving/variables --partition none --policy single\n"
       "  tfckpt reshard model.ckpt -o out/model --partition 'embedding=max-size:67108864' --dry-run\n"
       "  tfckpt reshard model.ckpt -o out/model --partition 'layout:x,unsharded@x=2,y=4'\n"
-      "  tfckpt reshard model.ckpt -o out/model --policy max-shard-size:1073741824\n\n"
+      "  tfckpt reshard model.ckpt -o out/model --policy max-shard-size:1073741824\n"
+      "  tfckpt reshard model.ckpt -o out/model --partition fixed:8 --policy shards:16 --plan plan.json\n"
+      "  tfckpt reshard --execute plan.json --task auto        # one task, e.g. in a Slurm array job\n"
+      "  tfckpt reshard --finalize plan.json\n\n"
       "Exit codes: 0 ok, 1 the output did not verify, 2 usage error or refused output, 3 unreadable input\n"
       "or I/O failure.");
   return [args] { return RunReshard(*args); };

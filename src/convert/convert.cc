@@ -3,6 +3,8 @@
 
 #include <zip.h>
 
+#include <cerrno>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -88,7 +90,9 @@ std::string SourceFormat(const Checkpoint& c) {
   return "";
 }
 
-absl::Status RefuseExisting(const std::vector<std::string>& paths, bool overwrite) {
+// Outputs may never be input files; existing outputs need --force.
+absl::Status RefuseExisting(const Checkpoint& c, const std::vector<std::string>& paths, bool overwrite) {
+  TFCKPT_RETURN_IF_ERROR(CheckNotInputs(paths, FilesOf(c.info())));
   if (overwrite) return absl::OkStatus();
   for (const auto& p : paths) {
     if (FileExists(p)) return absl::AlreadyExistsError(StrCat(p, ": output exists (use --force to replace it)"));
@@ -182,7 +186,7 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
   }
   std::vector<std::string> all = paths;
   if (groups.size() > 1) all.push_back(index_path);
-  TFCKPT_RETURN_IF_ERROR(RefuseExisting(all, options.overwrite));
+  TFCKPT_RETURN_IF_ERROR(RefuseExisting(c, all, options.overwrite));
   uint64_t total = 0;
   for (const Planned& p : plan) total += p.bytes;
   std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total) : nullptr;
@@ -372,7 +376,7 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
                                              refused.front(), refused.size() > 1 ? ", ..." : "",
                                              "); add --cast bfloat16=float32"));
   }
-  TFCKPT_RETURN_IF_ERROR(RefuseExisting({out}, options.overwrite));
+  TFCKPT_RETURN_IF_ERROR(RefuseExisting(c, {out}, options.overwrite));
   std::vector<std::unique_ptr<Member>> members;
   uint64_t total = 0;
   std::string buf;
@@ -452,7 +456,11 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
       }
     }
     const std::string why = zip_strerror(za);
+    const int sys_err = zip_error_code_system(zip_get_error(za));
+    const bool full = zip_error_system_type(zip_get_error(za)) == ZIP_ET_SYS &&
+                      (sys_err == ENOSPC || sys_err == EDQUOT || sys_err == EFBIG);
     zip_discard(za);
+    if (full) return ErrnoError(out, "cannot write the archive", sys_err);
     return absl::UnavailableError(StrCat(out, ": cannot write the archive (", why, ")"));
   }
   report.files = {out};

@@ -11,11 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
+#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <google/protobuf/text_format.h>
 
 #include "absl/strings/match.h"
@@ -25,6 +26,7 @@
 #include "checkpoint_state.pb.h"
 #include "tfckpt/bundle_proto.h"
 #include "tfckpt/crc32c.h"
+#include "tfckpt/regex.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 #include "tfckpt/tensor_encoding.h"
@@ -41,12 +43,47 @@ std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_sha
   return absl::StrFormat("%s.data-%05d-of-%05d", prefix, shard, num_shards);
 }
 
+std::vector<std::string> FilesOf(const CheckpointInfo& info) {
+  std::vector<std::string> files;
+  if (!info.index_path.empty()) files.push_back(info.index_path);
+  if (info.format == Format::kSafetensors) files.push_back(info.prefix);
+  files.insert(files.end(), info.data_files.begin(), info.data_files.end());
+  files.insert(files.end(), info.v1_files.begin(), info.v1_files.end());
+  return files;
+}
+
+std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards) {
+  std::vector<std::string> files = {prefix + ".index"};
+  for (int32_t i = 0; i < num_shards; ++i) files.push_back(DataFileName(prefix, i, num_shards));
+  const std::filesystem::path p(prefix);
+  const std::string stem = p.filename().string() + ".data-";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(p.has_parent_path() ? p.parent_path() : ".", ec)) {
+    if (e.path().filename().string().rfind(stem, 0) == 0) files.push_back(e.path().string());
+  }
+  return files;
+}
+
 namespace {
 
 constexpr int32_t kMaxShards = 1 << 20;
 
 // DIR/NAME, keeping the user's spelling of DIR. NAME "." (a prefix that is the directory
 // itself, as Keras writes it) gives "DIR/".
+// How many `slices` (field 7) a serialized BundleEntryProto lists, found by walking its
+// wire format without building messages; -1 when it does not parse.
+int64_t CountSlicesField(std::string_view value) {
+  namespace wfl = google::protobuf::internal;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(value.data()),
+                                            static_cast<int>(value.size()));
+  int64_t n = 0;
+  while (uint32_t tag = in.ReadTag()) {
+    if (tag == wfl::WireFormatLite::MakeTag(7, wfl::WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) ++n;
+    if (!wfl::WireFormatLite::SkipField(&in, tag)) return -1;
+  }
+  return in.ConsumedEntireMessage() || in.CurrentPosition() == static_cast<int>(value.size()) ? n : -1;
+}
+
 std::string JoinPath(const std::string& dir, const std::string& name) {
   if (!name.empty() && name[0] == '/') return name;
   std::string out = dir;
@@ -209,12 +246,12 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
     // A single V1 checkpoint (one table file, or the shards of one).
     std::set<std::string> v1;
     std::error_code ec;
-    static const std::regex kShard(R"((.*)-\d{5}-of-(\d{5})$)");
+    static const Regex kShard = Regex::Fixed(R"((.*)-\d{5}-of-(\d{5}))");
     for (const auto& e : fs::directory_iterator(spec, ec)) {
       const std::string path = JoinPath(spec, e.path().filename().string());
       if (!e.is_regular_file(ec) || !IsTableFile(path)) continue;
-      std::smatch m;
-      v1.insert(std::regex_match(path, m, kShard) ? StrCat(m[1].str(), "-00000-of-", m[2].str()) : path);
+      std::vector<std::string> m;
+      v1.insert(kShard.FullMatch(path, &m) ? StrCat(m[0], "-00000-of-", m[1]) : path);
     }
     if (v1.size() == 1) return ResolveCheckpoint(*v1.begin());
     if (v1.size() > 1) {
@@ -226,11 +263,11 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
   r.format = Format::kV1;
   // 4. A V1 file, possibly one shard of a sharded V1 checkpoint.
   if (FileExists(spec) && IsTableFile(spec)) {
-    static const std::regex kSharded(R"((.*)-(\d{5})-of-(\d{5})$)");
-    std::smatch m;
-    if (std::regex_match(spec, m, kSharded)) {
-      const std::string base = m[1].str();
-      const int n = std::stoi(m[3].str());
+    static const Regex kSharded = Regex::Fixed(R"((.*)-(\d{5})-of-(\d{5}))");
+    std::vector<std::string> m;
+    if (kSharded.FullMatch(spec, &m)) {
+      const std::string base = m[0];
+      const int n = std::stoi(m[2]);
       for (int i = 0; i < n; ++i) {
         std::string f = absl::StrFormat("%s-%05d-of-%05d", base, i, n);
         if (!FileExists(f)) return absl::NotFoundError(StrCat(f, ": V1 shard missing"));
@@ -357,6 +394,18 @@ absl::Status Checkpoint::LoadV2Entries(TableReader& table, std::vector<Finding>*
       return absl::OkStatus();
     }
     if (!have_header) return DataLossAt("header.missing", path, key, block, "index has no header entry (empty key) before tensors");
+    // Slice keys sort before every name, so all slice entries are known by now. A
+    // metadata entry listing far more slices than exist is refused before its slice list
+    // is built (millions of listed slices would cost gigabytes); a few missing slices are
+    // a defect of that tensor, reported by validate (slice.missing-entry).
+    if (!IsSliceKey(key)) {
+      const int64_t listed = CountSlicesField(value);
+      if (listed > 2 * static_cast<int64_t>(slice_entries.size()) + 1000) {
+        return DataLossAt("entry.slices", path, key, block,
+                          StrCat("entry lists ", listed, " slices but the index holds only ", slice_entries.size(),
+                                 " slice entries"));
+      }
+    }
     if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
       return DataLossAt("entry.parse", path, key, block, "entry is not a BundleEntryProto");
     }

@@ -3,12 +3,15 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "tfckpt/status.h"
@@ -22,8 +25,9 @@ absl::Status ErrnoError(std::string_view path, std::string_view what, int err) {
       return absl::NotFoundError(msg);
     case ENOSPC:
     case EDQUOT:
-    case EFBIG:
       return absl::ResourceExhaustedError(msg);
+    case EFBIG:
+      return absl::ResourceExhaustedError(StrCat(msg, " (no space: the file size limit is reached)"));
     case EACCES:
     case EPERM:
       return absl::PermissionDeniedError(msg);
@@ -206,6 +210,41 @@ absl::Status OutputFile::Commit() {
   }
   committed_ = true;
   return absl::OkStatus();
+}
+
+absl::Status CheckNotInputs(const std::vector<std::string>& outputs, const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const std::string& in : inputs) {
+    const fs::path in_resolved = fs::weakly_canonical(in, ec);
+    const bool in_exists = fs::exists(in, ec);
+    for (const std::string& out : outputs) {
+      const bool same_name = !in_resolved.empty() && fs::weakly_canonical(out, ec) == in_resolved;
+      const bool same_file = in_exists && fs::exists(out, ec) && fs::equivalent(out, in, ec);
+      if (same_name || same_file) {
+        return absl::InvalidArgumentError(StrCat(out, same_name ? ": is one of the inputs (" : ": is the same file as input (",
+                                                 in, "); write the output elsewhere"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, const std::string& stem) {
+  namespace fs = std::filesystem;
+  static constexpr std::string_view kMark = ".tmp-tfckpt-";
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir.empty() ? "." : dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t mark = name.rfind(kMark);
+    if (name.rfind(stem, 0) != 0 || mark == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + mark + kMark.size(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // its writer still runs
+    if (fs::remove(e.path(), ec)) removed.push_back(e.path().string());
+  }
+  return removed;
 }
 
 }  // namespace tfckpt

@@ -8,17 +8,9 @@ namespace tfckpt {
 
 namespace {
 
-absl::StatusOr<std::regex> Compile(const std::string& pattern, const char* what) {
-  try {
-    return std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    return absl::InvalidArgumentError(StrCat(what, " \"", pattern, "\": not a valid regex (", e.what(), ")"));
-  }
-}
-
-bool Search(const std::vector<std::regex>& rs, const std::string& name) {
+bool Search(const std::vector<Regex>& rs, const std::string& name) {
   for (const auto& r : rs) {
-    if (std::regex_search(name, r)) return true;
+    if (r.Search(name)) return true;
   }
   return false;
 }
@@ -44,16 +36,17 @@ absl::StatusOr<NameRules> NameRules::Create(const std::vector<std::string>& incl
                                             const std::vector<RenameRule>& renames) {
   NameRules r;
   for (const auto& p : include) {
-    TFCKPT_ASSIGN_OR_RETURN(auto re, Compile(p, "--include"));
+    TFCKPT_ASSIGN_OR_RETURN(auto re, Regex::Compile(p, "--include"));
     r.include_.push_back(std::move(re));
   }
   for (const auto& p : exclude) {
-    TFCKPT_ASSIGN_OR_RETURN(auto re, Compile(p, "--exclude"));
+    TFCKPT_ASSIGN_OR_RETURN(auto re, Regex::Compile(p, "--exclude"));
     r.exclude_.push_back(std::move(re));
   }
   for (const auto& rr : renames) {
-    TFCKPT_ASSIGN_OR_RETURN(auto re, Compile(rr.pattern, "--rename"));
-    r.renames_.emplace_back(std::move(re), rr.replacement);
+    TFCKPT_ASSIGN_OR_RETURN(auto re, Regex::Compile(rr.pattern, "--rename"));
+    TFCKPT_ASSIGN_OR_RETURN(std::string rewrite, re.CheckReplacement(rr.replacement, "--rename"));
+    r.renames_.emplace_back(std::move(re), std::move(rewrite));
   }
   return r;
 }
@@ -67,21 +60,22 @@ bool NameRules::Selected(const std::string& name) const {
 
 std::string NameRules::Rename(const std::string& name) const {
   std::string out = name;
-  for (const auto& [re, replacement] : renames_) out = std::regex_replace(out, re, replacement);
+  for (const auto& [re, rewrite] : renames_) out = re.ReplaceAll(out, rewrite);
   return out;
 }
 
 bool IsOptimizerState(const std::string& name, const std::vector<std::string>& optimizer_paths) {
-  static const std::regex tf1_slot(
+  static const Regex tf1_slot = Regex::Fixed(
       R"((^|/)(Adam|Momentum|Adagrad|AdagradDA|ProximalAdagrad|Ftrl|RMSProp|Adadelta|adam_m|adam_v)(_\d+)?$)");
-  static const std::regex power(R"((^|/)beta[12]_power(_\d+)?$)");
-  static const std::regex keras_training(R"(^training/(Adam|Adagrad|Ftrl|SGD|RMSprop|Nadam|Adamax|Adadelta)/)");
+  static const Regex power = Regex::Fixed(R"((^|/)beta[12]_power(_\d+)?$)");
+  static const Regex keras_training =
+      Regex::Fixed(R"(^training/(Adam|Adagrad|Ftrl|SGD|RMSprop|Nadam|Adamax|Adadelta)/)");
   if (name.find("/.OPTIMIZER_SLOT/") != std::string::npos) return true;
   if (name.rfind("optimizer/", 0) == 0) return true;
   for (const auto& p : optimizer_paths) {
     if (!p.empty() && name.size() > p.size() && name.compare(0, p.size(), p) == 0 && name[p.size()] == '/') return true;
   }
-  return std::regex_search(name, tf1_slot) || std::regex_search(name, power) || std::regex_search(name, keras_training);
+  return tf1_slot.Search(name) || power.Search(name) || keras_training.Search(name);
 }
 
 }  // namespace tfckpt

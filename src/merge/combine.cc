@@ -9,7 +9,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 
 #include "absl/strings/str_join.h"
@@ -262,14 +261,10 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
   // Open every input; refuse an output that is one of them.
   std::vector<std::unique_ptr<Checkpoint>> owned;
   std::vector<const Checkpoint*> cs;
-  std::error_code ec;
-  const fs::path out_index = fs::weakly_canonical(out + ".index", ec);
   for (const auto& in : inputs) {
     TFCKPT_ASSIGN_OR_RETURN(auto c, Checkpoint::Open(in));
     const CheckpointInfo& info = c->info();
-    if (info.format == Format::kV2 && fs::weakly_canonical(info.index_path, ec) == out_index) {
-      return absl::InvalidArgumentError(StrCat(out, ": is one of the inputs; write elsewhere"));
-    }
+    TFCKPT_RETURN_IF_ERROR(CheckNotInputs(BundleFilesAt(out, 0), FilesOf(info)));
     report.inputs.push_back(info.prefix);
     cs.push_back(c.get());
     owned.push_back(std::move(c));
@@ -292,7 +287,7 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
   }
 
   // Names: filters, optimizer state, parallel components, renames.
-  static const std::regex component_re(R"(^(.*/\.ATTRIBUTES/)parallel_component_(\d+)$)");
+  static const Regex component_re = Regex::Fixed(R"((.*/\.ATTRIBUTES/)parallel_component_(\d+))");
   struct ComponentCheck {
     size_t input;
     const TensorEntry* component;
@@ -314,9 +309,16 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
         report.bytes_dropped_optimizer += t.bytes;
         continue;
       }
-      std::smatch m;
-      if (options.collapse_parallel != CombineOptions::Parallel::kKeep && std::regex_match(t.name, m, component_re)) {
-        const std::string value_key = m[1].str() + "VARIABLE_VALUE";
+      // A tensor whose entries are inconsistent cannot be copied (its pieces may point
+      // nowhere); dropped ones above do not matter.
+      if (!t.defect.empty()) {
+        const CheckpointInfo& info = cs[j]->info();
+        return DataLossAt(t.defect_check, info.format == Format::kV2 ? info.index_path : info.prefix, t.name, -1,
+                          StrCat(t.defect, " (run tfckpt validate)"));
+      }
+      std::vector<std::string> m;
+      if (options.collapse_parallel != CombineOptions::Parallel::kKeep && component_re.FullMatch(t.name, &m)) {
+        const std::string value_key = m[0] + "VARIABLE_VALUE";
         const TensorEntry* v = cs[j]->Find(value_key);
         if (v == nullptr) {
           return absl::InvalidArgumentError(StrCat(inputs[j], ": \"", t.name, "\" has no component 0 \"", value_key,
@@ -398,11 +400,11 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
   };
   std::vector<ReplicaCheck> replica_checks;
   if (options.collapse_replicas) {
-    static const std::regex replica_re(R"(^(.*)/(0|[1-9]\d{0,8})$)");
+    static const Regex replica_re = Regex::Fixed(R"((.*)/(0|[1-9]\d{0,8}))");
     std::map<std::string, std::map<int64_t, std::string>> groups;
     for (const auto& [name, o] : outs) {
-      std::smatch m;
-      if (std::regex_match(name, m, replica_re)) groups[m[1].str()][std::stoll(m[2].str())] = name;
+      std::vector<std::string> m;
+      if (replica_re.FullMatch(name, &m)) groups[m[0]][std::stoll(m[1])] = name;
     }
     for (const auto& [base, members] : groups) {
       if (members.size() < 2) continue;

@@ -1,12 +1,12 @@
 // MergeV2Checkpoints (FORMAT.md §e.3) and discovery of unmerged save parts (§e.2).
 #include "tfckpt/merge.h"
+#include "tfckpt/regex.h"
 
 #include <unistd.h>
 
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 
 #include "absl/strings/str_format.h"
@@ -51,9 +51,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   // Refusals first: an output that exists, or that is one of the inputs.
   std::error_code ec;
   for (const auto& in : inputs) {
-    if (fs::weakly_canonical(in + ".index", ec) == fs::weakly_canonical(out + ".index", ec)) {
-      return absl::InvalidArgumentError(StrCat(out, ": is one of the inputs; write elsewhere"));
-    }
+    TFCKPT_RETURN_IF_ERROR(CheckNotInputs({out + ".index"}, {in + ".index"}));
   }
   if (!options.overwrite && (FileExists(out + ".index"))) {
     return absl::AlreadyExistsError(StrCat(out, ".index: output exists (use --force to replace it)"));
@@ -92,7 +90,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
       return absl::OkStatus();
     }));
     if (!have_header) return DataLossAt("header.missing", index, "", -1, "index has no header entry");
-    if (mine.empty()) {
+    if (mine.empty() && !options.keep_empty) {
       report.inputs_skipped.push_back(prefix);
       report.notes.push_back(StrCat(prefix, ": no tensors; skipped (TensorFlow would count its data file and "
                                             "leave num_shards inconsistent)"));
@@ -110,6 +108,14 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     }
     num_shards_total += header.num_shards();
     report.inputs_used.push_back(prefix);
+    if (mine.empty()) {  // keep_empty: its data files, in order
+      for (int32_t s = 0; s < header.num_shards(); ++s) {
+        const std::string file = DataFileName(prefix, s, header.num_shards());
+        if (file_ids.try_emplace(file, static_cast<int32_t>(files_in_order.size())).second) {
+          files_in_order.push_back(file);
+        }
+      }
+    }
     for (auto& [key, e] : mine) {
       auto it = entries.find(key);
       if (it != entries.end()) {
@@ -214,13 +220,13 @@ absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix
   const std::string base = p.filename().string();
   // set name -> (count, parts present)
   std::map<std::string, std::pair<int, std::map<int, std::string>>> sets;
-  static const std::regex part_re(R"(^(.*)-(\d{5})-of-(\d{5})\.index$)");
+  static const Regex part_re = Regex::Fixed(R"((.*)-(\d{5})-of-(\d{5})\.index)");
   auto consider = [&](const std::string& set, const fs::path& index_path, const std::string& part_prefix_re) {
     const std::string name = index_path.filename().string();
-    std::smatch m;
-    if (!std::regex_match(name, m, part_re)) return;
-    if (!std::regex_match(m[1].str(), std::regex(part_prefix_re))) return;
-    const int i = std::stoi(m[2].str()), n = std::stoi(m[3].str());
+    std::vector<std::string> m;
+    if (!part_re.FullMatch(name, &m)) return;
+    if (!Regex::Fixed(part_prefix_re).FullMatch(m[0])) return;
+    const int i = std::stoi(m[1]), n = std::stoi(m[2]);
     auto& s = sets[StrCat(set, " (", n, " parts)")];
     s.first = n;
     const std::string part_prefix = index_path.string().substr(0, index_path.string().size() - 6);
@@ -231,16 +237,16 @@ absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.find(".tempstate") != std::string::npos) continue;
-    if (e.is_directory(ec) && (name == base + "_temp" || std::regex_match(name, std::regex(std::regex_replace(
-                                   base, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + R"(_temp_[0-9a-fA-F]+)")))) {
+    if (e.is_directory(ec) &&
+        (name == base + "_temp" || Regex::Fixed(Regex::Quote(base) + R"(_temp_[0-9a-fA-F]+)").FullMatch(name))) {
       for (const auto& f : fs::directory_iterator(e.path(), ec)) {
         if (f.path().filename().string().find(".tempstate") != std::string::npos) continue;
         consider((dir / name).string() + "/part", f.path(), "part");
       }
     } else if (name.rfind(base + ".part-", 0) == 0) {
-      consider(StrCat(prefix, ".part"), e.path(), std::regex_replace(base, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + R"(\.part)");
+      consider(StrCat(prefix, ".part"), e.path(), Regex::Quote(base) + R"(\.part)");
     } else if (name.rfind(base + "_dev-", 0) == 0) {
-      consider(StrCat(prefix, "_dev"), e.path(), std::regex_replace(base, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + R"(_dev)");
+      consider(StrCat(prefix, "_dev"), e.path(), Regex::Quote(base) + R"(_dev)");
     }
   }
   if (sets.empty()) return absl::NotFoundError(StrCat(prefix, ": no parts of an unmerged save found beside it"));

@@ -1,4 +1,5 @@
 #include "tfckpt/partition.h"
+#include "tfckpt/regex.h"
 
 #include <algorithm>
 #include <cmath>
@@ -199,10 +200,8 @@ absl::StatusOr<PartitionRule> ParsePartitionRule(std::string_view text) {
     }
     r->text = std::string(text);
     r->pattern = std::string(text.substr(0, i));
-    try {
-      std::regex check(*r->pattern);
-    } catch (const std::regex_error& e) {
-      return absl::InvalidArgumentError(StrCat("--partition ", text, ": bad regular expression: ", e.what()));
+    if (auto check = Regex::Compile(*r->pattern, StrCat("--partition ", text, ": REGEX")); !check.ok()) {
+      return check.status();
     }
     return r;
   }

@@ -1,5 +1,6 @@
 // Reshard: plan which regions go to which output file, then write them.
 #include "tfckpt/reshard.h"
+#include "tfckpt/regex.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +8,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <regex>
 #include <set>
 #include <tuple>
 
@@ -255,9 +255,14 @@ absl::StatusOr<std::vector<std::vector<std::pair<size_t, Region>>>> MaxShardSize
 
 absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOptions& options) {
   ReshardPlan plan;
-  std::vector<std::optional<std::regex>> patterns;
+  std::vector<std::optional<Regex>> patterns;
   for (const auto& r : options.rules) {
-    patterns.emplace_back(r.pattern ? std::optional<std::regex>(std::regex(*r.pattern)) : std::nullopt);
+    if (r.pattern) {
+      TFCKPT_ASSIGN_OR_RETURN(Regex re, Regex::Compile(*r.pattern, StrCat("--partition ", r.text, ": REGEX")));
+      patterns.emplace_back(std::move(re));
+    } else {
+      patterns.emplace_back(std::nullopt);
+    }
   }
   std::vector<bool> used(options.rules.size(), false);
   for (const TensorEntry& t : c.tensors()) {
@@ -269,7 +274,7 @@ absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOption
     tp.source = &t;
     std::vector<Region> regions = StoredRegions(t);
     for (size_t i = 0; i < options.rules.size(); ++i) {
-      const bool match = patterns[i] ? std::regex_search(t.name, *patterns[i]) : t.partitioned;
+      const bool match = patterns[i] ? patterns[i]->Search(t.name) : t.partitioned;
       if (!match) continue;
       used[i] = true;
       tp.rule = options.rules[i].text;
@@ -570,7 +575,8 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
         auto inter = Intersect(chunk, s->region);
         if (!inter) continue;
         const RunPlan rp = PlanRuns(*inter, {&chunk, &s->region});
-        const auto [lo, hi] = RunSpan(rp, *inter, 1);
+        const auto span = RunSpan(rp, *inter, 1);  // (not a structured binding: clang 14 cannot capture one)
+        const int64_t lo = span.first, hi = span.second;
         const uint64_t begin = static_cast<uint64_t>(lo * esize), end = static_cast<uint64_t>(hi * esize);
         TFCKPT_ASSIGN_OR_RETURN(std::string_view src, c.ReadRange(t, *s, begin, end, &stage, &owners[s]));
         ForEachRun(*inter, {&chunk, &s->region}, [&](const int64_t* off, int64_t n) {

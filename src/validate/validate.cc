@@ -1,5 +1,6 @@
 // tfckpt validate: every check of a checkpoint, and logical comparison of two.
 #include "tfckpt/validate.h"
+#include "tfckpt/regex.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,7 +12,6 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <regex>
 #include <set>
 #include <thread>
 #include <fstream>
@@ -65,7 +65,7 @@ void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
     }
   }
   // Data files that exist, by name.
-  const std::regex data_re(R"(\.data-(\d{5})-of-(\d{5})$)");
+  static const Regex data_re = Regex::Fixed(R"(\.data-(\d{5})-of-(\d{5}))");
   std::set<std::string> expected(info.data_files.begin(), info.data_files.end());
   std::map<int, int> other_counts;  // NNNNN of data files for another shard count -> files
   std::error_code ec;
@@ -88,13 +88,10 @@ void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
       }
       continue;
     }
-    std::smatch m;
-    if (rest.rfind(".data-", 0) != 0 || !std::regex_search(rest, m, data_re) ||
-        m.position(0) != 0) {
-      continue;
-    }
+    std::vector<std::string> m;
+    if (rest.rfind(".data-", 0) != 0 || !data_re.FullMatch(rest, &m)) continue;
     if (!expected.count(path)) {
-      ++other_counts[std::stoi(m[2].str())];
+      ++other_counts[std::stoi(m[1])];
       out->push_back(Make("files.unreferenced-data", Severity::kWarning, path, "", -1,
                           StrCat("data file of this prefix that the index does not use (header: ", info.num_shards,
                                  " data files)")));
@@ -265,11 +262,11 @@ void CheckStateFile(const std::string& dir, const std::vector<std::string>& note
   // ResolveCheckpoint already parsed it and found model_checkpoint_path; check the list.
   std::ifstream in(path);
   std::string line;
-  const std::regex re(R"re(^\s*all_model_checkpoint_paths\s*:\s*"(.*)"\s*$)re");
+  static const Regex re = Regex::Fixed(R"re(\s*all_model_checkpoint_paths\s*:\s*"(.*)"\s*)re");
   while (std::getline(in, line)) {
-    std::smatch m;
-    if (!std::regex_match(line, m, re)) continue;
-    std::string p = m[1].str();
+    std::vector<std::string> m;
+    if (!re.FullMatch(line, &m)) continue;
+    std::string p = m[0];
     std::string full = !p.empty() && p[0] == '/' ? p : (fs::path(dir) / p).string();
     if (p == ".") full = dir + "/";
     if (!FileExists(full + ".index") && !FileExists(full) && !FileExists(fs::path(dir) / fs::path(p).filename())) {
@@ -513,14 +510,16 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
       std::vector<TensorBytes> own_a(a.slices.size());
       absl::Status st = ForEachChunk(rb, esize, 1 << 20, [&](const Region& chunk) -> absl::Status {
         const RunPlan whole = PlanRuns(chunk, {&rb});
-        const auto [lb, hb] = RunSpan(whole, chunk, 0);
+        const auto span_b = RunSpan(whole, chunk, 0);  // (clang 14 cannot capture structured bindings)
+        const int64_t lb = span_b.first, hb = span_b.second;
         TFCKPT_ASSIGN_OR_RETURN(std::string_view y, cb.ReadRange(b, b.slices[j], lb * esize, hb * esize, &stage_b, &own_b));
         for (size_t i = 0; i < a.slices.size(); ++i) {
           const Region& ra = a.slices[i].region;
           auto sub = a.shape.empty() ? std::optional<Region>(chunk) : Intersect(chunk, ra);
           if (!sub) continue;
           const RunPlan rp = PlanRuns(*sub, {&ra, &rb});
-          const auto [la, ha] = RunSpan(rp, *sub, 0);
+          const auto span_a = RunSpan(rp, *sub, 0);
+          const int64_t la = span_a.first, ha = span_a.second;
           TFCKPT_ASSIGN_OR_RETURN(std::string_view x,
                                   ca.ReadRange(a, a.slices[i], la * esize, ha * esize, &stage_a, &own_a[i]));
           ForEachRun(*sub, {&ra, &rb}, [&](const int64_t* off, int64_t n) {

@@ -1,6 +1,11 @@
 #include "tfckpt/bundle_writer.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <tuple>
 
@@ -51,6 +56,21 @@ absl::StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const std::st
     std::error_code ec;
     fs::create_directories(p.parent_path(), ec);
     if (ec) return absl::UnavailableError(StrCat(p.parent_path().string(), ": cannot create directory: ", ec.message()));
+  }
+  // Leftovers of a writer that was killed: its temporaries; and when it died between
+  // renaming its data files into place and renaming the index (its index temporary is
+  // still there, the index is not), those data files too: no index refers to them.
+  {
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    const std::string stem = p.filename().string() + ".";
+    bool interrupted_commit = false;
+    for (const std::string& t : RemoveStaleTemporaries(dir, stem)) {
+      if (fs::path(t).filename().string().rfind(stem + "index.tmp-tfckpt-", 0) == 0) interrupted_commit = true;
+    }
+    if (interrupted_commit && !FileExists(prefix + ".index")) {
+      std::error_code ec;
+      for (const std::string& f : ExistingFiles(prefix)) fs::remove(f, ec);
+    }
   }
   if (!options.overwrite) {
     auto existing = ExistingFiles(prefix);
@@ -237,7 +257,7 @@ absl::Status BundleWriter::Finish() {
   finished_ = true;
   // Slices of a partitioned tensor are listed as TensorFlow's MergeV2 lists them (by data
   // file, then by slice key), whatever order threads added them in: output is
-  // deterministic.
+  // deterministic, and equal to a MergeV2 of one writer per data file (reshard --plan).
   for (const auto& [name, meta_key] : partitioned_) {
     auto& meta = entries_.at(meta_key)->entry;
     std::vector<std::tuple<int32_t, std::string, pb::TensorSliceProto>> order;
@@ -250,8 +270,17 @@ absl::Status BundleWriter::Finish() {
                                                         std::tie(std::get<0>(b), std::get<1>(b)); });
     meta.clear_slices();
     for (auto& o : order) *meta.add_slices() = std::move(std::get<2>(o));
+    // Multi-file checkpoints come from MergeV2, which gives a metadata entry the data
+    // file where the tensor's first slice is: do the same (0 for one data file).
+    if (!order.empty()) meta.set_shard_id(std::get<0>(order.front()));
   }
   for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Close());
+  // Fault injection for the scale-out test (docs/SCALE_OUT.md): a task whose data is
+  // written but not committed stays in that state this long, so a batch engine can
+  // kill it there.
+  if (const char* ms = std::getenv("TFCKPT_FAULT_STALL_BEFORE_COMMIT_MS")) {
+    ::usleep(static_cast<useconds_t>(std::strtoul(ms, nullptr, 10) * 1000));
+  }
   TFCKPT_ASSIGN_OR_RETURN(auto index, OutputFile::Create(prefix_ + ".index"));
   {
     TableWriter table(index.get());
@@ -268,7 +297,17 @@ absl::Status BundleWriter::Finish() {
   TFCKPT_RETURN_IF_ERROR(index->Close());
   std::vector<std::string> stale;
   if (options_.overwrite) stale = ExistingFiles(prefix_);
+  // Replacing a checkpoint: its index goes first, so that no reader ever pairs the old
+  // index with new data files.
+  if (options_.overwrite && FileExists(prefix_ + ".index") && ::unlink((prefix_ + ".index").c_str()) != 0) {
+    return ErrnoError(prefix_ + ".index", "cannot remove the checkpoint being replaced", errno);
+  }
   for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Commit());
+  // Fault injection for the crash-safety test (docs/RELIABILITY.md): die in the one
+  // window where data files are in place and the index is not.
+  if (const char* fault = std::getenv("TFCKPT_FAULT_KILL_AT"); fault && std::string_view(fault) == "commit") {
+    ::kill(::getpid(), SIGKILL);
+  }
   TFCKPT_RETURN_IF_ERROR(index->Commit());
   // Replacing a checkpoint with fewer data files: remove the old ones it no longer uses.
   for (const auto& path : stale) {

@@ -1,0 +1,16 @@
+// The `checkpoint` state file (text-format CheckpointState, FORMAT.md §g) and how a
+// directory argument is resolved through it. Input: the state file.
+#include <cstddef>
+#include <cstdint>
+
+#include "fuzz_util.h"
+#include "tfckpt/checkpoint.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string dir = tfckpt::fuzz::ScratchDir();
+  tfckpt::fuzz::WriteFile(dir + "/checkpoint", {reinterpret_cast<const char*>(data), size});
+  std::vector<std::string> notes;
+  (void)tfckpt::ReadCheckpointState(dir, &notes);
+  (void)tfckpt::ResolveCheckpoint(dir);
+  return 0;
+}

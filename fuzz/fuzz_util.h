@@ -1,0 +1,38 @@
+// Shared by the fuzz targets: a private scratch directory and whole-file writes, for
+// parsers whose entry point is a path (they map the file, as on real input).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+namespace tfckpt::fuzz {
+
+// A directory of this process, created on first use, e.g. /tmp/tfckpt-fuzz-1234.
+inline const std::string& ScratchDir() {
+  static const std::string dir = [] {
+    std::string d = "/tmp/tfckpt-fuzz-" + std::to_string(::getpid());
+    std::string cmd = "mkdir -p " + d;
+    if (std::system(cmd.c_str()) != 0) std::abort();
+    return d;
+  }();
+  return dir;
+}
+
+inline void WriteFile(const std::string& path, std::string_view bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Splits `data` at the first occurrence of `sep` (the rest is empty when absent).
+inline std::pair<std::string_view, std::string_view> SplitOnce(std::string_view data, char sep) {
+  size_t at = data.find(sep);
+  if (at == std::string_view::npos) return {data, {}};
+  return {data.substr(0, at), data.substr(at + 1)};
+}
+
+}  // namespace tfckpt::fuzz

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, clang with ASan+UBSan, build-fuzz/) and runs each
+# for a fixed time. Seeds: fuzz/seeds/TARGET, tests/fuzz_regressions/TARGET and files
+# derived from ../shared/testdata/tf; what a run learns stays in build-fuzz/corpus/.
+#
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+#   SECONDS_PER_TARGET  default 60 (env FUZZ_SECONDS also works); CI uses 10
+#   TARGET              table bundle slice_key specs state_file v1 safetensors payload
+# A crash stops with exit 1 and names the reproducer under build-fuzz/artifacts/; copy
+# it into tests/fuzz_regressions/TARGET/ (the normal test suite replays that folder).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-${FUZZ_SECONDS:-60}}
+shift || true
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(table bundle slice_key specs state_file v1 safetensors payload)
+fi
+
+scripts/install-deps.sh
+build=build-fuzz
+if [ ! -f "$build/build.ninja" ]; then
+  CXX=clang++ meson setup "$build" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null
+fi
+meson compile -C "$build" >/dev/null
+
+# Seeds from the real checkpoints, made fresh each run (never copied into the repository).
+testdata=../shared/testdata/tf
+seeds=$build/seeds
+rm -rf "$seeds"
+mkdir -p "$seeds"/{table,bundle,v1,state_file,safetensors}
+if [ -d "$testdata" ]; then
+  python3 - "$testdata" "$seeds" <<'PY'
+import os, struct, sys
+src, out = sys.argv[1], sys.argv[2]
+n = 0
+for root, _, files in os.walk(src):
+    for f in files:
+        p = os.path.join(root, f)
+        size = os.path.getsize(p)
+        name = p[len(src) + 1:].replace("/", "_")
+        blob = open(p, "rb").read() if size <= (1 << 20) else None
+        if f == "checkpoint":
+            open(os.path.join(out, "state_file", name), "wb").write(blob)
+        if blob is not None and blob[-8:] == bytes.fromhex("57fb808b247547db"):
+            kind = "table" if f.endswith(".index") else "v1"
+            open(os.path.join(out, kind, name), "wb").write(blob)
+            if kind == "v1":
+                open(os.path.join(out, "table", name), "wb").write(blob)
+        if f.endswith(".index") and blob is not None:
+            data = p[:-len(".index")] + ".data-00000-of-00001"
+            if not os.path.exists(data):
+                data = p[:-len(".index")] + ".data-00000-of-00002"
+            payload = open(data, "rb").read() if os.path.exists(data) and os.path.getsize(data) <= (1 << 20) else b""
+            open(os.path.join(out, "bundle", name), "wb").write(struct.pack("<I", len(blob)) + blob + payload)
+        n += 1
+PY
+elif [ "${CI:-}" = "true" ]; then
+  echo "fuzz: $testdata is missing (CI=true: failure)" >&2
+  exit 1
+fi
+
+status=0
+mkdir -p "$build/artifacts"
+results=$build/fuzz-results.txt  # "TARGET ok|FAILED" per line, for scripts/check.sh
+: >"$results"
+for t in "${targets[@]}"; do
+  corpus=$build/corpus/$t
+  mkdir -p "$corpus"
+  dirs=("$corpus")
+  for extra in fuzz/seeds/"$t" "$seeds/$t" tests/fuzz_regressions/"$t"; do
+    if [ -d "$extra" ]; then dirs+=("$extra"); fi
+  done
+  log=$build/fuzz-$t.log
+  echo "fuzz: $t for ${seconds}s"
+  # Limits: an input may not make us allocate over 1 GiB at once or take over 10 s.
+  if ! ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      "$build/fuzz/fuzz_$t" "${dirs[@]}" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
+      -malloc_limit_mb=1024 -rss_limit_mb=2560 -artifact_prefix="$build/artifacts/$t-" -print_final_stats=1 \
+      >"$log" 2>&1; then
+    echo "fuzz: $t FAILED; see $log and $build/artifacts/$t-*" >&2
+    grep -E "ERROR|SUMMARY|Test unit written" "$log" | head -5 >&2 || true
+    echo "$t FAILED" >>"$results"
+    status=1
+  else
+    grep -E "^Done" "$log" | sed 's/^/fuzz:   /'
+    echo "$t ok" >>"$results"
+  fi
+done
+exit $status

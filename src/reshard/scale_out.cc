@@ -1,0 +1,339 @@
+// Scale-out resharding: the plan document, one task, finalize (see the header).
+#include "tfckpt/scale_out.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tfckpt/bundle_writer.h"
+#include "tfckpt/crc32c.h"
+#include "tfckpt/dtype.h"
+#include "tfckpt/merge.h"
+#include "tfckpt/status.h"
+#include "tfckpt/strings.h"
+#include "tfckpt/validate.h"
+
+namespace tfckpt {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+constexpr const char* kPlanFormat = "tfckpt-reshard-plan";
+constexpr int kPlanVersion = 1;
+
+std::string Absolute(const std::string& path) { return fs::absolute(path).lexically_normal().string(); }
+
+json RegionJson(const Region& r) { return json{{"start", r.start}, {"shape", r.shape}}; }
+
+absl::StatusOr<Region> RegionFromJson(const json& j) {
+  Region r;
+  r.start = j.at("start").get<std::vector<int64_t>>();
+  r.shape = j.at("shape").get<std::vector<int64_t>>();
+  if (r.start.size() != r.shape.size()) return absl::InvalidArgumentError("plan: region rank mismatch");
+  return r;
+}
+
+// Size and modification time of a file, as recorded in the plan.
+absl::StatusOr<json> FileIdentity(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(path, "cannot stat", errno);
+  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return json{{"path", Absolute(path)}, {"size", static_cast<uint64_t>(st.st_size)}, {"mtime_ns", mtime_ns}};
+}
+
+absl::StatusOr<uint32_t> FileCrc(const std::string& path) {
+  TFCKPT_ASSIGN_OR_RETURN(auto f, MappedFile::Open(path));
+  return crc32c::Value(f->all().data(), f->all().size());
+}
+
+absl::StatusOr<json> SourceIdentity(const Checkpoint& c) {
+  const CheckpointInfo& info = c.info();
+  TFCKPT_ASSIGN_OR_RETURN(json index, FileIdentity(info.index_path));
+  TFCKPT_ASSIGN_OR_RETURN(uint32_t crc, FileCrc(info.index_path));
+  index["crc32c"] = crc;
+  json data = json::array();
+  for (const auto& f : info.data_files) {
+    TFCKPT_ASSIGN_OR_RETURN(json id, FileIdentity(f));
+    data.push_back(std::move(id));
+  }
+  return json{{"prefix", Absolute(info.prefix)}, {"format", "v2"}, {"index", std::move(index)},
+              {"data_files", std::move(data)}};
+}
+
+// Error naming the first file of the recorded source that is not as it was.
+absl::Status CheckSourceUnchanged(const json& recorded) {
+  auto same = [](const json& then) -> absl::Status {
+    const std::string path = then.at("path").get<std::string>();
+    auto now = FileIdentity(path);
+    if (!now.ok()) return absl::InvalidArgumentError(StrCat(path, ": source file gone since planning (re-plan)"));
+    if ((*now)["size"] != then.at("size") || (*now)["mtime_ns"] != then.at("mtime_ns")) {
+      return absl::InvalidArgumentError(StrCat(path, ": source changed since planning (size ", then.at("size").dump(),
+                                               " -> ", (*now)["size"].dump(), ", mtime changed: ",
+                                               (*now)["mtime_ns"] != then.at("mtime_ns") ? "yes" : "no",
+                                               "); re-plan"));
+    }
+    return absl::OkStatus();
+  };
+  const json& index = recorded.at("index");
+  TFCKPT_RETURN_IF_ERROR(same(index));
+  TFCKPT_ASSIGN_OR_RETURN(uint32_t crc, FileCrc(index.at("path").get<std::string>()));
+  if (crc != index.at("crc32c").get<uint32_t>()) {
+    return absl::InvalidArgumentError(
+        StrCat(index.at("path").get<std::string>(), ": source index changed since planning (crc32c); re-plan"));
+  }
+  for (const json& f : recorded.at("data_files")) TFCKPT_RETURN_IF_ERROR(same(f));
+  return absl::OkStatus();
+}
+
+std::string PartPrefix(const std::string& temp_dir, int task, int num_tasks) {
+  return absl::StrFormat("%s/part-%05d-of-%05d", temp_dir, task, num_tasks);
+}
+
+absl::StatusOr<json> LoadPlan(const std::string& plan_path) {
+  std::ifstream in(plan_path, std::ios::binary);
+  if (!in) return ErrnoError(plan_path, "cannot read the plan", errno);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json plan = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (plan.is_discarded() || !plan.is_object() || plan.value("format", "") != kPlanFormat) {
+    return absl::InvalidArgumentError(StrCat(plan_path, ": not a tfckpt reshard plan"));
+  }
+  if (plan.value("version", 0) != kPlanVersion) {
+    return absl::InvalidArgumentError(StrCat(plan_path, ": plan version ", plan.value("version", 0),
+                                             " (this tfckpt reads version ", kPlanVersion, ")"));
+  }
+  return plan;
+}
+
+// Runs `fn` on a parsed plan, turning JSON type errors into one clear error.
+template <typename Fn>
+auto WithPlan(const std::string& plan_path, Fn&& fn) -> decltype(fn(std::declval<const json&>())) {
+  TFCKPT_ASSIGN_OR_RETURN(json plan, LoadPlan(plan_path));
+  try {
+    return fn(plan);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(StrCat(plan_path, ": malformed plan (", e.what(), ")"));
+  }
+}
+
+const StoredSlice* SliceWithRegion(const TensorEntry& t, const Region& r) {
+  for (const auto& s : t.slices) {
+    if (s.region.start == r.start && s.region.shape == r.shape) return &s;
+  }
+  return nullptr;
+}
+
+// Checks that the part at `prefix` holds exactly the planned entries of `task`.
+absl::Status CheckPart(const std::string& prefix, const json& task) {
+  TFCKPT_ASSIGN_OR_RETURN(auto part, Checkpoint::OpenV2(prefix));
+  int64_t pieces = 0;
+  for (const auto& t : part->tensors()) pieces += static_cast<int64_t>(t.slices.size());
+  const json& entries = task.at("entries");
+  if (pieces != static_cast<int64_t>(entries.size())) {
+    return absl::DataLossError(StrCat(prefix, ": holds ", pieces, " pieces, the plan says ", entries.size()));
+  }
+  for (const json& e : entries) {
+    const std::string name = e.at("name").get<std::string>();
+    const TensorEntry* t = part->Find(name);
+    TFCKPT_ASSIGN_OR_RETURN(Region r, RegionFromJson(e.at("region")));
+    const StoredSlice* s = t == nullptr ? nullptr : SliceWithRegion(*t, r);
+    if (s == nullptr) return absl::DataLossError(StrCat(prefix, ": planned entry \"", name, "\" is missing"));
+    if ((!e.at("offset").is_null() && e.at("offset").get<uint64_t>() != s->data.offset) ||
+        (!e.at("size").is_null() && e.at("size").get<uint64_t>() != s->data.size)) {
+      return absl::DataLossError(StrCat(prefix, ": entry \"", name, "\" is not where the plan puts it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const ReshardPlan& plan, const TaskPlanOptions& o) {
+  if (c.info().format != Format::kV2) {
+    return absl::InvalidArgumentError(
+        StrCat(c.info().prefix, ": scale-out plans read V2 checkpoints (tfckpt convert can make one)"));
+  }
+  const std::string out = Absolute(o.out);
+  const std::string temp_dir = out + "_temp";
+  TFCKPT_ASSIGN_OR_RETURN(json source, SourceIdentity(c));
+  const int n = plan.num_files;
+  json tasks = json::array();
+  for (int f = 0; f < n; ++f) {
+    json entries = json::array();
+    std::optional<uint64_t> offset = 0;  // known while every earlier piece has a fixed size
+    uint64_t bytes = 0;
+    for (const TensorPlan& tp : plan.tensors) {
+      const TensorEntry& t = *tp.source;
+      const DTypeInfo* info = LookupDType(t.dtype);
+      const int64_t esize = info ? info->element_size : 0;
+      for (const PlannedPiece& p : tp.pieces) {
+        if (p.file != f) continue;
+        const bool whole = p.region.Covers(t.shape);
+        std::optional<uint64_t> size;
+        if (esize > 0) size = static_cast<uint64_t>(p.region.num_elements() * esize);
+        json copies = json::array();
+        for (const StoredSlice& s : t.slices) {
+          auto inter = Intersect(p.region, s.region);
+          if (!inter) continue;
+          json copy{{"src_file", Absolute(c.info().data_files.at(s.data.shard))},
+                    {"src_offset", s.data.offset},
+                    {"src_size", s.data.size},
+                    {"src_region", RegionJson(s.region)},
+                    {"region", RegionJson(*inter)},
+                    {"range", nullptr}};
+          if (esize > 0) {
+            const RunPlan rp = PlanRuns(*inter, {&s.region});
+            const auto span = RunSpan(rp, *inter, 0);
+            if (span.second - span.first == inter->num_elements()) {
+              copy["range"] = {s.data.offset + static_cast<uint64_t>(span.first * esize),
+                               s.data.offset + static_cast<uint64_t>(span.second * esize)};
+            }
+          }
+          copies.push_back(std::move(copy));
+        }
+        entries.push_back(json{{"name", t.name},
+                               {"slice", whole ? json(nullptr) : json(SliceString(p.region, t.shape))},
+                               {"dtype", DTypeName(t.dtype)},
+                               {"shape", p.region.shape},
+                               {"full_shape", t.shape},
+                               {"region", RegionJson(p.region)},
+                               {"offset", offset ? json(*offset) : json(nullptr)},
+                               {"size", size ? json(*size) : json(nullptr)},
+                               {"copies", std::move(copies)}});
+        if (offset && size) {
+          *offset += *size;
+        } else {
+          offset.reset();
+        }
+        bytes += p.bytes;
+      }
+    }
+    tasks.push_back(json{{"task", f},
+                         {"part", PartPrefix(temp_dir, f, n)},
+                         {"data_file", DataFileName(out, f, n)},
+                         {"bytes", bytes},
+                         {"entries", std::move(entries)}});
+  }
+  json doc{{"format", kPlanFormat},
+           {"version", kPlanVersion},
+           {"num_tasks", n},
+           {"source", std::move(source)},
+           {"output", json{{"prefix", out},
+                           {"temp_dir", temp_dir},
+                           {"num_files", n},
+                           {"overwrite", o.overwrite},
+                           {"verify", o.verify}}},
+           {"options", json{{"partition", o.partitions},
+                            {"policy", o.policy},
+                            {"bytes_per_string", o.bytes_per_string}}},
+           {"tasks", std::move(tasks)}};
+  return doc.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, std::atomic<uint64_t>* progress) {
+  return WithPlan(plan_path, [&](const json& plan) -> absl::StatusOr<TaskReport> {
+    const int n = plan.at("num_tasks").get<int>();
+    if (task < 0 || task >= n) {
+      return absl::InvalidArgumentError(StrCat(plan_path, ": task ", task, " out of range (0..", n - 1, ")"));
+    }
+    TFCKPT_RETURN_IF_ERROR(CheckSourceUnchanged(plan.at("source")));
+    TFCKPT_ASSIGN_OR_RETURN(auto c, Checkpoint::OpenV2(plan.at("source").at("prefix").get<std::string>()));
+    const json& t = plan.at("tasks").at(task);
+    TaskReport r;
+    r.task = task;
+    r.num_tasks = n;
+    r.part = t.at("part").get<std::string>();
+    BundleWriterOptions wo;
+    wo.num_shards = 1;
+    wo.overwrite = true;  // a re-run after a crash replaces the part with the same bytes
+    TFCKPT_ASSIGN_OR_RETURN(auto w, BundleWriter::Create(r.part, wo));
+    PieceCopier copier(*c, *w, progress);
+    for (const json& e : t.at("entries")) {
+      const std::string name = e.at("name").get<std::string>();
+      const TensorEntry* te = c->Find(name);
+      if (te == nullptr) return absl::InvalidArgumentError(StrCat(plan_path, ": tensor \"", name, "\" not in the source"));
+      PlannedPiece p;
+      TFCKPT_ASSIGN_OR_RETURN(p.region, RegionFromJson(e.at("region")));
+      if (!p.region.InsideOf(te->shape)) {
+        return absl::InvalidArgumentError(StrCat(plan_path, ": planned region of \"", name, "\" is outside the tensor"));
+      }
+      p.file = 0;
+      p.bytes = e.at("size").is_null() ? 0 : e.at("size").get<uint64_t>();
+      TFCKPT_RETURN_IF_ERROR(copier.Write(*te, p));
+      ++r.entries;
+      r.bytes += p.bytes;
+    }
+    TFCKPT_RETURN_IF_ERROR(w->Finish());
+    TFCKPT_RETURN_IF_ERROR(CheckPart(r.part, t));
+    return r;
+  });
+}
+
+absl::StatusOr<int> TaskFromEnvironment() {
+  for (const char* var : {"SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX", "TASK_INDEX"}) {
+    const char* v = std::getenv(var);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    const long i = std::strtol(v, &end, 10);
+    if (*end != '\0' || i < 0 || i > 1'000'000) {
+      return absl::InvalidArgumentError(StrCat("--task auto: ", var, "=\"", v, "\" is not a task number"));
+    }
+    return static_cast<int>(i);
+  }
+  return absl::InvalidArgumentError(
+      "--task auto: none of SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX, TASK_INDEX is set");
+}
+
+absl::StatusOr<FinalizeReport> FinalizeTasks(const std::string& plan_path) {
+  return WithPlan(plan_path, [&](const json& plan) -> absl::StatusOr<FinalizeReport> {
+    const int n = plan.at("num_tasks").get<int>();
+    const json& output = plan.at("output");
+    FinalizeReport r;
+    r.out = output.at("prefix").get<std::string>();
+    r.num_tasks = n;
+    std::vector<std::string> parts, missing;
+    for (const json& t : plan.at("tasks")) {
+      parts.push_back(t.at("part").get<std::string>());
+      if (!FileExists(parts.back() + ".index")) {
+        missing.push_back(StrCat(t.at("task").get<int>(), " (", parts.back(), ")"));
+      }
+    }
+    if (!missing.empty()) {
+      return absl::InvalidArgumentError(StrCat(plan_path, ": ", missing.size(), " of ", n, " tasks have not finished: ",
+                                               absl::StrJoin(missing, ", "), "; run them with --execute"));
+    }
+    TFCKPT_RETURN_IF_ERROR(CheckSourceUnchanged(plan.at("source")));
+    for (int i = 0; i < n; ++i) TFCKPT_RETURN_IF_ERROR(CheckPart(parts[i], plan.at("tasks").at(i)));
+    MergeOptions mo;
+    mo.move = true;
+    mo.keep_empty = true;
+    mo.overwrite = output.at("overwrite").get<bool>();
+    TFCKPT_ASSIGN_OR_RETURN(MergeReport m, MergeBundles(parts, r.out, mo));
+    r.entries = m.entries;
+    std::error_code ec;
+    fs::remove_all(output.at("temp_dir").get<std::string>(), ec);
+    if (output.at("verify").get<bool>()) {
+      TFCKPT_ASSIGN_OR_RETURN(ValidateReport v, Compare(r.out, plan.at("source").at("prefix").get<std::string>(), {}));
+      if (!v.ok(false)) {
+        fs::remove(r.out + ".index", ec);
+        for (int i = 0; i < n; ++i) fs::remove(DataFileName(r.out, i, n), ec);
+        const Finding& f = v.findings.front();
+        return absl::DataLossError(StrCat(r.out, ": finalized output does not match the source (", f.check, ": ",
+                                          f.key, ": ", f.message, "); removed it"));
+      }
+      r.verified = true;
+    }
+    return r;
+  });
+}
+
+}  // namespace tfckpt
