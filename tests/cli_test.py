@@ -547,6 +547,17 @@ def validate_against():
         one_error_line(run("validate", base, "--tolerance", "1", code=2), "--against")
         p = run("validate", changed, "--against", base, code=1)
         assert "against.values" in p.stdout and p.stdout.splitlines()[-1].endswith("FAILED (1 error)")
+        # A damaged byte on either side is a checksum error (CRCs are computed on the bytes
+        # the comparison reads), not a value difference.
+        for side in ("new", "old"):
+            new, old = family(d, "n-" + side), family(d, "o-" + side)
+            victim = new if side == "new" else old
+            t = next(t for t in inspect_json(victim)["tensors"] if t["name"] == "model/part/.ATTRIBUTES/VARIABLE_VALUE")
+            s = t["slices"][-1]
+            flip(victim + ".data-%05d-of-00002" % s["shard"], s["offset"] + 2)
+            j = validate_json(new, "--against", old, code=1)
+            assert [e["check"] for e in j["errors"]] == ["data.crc"], (side, j["errors"])
+            assert j["errors"][0]["key"] == "model/part/.ATTRIBUTES/VARIABLE_VALUE", (side, j["errors"])
 
 
 @test(needs_data=True)

@@ -451,6 +451,37 @@ std::string ElementText(const TensorEntry& t, const Loaded& l, int64_t i) {
 // Compares the values of `a` (new) and `b` (old), equal dtype and shape. Every stored
 // piece's CRC is checked (streamed); fixed-size values are then compared chunk by chunk
 // over the intersections of both sides' slices, reading only the spans each chunk needs.
+// The CRC of one stored piece, computed on the bytes a caller happens to read, as long as
+// it reads them front to back without gaps or repeats.
+struct CrcCursor {
+  uint64_t next = 0;
+  uint32_t crc = 0;
+  bool in_order = true;
+  void Feed(uint64_t begin, std::string_view bytes) {
+    if (!in_order || begin != next) {
+      in_order = false;
+      return;
+    }
+    crc = crc32c::Extend(crc, bytes.data(), bytes.size());
+    next += bytes.size();
+  }
+};
+
+// Checks every stored piece of `t`: by its cursor when that read the whole piece in
+// order from a V2 little-endian file (the bytes ReadRange gives are then the stored
+// bytes), else (or to report a mismatch with its usual error) by VerifyCrc.
+absl::Status SettleCrcs(const Checkpoint& c, const TensorEntry& t, const std::vector<CrcCursor>& cursors,
+                        std::string* buf) {
+  const bool raw = c.info().format == Format::kV2 && !c.info().big_endian;
+  for (size_t k = 0; k < t.slices.size(); ++k) {
+    const StoredSlice& s = t.slices[k];
+    const CrcCursor& cur = cursors[k];
+    if (raw && cur.in_order && cur.next == s.data.size && cur.crc == crc32c::Unmask(s.data.masked_crc)) continue;
+    TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, s, buf));
+  }
+  return absl::OkStatus();
+}
+
 void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb, const TensorEntry& b,
                    const CompareOptions& options, std::vector<Finding>* out, std::atomic<uint64_t>* bytes) {
   const std::string where = ca.info().format == Format::kV2 ? ca.info().index_path : ca.info().prefix;
@@ -493,17 +524,13 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
       }
     }
   } else {
-    std::string buf;
-    for (const auto& s : a.slices) {
-      if (absl::Status st = ca.VerifyCrc(a, s, &buf); !st.ok()) return out->push_back(FindingOf(st));
-    }
-    for (const auto& s : b.slices) {
-      if (absl::Status st = cb.VerifyCrc(b, s, &buf); !st.ok()) return out->push_back(FindingOf(st));
-    }
     // Each old slice is walked once, chunk by chunk (spans of about 1 MiB, read with
     // pread); every new slice overlapping a chunk is compared with it over their
-    // intersection.
+    // intersection. Both sides' CRCs are computed on the bytes the comparison reads
+    // whenever a slice is read front to back (the usual case: one pass over each side);
+    // the others are checked by VerifyCrc afterwards.
     std::string stage_a, stage_b;
+    std::vector<CrcCursor> cur_a(a.slices.size()), cur_b(b.slices.size());
     for (size_t j = 0; j < b.slices.size(); ++j) {
       const Region& rb = b.slices[j].region;
       TensorBytes own_b;
@@ -513,6 +540,7 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
         const auto span_b = RunSpan(whole, chunk, 0);  // (clang 14 cannot capture structured bindings)
         const int64_t lb = span_b.first, hb = span_b.second;
         TFCKPT_ASSIGN_OR_RETURN(std::string_view y, cb.ReadRange(b, b.slices[j], lb * esize, hb * esize, &stage_b, &own_b));
+        cur_b[j].Feed(static_cast<uint64_t>(lb * esize), y);
         for (size_t i = 0; i < a.slices.size(); ++i) {
           const Region& ra = a.slices[i].region;
           auto sub = a.shape.empty() ? std::optional<Region>(chunk) : Intersect(chunk, ra);
@@ -522,6 +550,7 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
           const int64_t la = span_a.first, ha = span_a.second;
           TFCKPT_ASSIGN_OR_RETURN(std::string_view x,
                                   ca.ReadRange(a, a.slices[i], la * esize, ha * esize, &stage_a, &own_a[i]));
+          cur_a[i].Feed(static_cast<uint64_t>(la * esize), x);
           ForEachRun(*sub, {&ra, &rb}, [&](const int64_t* off, int64_t n) {
             const char* px = x.data() + (off[0] - la) * esize;
             const char* py = y.data() + (off[1] - lb) * esize;
@@ -544,6 +573,10 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
       });
       if (!st.ok()) return out->push_back(FindingOf(st));
     }
+    // A checksum error is reported alone (the values of a damaged slice mean nothing).
+    std::string buf;
+    if (absl::Status st = SettleCrcs(ca, a, cur_a, &buf); !st.ok()) return out->push_back(FindingOf(st));
+    if (absl::Status st = SettleCrcs(cb, b, cur_b, &buf); !st.ok()) return out->push_back(FindingOf(st));
   }
   *bytes += a.bytes;
   if (differ > 0) {
