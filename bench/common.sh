@@ -23,9 +23,16 @@ peak_rss_kib() {
 }
 
 # timed CMD...: one run with a fresh $work/out (the caller sets $work): prints "SECONDS
-# PEAK_RSS_MIB", the time including a sync of what the command wrote.
+# PEAK_RSS_MIB", the time including a sync of what the command wrote. When the caller sets
+# $warm (a glob of input files), they are read first, outside the timing: this machine's
+# DAMON pageout scheme drops file pages left untouched for about 30 s, so without it an
+# input counted as cached is partly read from disk, differently for each command.
 timed() {
   rm -rf "$work/out" && mkdir -p "$work/out" && sync
+  if [ -n "${warm:-}" ]; then
+    # shellcheck disable=SC2086  # $warm is a glob
+    cat $warm >/dev/null
+  fi
   local t0 t1 rss
   t0=$(date +%s.%N)
   rss=$(peak_rss_kib "$@")

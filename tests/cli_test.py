@@ -657,6 +657,25 @@ def reshard_refusals():
 
 
 @test()
+def reshard_checks_source_crcs_while_copying():
+    # Even with --no-verify, bytes read from a damaged stored piece are caught by the CRC
+    # computed as they are copied: cuts on axis 1 (all pieces of a tensor gathered in one
+    # pass), on axis 0, and unpartitioning; exit 3, one line, nothing left.
+    with tempfile.TemporaryDirectory() as d:
+        o = lambda name: os.path.join(d, name)
+        src = o("partitioned")
+        subprocess.run([MAKE_FIXTURE, "partitioned", src], check=True)
+        for spec in ("fixed:3@1", "fixed:3", "none"):
+            run("reshard", src, "-o", o("ok" + spec), "--partition", spec, "--no-verify", code=0)
+            validate_json(o("ok" + spec), "--against", src, code=0)
+        flip(src + ".data-00001-of-00002", 10)
+        for spec in ("fixed:3@1", "fixed:3", "none"):
+            p = run("reshard", src, "-o", o("bad"), "--partition", spec, "--no-verify", code=3)
+            one_error_line(p, "checksum mismatch", "part")
+            assert not [n for n in os.listdir(d) if n.startswith("bad")], os.listdir(d)
+
+
+@test()
 def reshard_scale_out_plan_execute_finalize():
     with tempfile.TemporaryDirectory() as d:
         base = family(d, "base")

@@ -65,11 +65,23 @@ class BundleWriter {
     BundleWriter* writer_ = nullptr;
     std::string key_;
     int32_t shard_ = 0;
+    bool positional_ = false;
     uint64_t expected_ = 0, written_ = 0, offset_ = 0;
     uint32_t crc_ = 0;
   };
   absl::StatusOr<EntryStream> BeginEntry(std::string_view name, int32_t dtype, const Shape& full,
                                          const std::optional<Region>& region, int32_t shard = 0);
+
+  // Positional forms, for a caller that knows every entry's size and so lays out each
+  // data file before writing (reshard): the entry's bytes go at `offset` of data file
+  // `shard`, written with pwrite / copy_file_range, so several threads may fill one
+  // data file at once. The entry stream writes its bytes front to back from `offset`.
+  // REQUIRES: the entries of a data file are all added positionally, in ranges that do
+  // not overlap and leave no gaps; none of the appending forms used on that file.
+  absl::Status AddAt(std::string_view name, int32_t dtype, const Shape& full, const std::optional<Region>& region,
+                     std::string_view payload, int32_t shard, uint64_t offset);
+  absl::StatusOr<EntryStream> BeginEntryAt(std::string_view name, int32_t dtype, const Shape& full,
+                                           const std::optional<Region>& region, int32_t shard, uint64_t offset);
 
   // Writes the index and renames everything into place. REQUIRES: called once.
   absl::Status Finish();
@@ -80,8 +92,13 @@ class BundleWriter {
   BundleWriter() = default;
   // Checks and records where a new entry goes; returns its table key.
   absl::StatusOr<std::string> Register(std::string_view name, int32_t dtype, const Shape& full,
-                                       const std::optional<Region>& region, int32_t shard, uint64_t size);
+                                       const std::optional<Region>& region, int32_t shard, uint64_t size,
+                                       bool positional = false);
   absl::Status FinishEntry(const std::string& key, uint64_t offset, uint64_t size, uint32_t crc);
+  // BeginEntry (appending) or, with `at`, BeginEntryAt.
+  absl::StatusOr<EntryStream> StartEntry(std::string_view name, int32_t dtype, const Shape& full,
+                                         const std::optional<Region>& region, int32_t shard,
+                                         std::optional<uint64_t> at);
 
   std::string prefix_;
   BundleWriterOptions options_;

@@ -14,6 +14,24 @@ uint32_t Extend(uint32_t crc, const void* data, size_t n);
 inline uint32_t Value(const void* data, size_t n) { return Extend(0, data, n); }
 inline uint32_t Value(std::string_view s) { return Extend(0, s.data(), s.size()); }
 
+// The CRC of a stream that arrives in ranges (a stored piece read span by span), valid
+// as long as the ranges come front to back with no gap or repeat.
+struct Cursor {
+  uint64_t next = 0;  // where the next range must begin
+  uint32_t crc = 0;
+  bool in_order = true;
+  void Feed(uint64_t begin, std::string_view bytes) {
+    if (!in_order || begin != next) {
+      in_order = false;
+      return;
+    }
+    crc = Extend(crc, bytes.data(), bytes.size());
+    next += bytes.size();
+  }
+  // Whether exactly the bytes [0, size) were fed, in order.
+  bool Covered(uint64_t size) const { return in_order && next == size; }
+};
+
 inline constexpr uint32_t kMaskDelta = 0xA282EAD8u;
 
 // The form in which TensorFlow stores CRCs: rotate right by 15, add kMaskDelta.

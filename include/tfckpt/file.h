@@ -2,8 +2,10 @@
 // written under a temporary name and renamed into place only when complete.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +57,12 @@ class OutputFile {
   // Appends `n` bytes of `src_fd` from `src_offset`, moved inside the kernel
   // (copy_file_range) when the file systems allow, else read and written.
   absl::Status AppendFrom(int src_fd, uint64_t src_offset, uint64_t n);
+  // Positional forms, for files whose layout is known before any byte is written:
+  // several threads may write disjoint ranges at once. The file ends where the furthest
+  // write ends. REQUIRES: not mixed with Append/AppendFrom on the same file.
+  absl::Status WriteAt(uint64_t offset, std::string_view data);
+  absl::Status CopyAt(uint64_t offset, int src_fd, uint64_t src_offset, uint64_t n);
+
   uint64_t size() const { return size_; }
   const std::string& final_path() const { return final_path_; }
   const std::string& temp_path() const { return temp_path_; }
@@ -69,9 +77,17 @@ class OutputFile {
   OutputFile(std::string final_path, std::string temp_path, int fd);
   absl::Status FlushBuffer();
   absl::Status WriteAll(const char* data, size_t n);
+  // Copies n bytes of src_fd at src_offset to this file at *out (advanced), in-kernel
+  // when the file systems allow, else read and written.
+  absl::Status CopyRange(int src_fd, uint64_t src_offset, uint64_t n, uint64_t* out);
+  absl::Status PwriteAll(uint64_t offset, std::string_view data);  // REQUIRES: fd_ open
+  void Extend(uint64_t end);
   std::string final_path_, temp_path_;
   int fd_;
-  uint64_t size_ = 0;
+  std::atomic<uint64_t> size_ = 0;
+  // Serializes positional writes: the file system locks the file for each write anyway,
+  // and threads that spin on that lock burn the CPU the other thread needs.
+  std::mutex write_mu_;
   std::string buffer_;
   bool committed_ = false;
 };

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,9 +107,11 @@ class CastSink : public PieceSink {
 // AppendFrom (in-kernel copies), others are gathered through `buffer` (bounded, about
 // 8 MiB). A stored V2 piece that moves whole (the region is that piece, or the piece is
 // one contiguous run of it) has its CRC checked over the bytes that moved, at no extra
-// read. With `verify_sources`, every other piece the region reads is checked first
-// (VerifyCrc); without, those are left to the caller (reshard compares the output with
-// the input afterwards). `progress`, when given, advances by the bytes copied.
+// read, and so does a piece the gather reads whole, front to back (unpartitioning and
+// cuts on axis 0). With `verify_sources`, every other piece the region reads is checked
+// first (VerifyCrc); without, those (parts of pieces read for cuts on other axes) are
+// left to the caller (reshard compares the output with the input afterwards).
+// `progress`, when given, advances by the bytes copied.
 // REQUIRES: region inside t.shape; t's element size > 0.
 absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region& region, PieceSink& sink,
                         std::string* buffer, std::atomic<uint64_t>* progress = nullptr,
@@ -119,6 +122,12 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
 // checked, decoded, and its part of the region placed).
 absl::StatusOr<std::vector<std::string_view>> GatherStrings(const Checkpoint& c, const TensorEntry& t,
                                                             const Region& region, std::vector<TensorBytes>* keep);
+
+// The payload of `region` of the string or variant tensor `t` as a writer stores it: a
+// stored piece equal to the region as read (CRC checked, kept alive in `keep`), else the
+// region's strings gathered and encoded into `encoded`. (Variants cannot be resliced.)
+absl::StatusOr<std::string_view> VariablePayload(const Checkpoint& c, const TensorEntry& t, const Region& region,
+                                                 TensorBytes* keep, std::string* encoded);
 
 class BundleWriter;
 
@@ -132,12 +141,14 @@ class PieceCopier {
   PieceCopier(const Checkpoint& c, BundleWriter& w, std::atomic<uint64_t>* progress = nullptr,
               std::map<int32_t, int32_t> casts = {}, bool verify_sources = false)
       : c_(c), w_(w), progress_(progress), casts_(std::move(casts)), verify_sources_(verify_sources) {}
+  // With `at`, the entry is written at that offset of its data file (BundleWriter's
+  // positional forms); the caller has laid the file out with PieceSize.
   // REQUIRES: piece.region within t.shape; t's slices belong to the checkpoint given.
-  absl::Status Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name = {});
+  absl::Status Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name = {},
+                     std::optional<uint64_t> at = std::nullopt);
 
  private:
   void Progress(uint64_t n);
-  absl::Status WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole, std::string_view name);
   const Checkpoint& c_;
   BundleWriter& w_;
   std::atomic<uint64_t>* progress_;
@@ -147,10 +158,15 @@ class PieceCopier {
 };
 
 struct ExecuteOptions {
-  int jobs = 0;           // output files written in parallel; 0 = cores
+  int jobs = 0;           // threads writing work units; 0 = cores
   bool overwrite = false;
   std::atomic<uint64_t>* progress = nullptr;  // bytes written so far, if given
 };
+
+// The bytes a writer stores for `region` of `t`: elements x element size, or for strings
+// and variants the payload's size (a stored piece's own size when it is copied as is,
+// else the size of the re-encoded strings, which are gathered to find it).
+absl::StatusOr<uint64_t> PieceSize(const Checkpoint& c, const TensorEntry& t, const Region& region);
 
 // Writes `plan` for checkpoint `c` to `out_prefix` (atomic: temporaries renamed into place,
 // data files first, index last). Bytes that move unchanged and contiguous are copied

@@ -282,7 +282,7 @@ std::function<int()> AddReshard(CLI::App& app) {
                                             "single, max-shard-size:BYTES");
   sub->add_flag("--dry-run", args->dry_run, "Print the plan, write nothing");
   sub->add_flag("--json", args->json, "Machine-readable plan / result");
-  sub->add_option("-j,--jobs", args->jobs, "Output files written in parallel (default: cores)")
+  sub->add_option("-j,--jobs", args->jobs, "Threads copying tensors (default: cores)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--force", args->force, "Replace an existing checkpoint at OUT");
   sub->add_flag("--no-verify", args->no_verify,

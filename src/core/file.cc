@@ -163,13 +163,12 @@ absl::Status OutputFile::Append(std::string_view data) {
   return WriteAll(data.data(), data.size());  // large writes go straight through
 }
 
-absl::Status OutputFile::AppendFrom(int src_fd, uint64_t src_offset, uint64_t n) {
-  if (fd_ < 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": append after close"));
-  TFCKPT_RETURN_IF_ERROR(FlushBuffer());
+absl::Status OutputFile::CopyRange(int src_fd, uint64_t src_offset, uint64_t n, uint64_t* out) {
   loff_t in = static_cast<loff_t>(src_offset);
+  loff_t at = static_cast<loff_t>(*out);
   uint64_t left = n;
   while (left > 0) {
-    const ssize_t k = ::copy_file_range(src_fd, &in, fd_, nullptr, left, 0);
+    const ssize_t k = ::copy_file_range(src_fd, &in, fd_, &at, left, 0);
     if (k > 0) {
       left -= static_cast<uint64_t>(k);
       continue;
@@ -185,12 +184,62 @@ absl::Status OutputFile::AppendFrom(int src_fd, uint64_t src_offset, uint64_t n)
       const ssize_t got = ::pread(src_fd, buf.data(), want, in);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) return ErrnoError(temp_path_, "source ended early while copying", got == 0 ? EIO : errno);
-      TFCKPT_RETURN_IF_ERROR(WriteAll(buf.data(), static_cast<size_t>(got)));
+      TFCKPT_RETURN_IF_ERROR(PwriteAll(static_cast<uint64_t>(at), std::string_view(buf.data(), static_cast<size_t>(got))));
       in += got;
+      at += got;
       left -= static_cast<uint64_t>(got);
     }
   }
-  size_ += n;
+  *out = static_cast<uint64_t>(at);
+  return absl::OkStatus();
+}
+
+absl::Status OutputFile::AppendFrom(int src_fd, uint64_t src_offset, uint64_t n) {
+  if (fd_ < 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": append after close"));
+  TFCKPT_RETURN_IF_ERROR(FlushBuffer());
+  uint64_t at = size_;
+  TFCKPT_RETURN_IF_ERROR(CopyRange(src_fd, src_offset, n, &at));
+  // Positional copies leave the file position alone: move it to the end for the next
+  // append.
+  if (::lseek(fd_, static_cast<off_t>(at), SEEK_SET) < 0) return ErrnoError(temp_path_, "seek failed", errno);
+  size_ = at;
+  return absl::OkStatus();
+}
+
+void OutputFile::Extend(uint64_t end) {
+  uint64_t cur = size_.load();
+  while (cur < end && !size_.compare_exchange_weak(cur, end)) {
+  }
+}
+
+absl::Status OutputFile::PwriteAll(uint64_t offset, std::string_view data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t w = ::pwrite(fd_, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(temp_path_, "write failed", errno);
+    }
+    done += static_cast<size_t>(w);
+  }
+  Extend(offset + data.size());
+  return absl::OkStatus();
+}
+
+absl::Status OutputFile::WriteAt(uint64_t offset, std::string_view data) {
+  if (fd_ < 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": write after close"));
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return PwriteAll(offset, data);
+}
+
+absl::Status OutputFile::CopyAt(uint64_t offset, int src_fd, uint64_t src_offset, uint64_t n) {
+  if (fd_ < 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": write after close"));
+  uint64_t at = offset;
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    TFCKPT_RETURN_IF_ERROR(CopyRange(src_fd, src_offset, n, &at));
+  }
+  Extend(at);
   return absl::OkStatus();
 }
 

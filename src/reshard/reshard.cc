@@ -408,6 +408,24 @@ std::vector<const StoredSlice*> SourcesOf(const TensorEntry& t, const Region& re
   return sources;
 }
 
+// Whether CopyRegion moves `region` in-kernel: a V2 little-endian source whose pieces
+// hold the region in runs of at least kDirectRun bytes. Otherwise it is gathered.
+bool MovesInKernel(const Checkpoint& c, const TensorEntry& t, const std::vector<const StoredSlice*>& sources,
+                   const Region& region) {
+  const CheckpointInfo& ci = c.info();
+  const int64_t esize = LookupDType(t.dtype)->element_size;
+  if (ci.format == Format::kV1 || ci.big_endian || esize == 0) return false;
+  int64_t min_run = INT64_MAX, total_runs = 0;
+  for (const StoredSlice* s : sources) {
+    auto inter = Intersect(region, s->region);
+    if (!inter) continue;
+    const RunPlan rp = PlanRuns(*inter, {&region, &s->region});
+    min_run = std::min(min_run, rp.count);
+    total_runs += rp.runs;
+  }
+  return total_runs > 0 && min_run >= kDirectRun / esize;
+}
+
 // The error for a piece whose bytes, as they were copied, do not match its stored CRC
 // (`crc` unmasked); OK when they do.
 absl::Status CheckCopiedCrc(const Checkpoint& c, const TensorEntry& t, const StoredSlice& s, uint32_t crc) {
@@ -493,17 +511,8 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
   CrcCheckingSink check(c, t, sources, region, sink);
     const int64_t esize = info->element_size;
     const CheckpointInfo& ci = c.info();
-    // Every run of the piece, per source, and the smallest run.
-    int64_t min_run = INT64_MAX, total_runs = 0;
-    for (const StoredSlice* s : sources) {
-      auto inter = Intersect(region, s->region);
-      if (!inter) continue;
-      const RunPlan rp = PlanRuns(*inter, {&region, &s->region});
-      min_run = std::min(min_run, rp.count);
-      total_runs += rp.runs;
-    }
     const bool has_crc = ci.format == Format::kV2 && !ci.big_endian;
-    if (ci.format != Format::kV1 && !ci.big_endian && total_runs > 0 && min_run >= kDirectRun / esize) {
+    if (MovesInKernel(c, t, sources, region)) {
       // Large contiguous runs: each moves in-kernel, in the piece's order. A run that is a
       // whole stored piece has that piece's CRC checked over a window of the mapping as
       // it goes; other pieces are checked beforehand when asked to.
@@ -564,6 +573,9 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
       if (dst_row > 0) widest = std::max(widest, (src_row + dst_row - 1) / dst_row);
     }
     std::map<const StoredSlice*, TensorBytes> owners;
+    // A stored piece the chunks read front to back (unpartitioning, cuts on axis 0) has
+    // its CRC checked on those bytes: no second read, and no damaged byte copied silently.
+    std::map<const StoredSlice*, crc32c::Cursor> cursors;
     std::string stage;
     buf.clear();
     TFCKPT_RETURN_IF_ERROR(ForEachChunk(region, esize, std::max<int64_t>(esize, kSpanBytes / widest),
@@ -579,6 +591,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
         const int64_t lo = span.first, hi = span.second;
         const uint64_t begin = static_cast<uint64_t>(lo * esize), end = static_cast<uint64_t>(hi * esize);
         TFCKPT_ASSIGN_OR_RETURN(std::string_view src, c.ReadRange(t, *s, begin, end, &stage, &owners[s]));
+        cursors[s].Feed(begin, src);
         ForEachRun(*inter, {&chunk, &s->region}, [&](const int64_t* off, int64_t n) {
           std::memcpy(dst + off[0] * esize, src.data() + (off[1] - lo) * esize, static_cast<size_t>(n * esize));
         });
@@ -590,6 +603,11 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
       return st;
     }));
     if (!buf.empty()) TFCKPT_RETURN_IF_ERROR(check.Append(buf));
+    if (has_crc && t.defect.empty()) {
+      for (const auto& [s, cursor] : cursors) {
+        if (cursor.Covered(s->data.size)) TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(c, t, *s, cursor.crc));
+      }
+    }
     return check.Finish();
 }
 
@@ -597,25 +615,27 @@ void PieceCopier::Progress(uint64_t n) {
   if (progress_) *progress_ += n;
 }
 
-absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name) {
+absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name,
+                               std::optional<uint64_t> at) {
   const std::string_view name = out_name.empty() ? std::string_view(t.name) : out_name;
   const DTypeInfo* info = LookupDType(t.dtype);
   const bool whole = piece.region.Covers(t.shape);
   const std::optional<Region> region = whole ? std::nullopt : std::optional<Region>(piece.region);
   if (info->element_size == 0) {
-    const std::vector<const StoredSlice*> sources = SourcesOf(t, piece.region);
-    // Stored exactly as it is: copy the payload.
-    if (sources.size() == 1 && sources[0]->region == piece.region) {
-      TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c_.Read(t, *sources[0], /*verify=*/true));
-      Progress(b.data.size());
-      return whole ? w_.Add(name, t.dtype, t.shape, b.data, piece.file)
-                   : w_.AddSlice(name, t.dtype, t.shape, piece.region, b.data, piece.file);
-    }
-    return WriteStrings(t, piece, whole, name);
+    TensorBytes keep;
+    std::string encoded;
+    TFCKPT_ASSIGN_OR_RETURN(std::string_view payload, VariablePayload(c_, t, piece.region, &keep, &encoded));
+    Progress(payload.size());
+    if (at) return w_.AddAt(name, t.dtype, t.shape, region, payload, piece.file, *at);
+    return whole ? w_.Add(name, t.dtype, t.shape, payload, piece.file)
+                 : w_.AddSlice(name, t.dtype, t.shape, piece.region, payload, piece.file);
   }
   const auto cast = casts_.find(t.dtype);
   const int32_t out_dtype = cast == casts_.end() ? t.dtype : cast->second;
-  TFCKPT_ASSIGN_OR_RETURN(auto stream, w_.BeginEntry(name, out_dtype, t.shape, region, piece.file));
+  auto begun = at ? w_.BeginEntryAt(name, out_dtype, t.shape, region, piece.file, *at)
+                  : w_.BeginEntry(name, out_dtype, t.shape, region, piece.file);
+  if (!begun.ok()) return begun.status();
+  BundleWriter::EntryStream& stream = *begun;
   EntrySink entry(stream);
   if (out_dtype == t.dtype) {
     TFCKPT_RETURN_IF_ERROR(CopyRegion(c_, t, piece.region, entry, &buf_, progress_, verify_sources_));
@@ -624,6 +644,24 @@ absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece,
     TFCKPT_RETURN_IF_ERROR(CopyRegion(c_, t, piece.region, casting, &buf_, progress_, verify_sources_));
   }
   return stream.Close();
+}
+
+absl::StatusOr<std::string_view> VariablePayload(const Checkpoint& c, const TensorEntry& t, const Region& region,
+                                                 TensorBytes* keep, std::string* encoded) {
+  const std::vector<const StoredSlice*> sources = SourcesOf(t, region);
+  // Stored exactly as it is: the payload as read (CRC checked).
+  if (sources.size() == 1 && sources[0]->region == region) {
+    TFCKPT_ASSIGN_OR_RETURN(*keep, c.Read(t, *sources[0], /*verify=*/true));
+    return keep->data;
+  }
+  if (t.dtype != static_cast<int32_t>(DType::kString)) {
+    return absl::InternalError(StrCat("bug: plan reslices variant tensor \"", t.name, "\""));
+  }
+  std::vector<TensorBytes> parts;
+  TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> elements, GatherStrings(c, t, region, &parts));
+  encoded->clear();
+  EncodeStrings(elements, encoded);
+  return std::string_view(*encoded);
 }
 
 absl::StatusOr<std::vector<std::string_view>> GatherStrings(const Checkpoint& c, const TensorEntry& t,
@@ -642,17 +680,112 @@ absl::StatusOr<std::vector<std::string_view>> GatherStrings(const Checkpoint& c,
   return elements;
 }
 
-absl::Status PieceCopier::WriteStrings(const TensorEntry& t, const PlannedPiece& piece, bool whole, std::string_view name) {
-  if (t.dtype != static_cast<int32_t>(DType::kString)) {
-    return absl::InternalError(StrCat("bug: plan reslices variant tensor \"", t.name, "\""));
+namespace {
+
+// Writes every piece of the fixed-size tensor `t` in one pass over its stored pieces:
+// slabs of whole rows (axis 0, about kSpanBytes, so a slab stays in cache between being
+// read and being split) are read once from each stored piece,
+// and each output piece takes its part of the slab (a contiguous part of that piece, as
+// slabs span every other axis). For cuts on other axes this reads the input once instead
+// of once per output piece. Each stored V2 piece is read front to back, so its CRC is
+// checked on the way. `streams[k]` receives piece k.
+// REQUIRES: t.shape has rank >= 1 and rows of at most kChunkBytes.
+absl::Status GatherPieces(const Checkpoint& c, const TensorEntry& t, const std::vector<const PlannedPiece*>& pieces,
+                          std::vector<BundleWriter::EntryStream>& streams, std::atomic<uint64_t>* progress,
+                          const std::atomic<bool>& stop) {
+  const int64_t esize = LookupDType(t.dtype)->element_size;
+  const int64_t rows = t.shape[0];
+  const int64_t row_bytes = rows == 0 ? 0 : *NumElements(t.shape) / rows * esize;
+  const int64_t slab_rows = std::max<int64_t>(1, kSpanBytes / std::max<int64_t>(1, row_bytes));
+  const bool has_crc = c.info().format == Format::kV2 && !c.info().big_endian;
+  struct Source {
+    const StoredSlice* s;
+    int64_t row_elems;
+    crc32c::Cursor crc;
+    TensorBytes owner;
+  };
+  std::vector<Source> sources;
+  for (const StoredSlice& s : t.slices) {
+    if (s.region.empty()) continue;
+    sources.push_back({&s, s.region.num_elements() / s.region.shape[0]});
   }
-  std::vector<TensorBytes> keep;
-  TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> elements, GatherStrings(c_, t, piece.region, &keep));
-  std::string payload;
-  EncodeStrings(elements, &payload);
-  Progress(payload.size());
-  return whole ? w_.Add(name, t.dtype, t.shape, payload, piece.file)
-               : w_.AddSlice(name, t.dtype, t.shape, piece.region, payload, piece.file);
+  std::vector<std::string> out(pieces.size());
+  std::vector<std::optional<Region>> part(pieces.size());
+  std::string stage;
+  for (int64_t a = 0; a < rows; a += slab_rows) {
+    if (stop) return absl::OkStatus();
+    Region slab;
+    slab.start.assign(t.shape.size(), 0);
+    slab.shape = t.shape;
+    slab.start[0] = a;
+    slab.shape[0] = std::min(slab_rows, rows - a);
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      part[k] = Intersect(slab, pieces[k]->region);
+      if (part[k]) out[k].resize(static_cast<size_t>(part[k]->num_elements() * esize));
+    }
+    for (Source& src : sources) {
+      const auto inter = Intersect(slab, src.s->region);  // whole rows of the stored piece
+      if (!inter) continue;
+      const int64_t first = (inter->start[0] - src.s->region.start[0]) * src.row_elems;
+      const uint64_t begin = static_cast<uint64_t>(first * esize);
+      const uint64_t end = begin + static_cast<uint64_t>(inter->shape[0] * src.row_elems * esize);
+      TFCKPT_ASSIGN_OR_RETURN(std::string_view bytes, c.ReadRange(t, *src.s, begin, end, &stage, &src.owner));
+      src.crc.Feed(begin, bytes);
+      for (size_t k = 0; k < pieces.size(); ++k) {
+        if (!part[k]) continue;
+        const auto sub = Intersect(*inter, pieces[k]->region);
+        if (!sub) continue;
+        char* dst = out[k].data();
+        ForEachRun(*sub, {&*part[k], &src.s->region}, [&](const int64_t* off, int64_t n) {
+          std::memcpy(dst + off[0] * esize, bytes.data() + (off[1] - first) * esize, static_cast<size_t>(n * esize));
+        });
+      }
+    }
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      if (!part[k]) continue;
+      TFCKPT_RETURN_IF_ERROR(streams[k].Append(out[k]));
+      if (progress) *progress += out[k].size();
+    }
+  }
+  if (has_crc && t.defect.empty()) {
+    for (const Source& src : sources) {
+      if (src.crc.Covered(src.s->data.size)) TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(c, t, *src.s, src.crc.crc));
+    }
+  }
+  for (auto& st : streams) TFCKPT_RETURN_IF_ERROR(st.Close());
+  return absl::OkStatus();
+}
+
+// Whether GatherPieces should write the pieces of `tp` (rather than one CopyRegion per
+// piece): several fixed-size pieces, rows that fit a slab, and some piece that cannot be
+// moved in-kernel (a cut on an axis other than 0).
+bool GathersTogether(const Checkpoint& c, const TensorPlan& tp) {
+  const TensorEntry& t = *tp.source;
+  const DTypeInfo* info = LookupDType(t.dtype);
+  if (tp.pieces.size() < 2 || info == nullptr || info->element_size == 0 || t.shape.empty()) return false;
+  auto n = NumElements(t.shape);
+  if (!n.ok() || *n == 0 || *n / t.shape[0] * info->element_size > kChunkBytes) return false;
+  for (const PlannedPiece& p : tp.pieces) {
+    if (!MovesInKernel(c, t, SourcesOf(t, p.region), p.region)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> PieceSize(const Checkpoint& c, const TensorEntry& t, const Region& region) {
+  const DTypeInfo* info = LookupDType(t.dtype);
+  if (info == nullptr) return absl::InvalidArgumentError(StrCat("\"", t.name, "\": unsupported dtype"));
+  if (info->element_size > 0) return static_cast<uint64_t>(region.num_elements() * info->element_size);
+  const std::vector<const StoredSlice*> sources = SourcesOf(t, region);
+  if (c.info().format == Format::kV2 && !c.info().big_endian && t.defect.empty() && sources.size() == 1 &&
+      sources[0]->region == region) {
+    return sources[0]->data.size;
+  }
+  TensorBytes keep;
+  std::string encoded;
+  TFCKPT_ASSIGN_OR_RETURN(std::string_view payload, VariablePayload(c, t, region, &keep, &encoded));
+  return static_cast<uint64_t>(payload.size());
 }
 
 absl::Status ExecutePlan(const Checkpoint& c, const ReshardPlan& plan, const std::string& out_prefix,
@@ -661,15 +794,85 @@ absl::Status ExecutePlan(const Checkpoint& c, const ReshardPlan& plan, const std
   wo.num_shards = plan.num_files;
   wo.overwrite = options.overwrite;
   TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(out_prefix, wo));
-  std::vector<std::vector<std::pair<const TensorEntry*, const PlannedPiece*>>> files(plan.num_files);
+  // Every entry's size is known before a byte is written, so each data file is laid out
+  // first (its entries in plan order, as one writer per file would append them) and then
+  // filled positionally by whichever thread is free: work units are tensors written
+  // together (GatherPieces) or single pieces, largest first.
+  struct Unit {
+    const TensorPlan* tp;
+    std::vector<const PlannedPiece*> pieces;
+    std::vector<uint64_t> at;
+    uint64_t bytes = 0;
+  };
+  std::vector<Unit> units;
+  std::vector<uint64_t> end(static_cast<size_t>(plan.num_files), 0);
   for (const TensorPlan& tp : plan.tensors) {
-    for (const PlannedPiece& p : tp.pieces) files[p.file].emplace_back(tp.source, &p);
+    const bool together = GathersTogether(c, tp);
+    for (const PlannedPiece& p : tp.pieces) {
+      TFCKPT_ASSIGN_OR_RETURN(uint64_t size, PieceSize(c, *tp.source, p.region));
+      if (!together || units.empty() || units.back().tp != &tp) units.push_back({&tp, {}, {}, 0});
+      units.back().pieces.push_back(&p);
+      units.back().at.push_back(end[p.file]);
+      units.back().bytes += size;
+      end[p.file] += size;
+    }
   }
-  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(files.size(), Jobs(options.jobs), [&](size_t f, const std::atomic<bool>& stop) {
-    PieceCopier pw(c, *writer, options.progress);
-    for (const auto& [t, p] : files[f]) {
-      if (stop) return absl::OkStatus();
-      TFCKPT_RETURN_IF_ERROR(pw.Write(*t, *p));
+  std::stable_sort(units.begin(), units.end(), [](const Unit& x, const Unit& y) { return x.bytes > y.bytes; });
+  // A thread takes the largest unit whose data files no other thread is writing (two
+  // writers of one file only take turns on its lock), else the largest left.
+  std::mutex mu;
+  std::vector<char> taken(units.size(), 0);
+  std::vector<int> busy(static_cast<size_t>(plan.num_files), 0);
+  size_t first_left = 0;
+  auto take = [&]() -> std::optional<size_t> {
+    std::lock_guard<std::mutex> lock(mu);
+    while (first_left < units.size() && taken[first_left]) ++first_left;
+    std::optional<size_t> pick;
+    for (size_t i = first_left, seen = 0; i < units.size() && seen < 64; ++i) {
+      if (taken[i]) continue;
+      ++seen;
+      if (!pick) pick = i;
+      bool idle = true;
+      for (const PlannedPiece* p : units[i].pieces) idle = idle && busy[p->file] == 0;
+      if (idle) {
+        pick = i;
+        break;
+      }
+    }
+    if (pick) {
+      taken[*pick] = 1;
+      for (const PlannedPiece* p : units[*pick].pieces) ++busy[p->file];
+    }
+    return pick;
+  };
+  auto done = [&](size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const PlannedPiece* p : units[i].pieces) --busy[p->file];
+  };
+  auto run = [&](const Unit& u, const std::atomic<bool>& stop) -> absl::Status {
+    const TensorEntry& t = *u.tp->source;
+    if (u.pieces.size() == 1) {
+      PieceCopier pw(c, *writer, options.progress);
+      return pw.Write(t, *u.pieces[0], {}, u.at[0]);
+    }
+    std::vector<BundleWriter::EntryStream> streams;
+    for (size_t k = 0; k < u.pieces.size(); ++k) {
+      const PlannedPiece& p = *u.pieces[k];
+      const std::optional<Region> region =
+          p.region.Covers(t.shape) ? std::nullopt : std::optional<Region>(p.region);
+      TFCKPT_ASSIGN_OR_RETURN(auto s, writer->BeginEntryAt(t.name, t.dtype, t.shape, region, p.file, u.at[k]));
+      streams.push_back(std::move(s));
+    }
+    return GatherPieces(c, t, u.pieces, streams, options.progress, stop);
+  };
+  const int jobs = std::min<int>(Jobs(options.jobs), static_cast<int>(std::max<size_t>(1, units.size())));
+  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(static_cast<size_t>(jobs), jobs, [&](size_t, const std::atomic<bool>& stop) {
+    while (!stop) {
+      const std::optional<size_t> i = take();
+      if (!i) break;
+      absl::Status st = run(units[*i], stop);
+      done(*i);
+      TFCKPT_RETURN_IF_ERROR(st);
     }
     return absl::OkStatus();
   }));

@@ -451,32 +451,16 @@ std::string ElementText(const TensorEntry& t, const Loaded& l, int64_t i) {
 // Compares the values of `a` (new) and `b` (old), equal dtype and shape. Every stored
 // piece's CRC is checked (streamed); fixed-size values are then compared chunk by chunk
 // over the intersections of both sides' slices, reading only the spans each chunk needs.
-// The CRC of one stored piece, computed on the bytes a caller happens to read, as long as
-// it reads them front to back without gaps or repeats.
-struct CrcCursor {
-  uint64_t next = 0;
-  uint32_t crc = 0;
-  bool in_order = true;
-  void Feed(uint64_t begin, std::string_view bytes) {
-    if (!in_order || begin != next) {
-      in_order = false;
-      return;
-    }
-    crc = crc32c::Extend(crc, bytes.data(), bytes.size());
-    next += bytes.size();
-  }
-};
-
 // Checks every stored piece of `t`: by its cursor when that read the whole piece in
 // order from a V2 little-endian file (the bytes ReadRange gives are then the stored
 // bytes), else (or to report a mismatch with its usual error) by VerifyCrc.
-absl::Status SettleCrcs(const Checkpoint& c, const TensorEntry& t, const std::vector<CrcCursor>& cursors,
+absl::Status SettleCrcs(const Checkpoint& c, const TensorEntry& t, const std::vector<crc32c::Cursor>& cursors,
                         std::string* buf) {
   const bool raw = c.info().format == Format::kV2 && !c.info().big_endian;
   for (size_t k = 0; k < t.slices.size(); ++k) {
     const StoredSlice& s = t.slices[k];
-    const CrcCursor& cur = cursors[k];
-    if (raw && cur.in_order && cur.next == s.data.size && cur.crc == crc32c::Unmask(s.data.masked_crc)) continue;
+    const crc32c::Cursor& cur = cursors[k];
+    if (raw && cur.Covered(s.data.size) && cur.crc == crc32c::Unmask(s.data.masked_crc)) continue;
     TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, s, buf));
   }
   return absl::OkStatus();
@@ -530,7 +514,7 @@ void CompareValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint&
     // whenever a slice is read front to back (the usual case: one pass over each side);
     // the others are checked by VerifyCrc afterwards.
     std::string stage_a, stage_b;
-    std::vector<CrcCursor> cur_a(a.slices.size()), cur_b(b.slices.size());
+    std::vector<crc32c::Cursor> cur_a(a.slices.size()), cur_b(b.slices.size());
     for (size_t j = 0; j < b.slices.size(); ++j) {
       const Region& rb = b.slices[j].region;
       TensorBytes own_b;

@@ -16,6 +16,7 @@
 #include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/ordered_code.h"
+#include "tfckpt/parallel.h"
 #include "tfckpt/status.h"
 #include "tfckpt/table.h"
 #include "tfckpt/tensor_encoding.h"
@@ -93,7 +94,7 @@ BundleWriter::~BundleWriter() = default;  // uncommitted OutputFiles remove thei
 
 absl::StatusOr<std::string> BundleWriter::Register(std::string_view name, int32_t dtype, const Shape& full,
                                                    const std::optional<Region>& region, int32_t shard,
-                                                   uint64_t size) {
+                                                   uint64_t size, bool positional) {
   if (finished_) return absl::FailedPreconditionError("bundle already finished");
   if (name.empty()) return absl::InvalidArgumentError("tensor name is empty");
   if (IsSliceKey(name)) return absl::InvalidArgumentError("tensor names may not start with a NUL byte");
@@ -102,7 +103,9 @@ absl::StatusOr<std::string> BundleWriter::Register(std::string_view name, int32_
   if (shard < 0 || shard >= options_.num_shards) {
     return absl::InvalidArgumentError(StrCat("data file ", shard, " out of range"));
   }
-  if (in_stream_[shard]) return absl::FailedPreconditionError("an entry stream is still open on this data file");
+  if (!positional && in_stream_[shard]) {
+    return absl::FailedPreconditionError("an entry stream is still open on this data file");
+  }
   auto n_full = NumElements(full);
   if (!n_full.ok()) return n_full.status();
   const bool sliced = region.has_value() && !region->Covers(full);
@@ -200,6 +203,13 @@ absl::StatusOr<BundleWriter::EntryStream> BundleWriter::BeginEntry(std::string_v
                                                                    const Shape& full,
                                                                    const std::optional<Region>& region,
                                                                    int32_t shard) {
+  return StartEntry(name, dtype, full, region, shard, std::nullopt);
+}
+
+absl::StatusOr<BundleWriter::EntryStream> BundleWriter::StartEntry(std::string_view name, int32_t dtype,
+                                                                   const Shape& full,
+                                                                   const std::optional<Region>& region,
+                                                                   int32_t shard, std::optional<uint64_t> at) {
   const DTypeInfo* info = LookupDType(dtype);
   if (info == nullptr || info->element_size == 0) {
     return absl::InvalidArgumentError(StrCat(name, ": streaming needs a fixed-size dtype"));
@@ -207,15 +217,42 @@ absl::StatusOr<BundleWriter::EntryStream> BundleWriter::BeginEntry(std::string_v
   auto n = region.has_value() ? absl::StatusOr<int64_t>(region->num_elements()) : NumElements(full);
   if (!n.ok()) return n.status();
   const uint64_t size = static_cast<uint64_t>(*n) * info->element_size;
-  TFCKPT_ASSIGN_OR_RETURN(std::string key, Register(name, dtype, full, region, shard, size));
+  TFCKPT_ASSIGN_OR_RETURN(std::string key, Register(name, dtype, full, region, shard, size, at.has_value()));
   EntryStream s;
   s.writer_ = this;
   s.key_ = std::move(key);
   s.shard_ = shard;
+  s.positional_ = at.has_value();
   s.expected_ = size;
-  s.offset_ = data_[shard]->size();
-  in_stream_[shard] = 1;
+  s.offset_ = at ? *at : data_[shard]->size();
+  if (!at) in_stream_[shard] = 1;
   return s;
+}
+
+absl::Status BundleWriter::AddAt(std::string_view name, int32_t dtype, const Shape& full,
+                                 const std::optional<Region>& region, std::string_view payload, int32_t shard,
+                                 uint64_t offset) {
+  if (region.has_value() && region->rank() != full.size()) {
+    return absl::InvalidArgumentError(StrCat(name, ": slice rank differs from the tensor's"));
+  }
+  const bool sliced = region.has_value() && !region->Covers(full);
+  auto n = sliced ? absl::StatusOr<int64_t>(region->num_elements()) : NumElements(full);
+  if (!n.ok()) return n.status();
+  // Check the payload before registering so a bad payload leaves no trace.
+  auto crc = PayloadCrc(dtype, payload, *n);
+  if (!crc.ok()) return Annotate(crc.status(), name);
+  TFCKPT_ASSIGN_OR_RETURN(std::string key,
+                          Register(name, dtype, full, sliced ? region : std::nullopt, shard, payload.size(),
+                                   /*positional=*/true));
+  TFCKPT_RETURN_IF_ERROR(data_[shard]->WriteAt(offset, payload));
+  return FinishEntry(key, offset, payload.size(), *crc);
+}
+
+absl::StatusOr<BundleWriter::EntryStream> BundleWriter::BeginEntryAt(std::string_view name, int32_t dtype,
+                                                                     const Shape& full,
+                                                                     const std::optional<Region>& region,
+                                                                     int32_t shard, uint64_t offset) {
+  return StartEntry(name, dtype, full, region, shard, offset);
 }
 
 absl::Status BundleWriter::EntryStream::Append(std::string_view bytes) {
@@ -224,8 +261,9 @@ absl::Status BundleWriter::EntryStream::Append(std::string_view bytes) {
     return absl::InvalidArgumentError(StrCat("entry stream: more than the announced ", expected_, " bytes"));
   }
   crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
+  const uint64_t at = offset_ + written_;
   written_ += bytes.size();
-  return writer_->data_[shard_]->Append(bytes);
+  return positional_ ? writer_->data_[shard_]->WriteAt(at, bytes) : writer_->data_[shard_]->Append(bytes);
 }
 
 absl::Status BundleWriter::EntryStream::AppendFrom(int src_fd, uint64_t src_offset, std::string_view bytes) {
@@ -234,8 +272,10 @@ absl::Status BundleWriter::EntryStream::AppendFrom(int src_fd, uint64_t src_offs
     return absl::InvalidArgumentError(StrCat("entry stream: more than the announced ", expected_, " bytes"));
   }
   crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
+  const uint64_t at = offset_ + written_;
   written_ += bytes.size();
-  return writer_->data_[shard_]->AppendFrom(src_fd, src_offset, bytes.size());
+  return positional_ ? writer_->data_[shard_]->CopyAt(at, src_fd, src_offset, bytes.size())
+                     : writer_->data_[shard_]->AppendFrom(src_fd, src_offset, bytes.size());
 }
 
 absl::Status BundleWriter::EntryStream::Close() {
@@ -245,7 +285,7 @@ absl::Status BundleWriter::EntryStream::Close() {
   }
   BundleWriter* w = writer_;
   writer_ = nullptr;
-  w->in_stream_[shard_] = 0;
+  if (!positional_) w->in_stream_[shard_] = 0;
   return w->FinishEntry(key_, offset_, written_, crc_);
 }
 
@@ -274,7 +314,10 @@ absl::Status BundleWriter::Finish() {
     // file where the tensor's first slice is: do the same (0 for one data file).
     if (!order.empty()) meta.set_shard_id(std::get<0>(order.front()));
   }
-  for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Close());
+  // fsync the data files in parallel: with several, the device sees their writes at once.
+  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(data_.size(), Jobs(0), [&](size_t i, const std::atomic<bool>&) {
+    return data_[i]->Close();
+  }));
   // Fault injection for the scale-out test (docs/SCALE_OUT.md): a task whose data is
   // written but not committed stays in that state this long, so a batch engine can
   // kill it there.
