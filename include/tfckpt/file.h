@@ -82,9 +82,12 @@ class OutputFile {
   absl::Status CopyRange(int src_fd, uint64_t src_offset, uint64_t n, uint64_t* out);
   absl::Status PwriteAll(uint64_t offset, std::string_view data);  // REQUIRES: fd_ open
   void Extend(uint64_t end);
+  // Counts bytes written; every kWritebackEvery starts their writeback (sync_file_range).
+  void Written(uint64_t n);
   std::string final_path_, temp_path_;
   int fd_;
   std::atomic<uint64_t> size_ = 0;
+  std::atomic<uint64_t> unflushed_ = 0;
   // Serializes positional writes: the file system locks the file for each write anyway,
   // and threads that spin on that lock burn the CPU the other thread needs.
   std::mutex write_mu_;

@@ -112,6 +112,7 @@ absl::StatusOr<std::string_view> MappedFile::Range(uint64_t offset, uint64_t n) 
 namespace {
 std::atomic<uint64_t> g_temp_counter{0};
 constexpr size_t kOutputBuffer = 1 << 20;
+constexpr uint64_t kWritebackEvery = 64 << 20;  // bytes written between writeback starts
 }  // namespace
 
 OutputFile::OutputFile(std::string final_path, std::string temp_path, int fd)
@@ -129,6 +130,15 @@ OutputFile::~OutputFile() {
   if (!committed_) ::unlink(temp_path_.c_str());
 }
 
+void OutputFile::Written(uint64_t n) {
+  if (unflushed_.fetch_add(n) + n < kWritebackEvery) return;
+  unflushed_ = 0;
+  // Advisory (errors ignored): start writing back what is dirty now, without waiting.
+  // Otherwise the kernel starts only at its background threshold (a tenth of memory, GBs)
+  // and Close()'s fsync waits for nearly the whole file at the end.
+  ::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 absl::Status OutputFile::WriteAll(const char* data, size_t n) {
   size_t done = 0;
   while (done < n) {
@@ -139,6 +149,7 @@ absl::Status OutputFile::WriteAll(const char* data, size_t n) {
     }
     done += static_cast<size_t>(w);
   }
+  Written(n);
   return absl::OkStatus();
 }
 
@@ -191,6 +202,7 @@ absl::Status OutputFile::CopyRange(int src_fd, uint64_t src_offset, uint64_t n, 
     }
   }
   *out = static_cast<uint64_t>(at);
+  Written(n);
   return absl::OkStatus();
 }
 
@@ -223,6 +235,7 @@ absl::Status OutputFile::PwriteAll(uint64_t offset, std::string_view data) {
     done += static_cast<size_t>(w);
   }
   Extend(offset + data.size());
+  Written(data.size());
   return absl::OkStatus();
 }
 
