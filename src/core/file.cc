@@ -182,6 +182,7 @@ absl::Status OutputFile::CopyRange(int src_fd, uint64_t src_offset, uint64_t n, 
     const ssize_t k = ::copy_file_range(src_fd, &in, fd_, &at, left, 0);
     if (k > 0) {
       left -= static_cast<uint64_t>(k);
+      Written(static_cast<uint64_t>(k));
       continue;
     }
     if (k < 0 && errno == EINTR) continue;
@@ -202,7 +203,6 @@ absl::Status OutputFile::CopyRange(int src_fd, uint64_t src_offset, uint64_t n, 
     }
   }
   *out = static_cast<uint64_t>(at);
-  Written(n);
   return absl::OkStatus();
 }
 

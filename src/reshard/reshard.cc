@@ -437,36 +437,6 @@ absl::Status CheckCopiedCrc(const Checkpoint& c, const TensorEntry& t, const Sto
                            absl::StrFormat("%08x", crc), ")"));
 }
 
-// Passes bytes on to a sink and, when the region is one stored V2 piece copied whole,
-// checks the stored CRC over them at the end (no second read).
-class CrcCheckingSink {
- public:
-  CrcCheckingSink(const Checkpoint& c, const TensorEntry& t, const std::vector<const StoredSlice*>& sources,
-                  const Region& region, PieceSink& sink)
-      : c_(c), t_(t), sink_(sink) {
-    const CheckpointInfo& ci = c.info();
-    if (sources.size() == 1 && sources[0]->region == region && ci.format == Format::kV2 && !ci.big_endian) {
-      piece_ = sources[0];
-    }
-  }
-  absl::Status Append(std::string_view bytes) {
-    if (piece_) crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
-    return sink_.Append(bytes);
-  }
-  absl::Status AppendFrom(int fd, uint64_t offset, std::string_view bytes) {
-    if (piece_) crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
-    return sink_.AppendFrom(fd, offset, bytes);
-  }
-  absl::Status Finish() const { return piece_ ? CheckCopiedCrc(c_, t_, *piece_, crc_) : absl::OkStatus(); }
-
- private:
-  const Checkpoint& c_;
-  const TensorEntry& t_;
-  PieceSink& sink_;
-  const StoredSlice* piece_ = nullptr;
-  uint32_t crc_ = 0;
-};
-
 // A BundleWriter entry as a sink.
 class EntrySink : public PieceSink {
  public:
@@ -508,7 +478,6 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
     if (counter) *counter += n;
   };
   std::string& buf = *buffer;
-  CrcCheckingSink check(c, t, sources, region, sink);
     const int64_t esize = info->element_size;
     const CheckpointInfo& ci = c.info();
     const bool has_crc = ci.format == Format::kV2 && !ci.big_endian;
@@ -573,8 +542,9 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
       if (dst_row > 0) widest = std::max(widest, (src_row + dst_row - 1) / dst_row);
     }
     std::map<const StoredSlice*, TensorBytes> owners;
-    // A stored piece the chunks read front to back (unpartitioning, cuts on axis 0) has
-    // its CRC checked on those bytes: no second read, and no damaged byte copied silently.
+    // A stored piece the chunks read front to back (the region is that piece, or it is
+    // unpartitioned or cut on axis 0) has its CRC checked on those bytes: no second read,
+    // and no damaged byte copied silently.
     std::map<const StoredSlice*, crc32c::Cursor> cursors;
     std::string stage;
     buf.clear();
@@ -598,17 +568,17 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
       }
       progress(chunk.num_elements() * esize);
       if (buf.size() < static_cast<size_t>(kChunkBytes)) return absl::OkStatus();
-      absl::Status st = check.Append(buf);
+      absl::Status st = sink.Append(buf);
       buf.clear();
       return st;
     }));
-    if (!buf.empty()) TFCKPT_RETURN_IF_ERROR(check.Append(buf));
-    if (has_crc && t.defect.empty()) {
-      for (const auto& [s, cursor] : cursors) {
-        if (cursor.Covered(s->data.size)) TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(c, t, *s, cursor.crc));
+    if (!buf.empty()) TFCKPT_RETURN_IF_ERROR(sink.Append(buf));
+    if (has_crc) {
+      for (const StoredSlice* s : sources) {  // (an empty piece is covered with nothing read)
+        if (cursors[s].Covered(s->data.size)) TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(c, t, *s, cursors[s].crc));
       }
     }
-    return check.Finish();
+    return absl::OkStatus();
 }
 
 void PieceCopier::Progress(uint64_t n) {
@@ -747,7 +717,7 @@ absl::Status GatherPieces(const Checkpoint& c, const TensorEntry& t, const std::
       if (progress) *progress += out[k].size();
     }
   }
-  if (has_crc && t.defect.empty()) {
+  if (has_crc) {
     for (const Source& src : sources) {
       if (src.crc.Covered(src.s->data.size)) TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(c, t, *src.s, src.crc.crc));
     }

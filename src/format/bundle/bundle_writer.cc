@@ -168,34 +168,43 @@ absl::Status BundleWriter::FinishEntry(const std::string& key, uint64_t offset, 
 
 absl::Status BundleWriter::Add(std::string_view name, int32_t dtype, const Shape& shape, std::string_view payload,
                                int32_t shard) {
-  TFCKPT_ASSIGN_OR_RETURN(std::string key, Register(name, dtype, shape, std::nullopt, shard, payload.size()));
-  auto n = NumElements(shape);
-  auto crc = PayloadCrc(dtype, payload, *n);
-  if (!crc.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    entries_.erase(key);
-    return Annotate(crc.status(), name);
-  }
-  const uint64_t offset = data_[shard]->size();
-  TFCKPT_RETURN_IF_ERROR(data_[shard]->Append(payload));
-  return FinishEntry(key, offset, payload.size(), *crc);
+  return AddPayload(name, dtype, shape, std::nullopt, payload, shard, std::nullopt);
 }
 
 absl::Status BundleWriter::AddSlice(std::string_view name, int32_t dtype, const Shape& full, const Region& region,
                                     std::string_view payload, int32_t shard) {
-  if (region.rank() != full.size()) {
+  return AddPayload(name, dtype, full, region, payload, shard, std::nullopt);
+}
+
+absl::Status BundleWriter::AddAt(std::string_view name, int32_t dtype, const Shape& full,
+                                 const std::optional<Region>& region, std::string_view payload, int32_t shard,
+                                 uint64_t offset) {
+  return AddPayload(name, dtype, full, region, payload, shard, offset);
+}
+
+absl::Status BundleWriter::AddPayload(std::string_view name, int32_t dtype, const Shape& full,
+                                      const std::optional<Region>& region, std::string_view payload, int32_t shard,
+                                      std::optional<uint64_t> at) {
+  if (region.has_value() && region->rank() != full.size()) {
     return absl::InvalidArgumentError(StrCat(name, ": slice rank differs from the tensor's"));
   }
-  // Check the payload before registering so a bad payload leaves no trace.
+  const bool sliced = region.has_value() && !region->Covers(full);
+  // Strings and variants are decoded for their CRC: a bad payload is refused before
+  // anything is registered, so it leaves no trace. (Register checks the rest.)
   const DTypeInfo* info = LookupDType(dtype);
+  std::optional<uint32_t> crc;
   if (info != nullptr && info->element_size == 0) {
-    auto crc = PayloadCrc(dtype, payload, region.num_elements());
-    if (!crc.ok()) return Annotate(crc.status(), name);
+    auto n = sliced ? absl::StatusOr<int64_t>(region->num_elements()) : NumElements(full);
+    if (!n.ok()) return n.status();
+    auto c = PayloadCrc(dtype, payload, *n);
+    if (!c.ok()) return Annotate(c.status(), name);
+    crc = *c;
   }
-  TFCKPT_ASSIGN_OR_RETURN(std::string key, Register(name, dtype, full, region, shard, payload.size()));
-  auto crc = PayloadCrc(dtype, payload, region.num_elements());
-  const uint64_t offset = data_[shard]->size();
-  TFCKPT_RETURN_IF_ERROR(data_[shard]->Append(payload));
+  TFCKPT_ASSIGN_OR_RETURN(std::string key, Register(name, dtype, full, sliced ? region : std::nullopt, shard,
+                                                    payload.size(), at.has_value()));
+  if (!crc) crc = crc32c::Value(payload);  // fixed-size: the CRC of the bytes
+  const uint64_t offset = at ? *at : data_[shard]->size();
+  TFCKPT_RETURN_IF_ERROR(at ? data_[shard]->WriteAt(offset, payload) : data_[shard]->Append(payload));
   return FinishEntry(key, offset, payload.size(), *crc);
 }
 
@@ -227,25 +236,6 @@ absl::StatusOr<BundleWriter::EntryStream> BundleWriter::StartEntry(std::string_v
   s.offset_ = at ? *at : data_[shard]->size();
   if (!at) in_stream_[shard] = 1;
   return s;
-}
-
-absl::Status BundleWriter::AddAt(std::string_view name, int32_t dtype, const Shape& full,
-                                 const std::optional<Region>& region, std::string_view payload, int32_t shard,
-                                 uint64_t offset) {
-  if (region.has_value() && region->rank() != full.size()) {
-    return absl::InvalidArgumentError(StrCat(name, ": slice rank differs from the tensor's"));
-  }
-  const bool sliced = region.has_value() && !region->Covers(full);
-  auto n = sliced ? absl::StatusOr<int64_t>(region->num_elements()) : NumElements(full);
-  if (!n.ok()) return n.status();
-  // Check the payload before registering so a bad payload leaves no trace.
-  auto crc = PayloadCrc(dtype, payload, *n);
-  if (!crc.ok()) return Annotate(crc.status(), name);
-  TFCKPT_ASSIGN_OR_RETURN(std::string key,
-                          Register(name, dtype, full, sliced ? region : std::nullopt, shard, payload.size(),
-                                   /*positional=*/true));
-  TFCKPT_RETURN_IF_ERROR(data_[shard]->WriteAt(offset, payload));
-  return FinishEntry(key, offset, payload.size(), *crc);
 }
 
 absl::StatusOr<BundleWriter::EntryStream> BundleWriter::BeginEntryAt(std::string_view name, int32_t dtype,
