@@ -14,6 +14,7 @@
 #include "progress.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
 #include "tfckpt/reshard.h"
