@@ -259,7 +259,7 @@ std::function<int()> AddMerge(CLI::App& app) {
   sub->add_flag("--no-verify", args->no_verify, "Skip validating the output");
   sub->add_flag("--json", args->json, "Machine-readable result, one schema for every mode (man tfckpt-merge); on failure {\"ok\": false, \"error\": {...}}");
   auto* edits = "Combining (rewrites the data; inputs may be any checkpoint, V1 included)";
-  sub->add_option("--on-conflict", args->on_conflict, "The same tensor in several inputs: error (default), first, last")
+  sub->add_option("--on-conflict", args->on_conflict, "The same tensor in several inputs with different values: error (default; equal values are kept once), first, last")
       ->check(CLI::IsMember({"error", "first", "last"}))
       ->group(edits);
   sub->add_option("--include", args->include, "Keep only tensors whose name matches REGEX (repeatable)")->group(edits);
