@@ -324,6 +324,7 @@ TEST_CASE("object graphs: every attribute's key is in the bundle and matches its
 
 #include <regex>
 
+#include "tfckpt/copy.h"
 #include "tfckpt/partition.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/validate.h"

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "tfckpt/bundle_writer.h"
+#include "tfckpt/copy.h"
 #include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/merge.h"
