@@ -65,5 +65,39 @@ def conflicts_are_differences_in_value_not_in_slicing():
         one_error_line(p, "different values")
 
 
+def option_help(command):
+    """{option: its description} from `tfckpt COMMAND --help` (one line per option)."""
+    out = {}
+    for line in run(command, "--help", code=0).stdout.splitlines():
+        words = line.split()
+        if not words or not words[0].startswith("-"):
+            continue
+        for n in words[0].split(","):
+            out[n] = line
+    return out
+
+
+@test()
+def shared_options_say_the_same_in_every_command():
+    helps = {c: option_help(c) for c in ("inspect", "validate", "reshard", "merge", "convert")}
+    writers = ("reshard", "merge", "convert")
+    same = {
+        "--force": "Replace an existing output (an output that is one of the inputs is always refused)",
+        "--no-verify": "Do not verify the output",
+        "--quiet": "No progress bar (on a terminal it appears when the work takes more than a second",
+        "--output": "; OUT.index also names a TF prefix; not a directory",
+    }
+    for c in writers:
+        for option, sentence in same.items():
+            assert sentence in helps[c].get(option, ""), (c, option, helps[c].get(option))
+    for c, h in helps.items():
+        assert "One JSON document on stdout (man tfckpt-%s), also on failure" % c in h["--json"], (c, h["--json"])
+    for option in ("--include", "--exclude", "--rename"):
+        assert helps["merge"][option].split(None, 2)[2] == helps["convert"][option].split(None, 2)[2], option
+    assert "$1..$9 groups" in helps["convert"]["--rename"], helps["convert"]["--rename"]
+    for c in ("reshard", "merge"):
+        assert "Print the plan and write nothing" in helps[c]["--dry-run"], (c, helps[c]["--dry-run"])
+
+
 if __name__ == "__main__":
     sys.exit(main("cli_merge_plan"))
