@@ -383,6 +383,7 @@ TEST_CASE("reshard every real case: float tensors with >= 2 rows to fixed:3, bac
   CHECK(cases == 25);  // the 29 cases less the 4 without usable data
 }
 
+#include "tfckpt/bundle_merge.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/merge.h"
 
