@@ -45,13 +45,6 @@ std::vector<Region> SortedRegions(const TensorEntry& t) {
   return r;
 }
 
-const StoredSlice* SliceWithRegion(const TensorEntry& t, const Region& r) {
-  for (const auto& s : t.slices) {
-    if (s.region == r) return &s;
-  }
-  return nullptr;
-}
-
 // How `b` differs from `a` (its component 0 or replica 0), whatever either's slicing,
 // with validate --against's comparison (bitwise); "" when equal.
 absl::StatusOr<std::string> Difference(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb,
@@ -83,7 +76,7 @@ class Averager {
                                                       whole ? std::nullopt : std::optional<Region>(region), file));
     std::vector<const StoredSlice*> slices;
     for (const CombineSource& c : o.sources) {
-      const StoredSlice* s = SliceWithRegion(*c.tensor, region);
+      const StoredSlice* s = StoredSliceOf(*c.tensor, region);
       if (s == nullptr) return absl::InternalError(StrCat("bug: no slice to average for \"", o.name, "\""));
       TFCKPT_RETURN_IF_ERROR(cs_[c.input]->VerifyCrc(*c.tensor, *s, &buf_));
       slices.push_back(s);
