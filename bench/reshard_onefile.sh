@@ -8,7 +8,7 @@
 # figure (the disk's speed drifts between rounds, a ratio within a round much less).
 # Peak RSS from /usr/bin/time -v. Target: median <= 0.9x cp, RSS <= 256 MiB.
 # Usage: bench/reshard_onefile.sh [ROUNDS] [WORK_DIR]
-#   extra reshard flags: EXTRA=...; another partition: PARTITION=... (default .=fixed:8)
+#   extra reshard flags: EXTRA=...; another partition: PARTITION=... (default .=fixed:8); another binary: TFCKPT=...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
@@ -22,7 +22,7 @@ bytes=$(cat "$work"/in.data-* | wc -c)
 partition=${PARTITION:-.=fixed:8}
 echo "checkpoint: $bytes bytes in 1 data file; --partition $partition ${EXTRA:-}; $rounds paired rounds"
 warm="$work/in.data-*"  # read again before every timed command (common.sh: timed)
-tfckpt=build/src/tfckpt
+tfckpt=${TFCKPT:-build/src/tfckpt}  # TFCKPT=another build's binary, to compare
 declare -a t_cp t_ver t_nov
 for ((i = 0; i < rounds; i++)); do
   r=$(timed sh -c "cp $work/in.data-* $work/out/")
