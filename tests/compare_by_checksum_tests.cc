@@ -8,6 +8,7 @@
 #include "test_util.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"
 
@@ -50,8 +51,8 @@ void Damage(const std::string& prefix) {
 
 absl::StatusOr<tfckpt::ValueDifference> Compare(const std::string& new_prefix, const std::string& old_prefix,
                                                 bool by_checksum) {
-  auto a = tfckpt::Checkpoint::Open(new_prefix);
-  auto b = tfckpt::Checkpoint::Open(old_prefix);
+  auto a = tfckpt::OpenCheckpoint(new_prefix);
+  auto b = tfckpt::OpenCheckpoint(old_prefix);
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   tfckpt::CompareOptions o;
