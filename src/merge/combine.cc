@@ -10,15 +10,15 @@
 #include <optional>
 #include <set>
 
+#include "core/float_convert.h"
+#include "core/parallel.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/float_convert.h"
 #include "tfckpt/object_graph.h"
 #include "tfckpt/open.h"
-#include "tfckpt/parallel.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 #include "tfckpt/validate.h"
 #include "tfckpt/values.h"
 
@@ -43,13 +43,6 @@ std::vector<Region> SortedRegions(const TensorEntry& t) {
     return std::tie(a.start, a.shape) < std::tie(b.start, b.shape);
   });
   return r;
-}
-
-const StoredSlice* SliceWithRegion(const TensorEntry& t, const Region& r) {
-  for (const auto& s : t.slices) {
-    if (s.region == r) return &s;
-  }
-  return nullptr;
 }
 
 // How `b` differs from `a` (its component 0 or replica 0), whatever either's slicing,
@@ -83,7 +76,7 @@ class Averager {
                                                       whole ? std::nullopt : std::optional<Region>(region), file));
     std::vector<const StoredSlice*> slices;
     for (const CombineSource& c : o.sources) {
-      const StoredSlice* s = SliceWithRegion(*c.tensor, region);
+      const StoredSlice* s = StoredSliceOf(*c.tensor, region);
       if (s == nullptr) return absl::InternalError(StrCat("bug: no slice to average for \"", o.name, "\""));
       TFCKPT_RETURN_IF_ERROR(cs_[c.input]->VerifyCrc(*c.tensor, *s, &buf_));
       slices.push_back(s);

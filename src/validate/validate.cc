@@ -20,12 +20,12 @@
 #include <tuple>
 
 #include "absl/strings/str_format.h"
-#include "tfckpt/crc32c.h"
+#include "core/crc32c.h"
+#include "core/parallel.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/object_graph.h"
-#include "tfckpt/parallel.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 #include "tfckpt/values.h"
 
 namespace tfckpt {
