@@ -53,6 +53,11 @@ struct CombinedTensor {
   Shape shape;
   int32_t file = 0;    // output data file of its first piece
   uint64_t bytes = 0;
+  // The tensor its values are copied from (cast when CombineOptions::casts says so):
+  // index in CombineReport::inputs and name there; -1 when they are computed (a mean, a
+  // rewritten object graph).
+  int source_input = -1;
+  std::string source_name;
 };
 
 struct CombineReport {

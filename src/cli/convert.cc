@@ -124,6 +124,14 @@ int RunConvert(const ConvertArgs& args) {
       tensors = static_cast<int64_t>(plan->tensors.size());
       bytes = total;
       notes = plan->notes;
+      if (!a.no_verify) {
+        VerifyOptions vo;
+        vo.jobs = a.jobs;
+        if (int rc = VerifyOutput(cmd, a.out, BundleFiles(a.out, plan->num_files), {{c->get()}}, vo); rc != kExitOk) {
+          return rc;
+        }
+        verified = true;
+      }
       KeepUntilExit(std::shared_ptr<const void>(std::move(*c)));
     } else {
       CombineOptions o;
@@ -140,10 +148,16 @@ int RunConvert(const ConvertArgs& args) {
       tensors = static_cast<int64_t>(r->tensors.size());
       bytes = r->bytes;
       notes = r->notes;
-    }
-    if (!a.no_verify) {
-      if (int rc = VerifyOutput(cmd, a.out, "converted checkpoint"); rc != kExitOk) return rc;
-      verified = true;
+      if (!a.no_verify) {
+        auto sources = OpenSources(r->inputs);
+        if (!sources.ok()) return ReportError(cmd, sources.status());
+        VerifyOptions vo;
+        vo.jobs = a.jobs;
+        vo.cast = !casts.empty();
+        const int rc = VerifyOutput(cmd, a.out, BundleFiles(a.out, r->num_files), CombinedSources(*r, *sources), vo);
+        if (rc != kExitOk) return rc;
+        verified = true;
+      }
     }
     j["files"] = nlohmann::ordered_json::array({a.out + ".index"});
   } else {
@@ -167,12 +181,13 @@ int RunConvert(const ConvertArgs& args) {
     notes = r->notes;
     j["files"] = r->files;
     if (!a.no_verify && format == "safetensors") {
-      // Read back what was written with the strict reader: every header and range.
-      auto back = Checkpoint::OpenSafetensors(r->files.back());
-      if (!back.ok()) return ReportError(cmd, back.status());
-      if (static_cast<int64_t>((*back)->tensors().size()) != tensors) {
-        return ReportError(cmd, absl::InternalError(StrCat("bug: ", a.out, " reads back with ",
-                                                           (*back)->tensors().size(), " tensors, wrote ", tensors)));
+      // Read back with the strict reader (every header and range) and compared with the input.
+      VerifyOptions vo;
+      vo.jobs = a.jobs;
+      vo.cast = !casts.empty();
+      vo.safetensors = true;
+      if (int rc = VerifyOutput(cmd, r->files.back(), r->files, {{c->get(), r->sources}}, vo); rc != kExitOk) {
+        return rc;
       }
       verified = true;
     }

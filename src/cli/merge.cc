@@ -15,6 +15,7 @@
 #include "tfckpt/merge.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"
+#include "tfckpt/verify.h"
 
 namespace tfckpt::cli {
 namespace {
@@ -140,7 +141,12 @@ int RunCombine(const MergeArgs& a, const std::vector<std::string>& inputs, const
   }
   bool verified = false;
   if (!a.dry_run && !a.no_verify) {
-    if (int rc = VerifyOutput(cmd, out, "merged checkpoint"); rc != kExitOk) return rc;
+    auto sources = OpenSources(r->inputs);
+    if (!sources.ok()) return ReportError(cmd, sources.status());
+    VerifyOptions vo;
+    vo.jobs = a.jobs;
+    const int rc = VerifyOutput(cmd, out, BundleFiles(out, r->num_files), CombinedSources(*r, *sources), vo);
+    if (rc != kExitOk) return rc;
     verified = true;
   }
   if (a.json) {
@@ -221,7 +227,13 @@ int RunMerge(const MergeArgs& a) {
   if (!report.ok()) return ReportError(cmd, report.status());
   bool verified = false;
   if (!a.no_verify) {
-    if (int rc = VerifyOutput(cmd, out, "merged checkpoint"); rc != kExitOk) return rc;
+    // --move consumed the inputs: the output is then checked by its CRCs and layout alone.
+    auto sources = OpenSources(a.move ? std::vector<std::string>() : report->inputs_used);
+    if (!sources.ok()) return ReportError(cmd, sources.status());
+    VerifyOptions vo;
+    vo.jobs = a.jobs;
+    const int rc = VerifyOutput(cmd, out, BundleFiles(out, report->num_files), MergedSources(*sources), vo);
+    if (rc != kExitOk) return rc;
     verified = true;
   }
   if (a.json) {

@@ -72,6 +72,7 @@ absl::StatusOr<std::vector<Planned>> PlanTensors(const Checkpoint& c, const Conv
       return absl::InvalidArgumentError(
           StrCat("--rename makes \"", it->second, "\" and \"", t.name, "\" both \"", p.name, "\""));
     }
+    report->sources.emplace(p.name, t.name);
     out.push_back(std::move(p));
   }
   if (options.strict && !report->skipped.empty()) {

@@ -559,6 +559,10 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
       ct.dtype = o.sources.back().t->dtype;
       ct.shape = o.sources.back().t->shape;
       ct.bytes = o.sources.back().t->bytes;
+      if (o.kind == Kind::kCopy) {
+        ct.source_input = static_cast<int>(o.sources.back().input);
+        ct.source_name = o.sources.back().t->name;
+      }
       if (auto cast = options.casts.find(ct.dtype); cast != options.casts.end() && o.kind == Kind::kCopy) {
         ct.dtype = cast->second;
         ct.bytes = static_cast<uint64_t>(NumElements(ct.shape).value_or(0)) * LookupDType(ct.dtype)->element_size;

@@ -1,0 +1,116 @@
+// One verification policy for written outputs (see verify.h).
+#include "tfckpt/verify.h"
+
+#include <filesystem>
+#include <set>
+
+#include "tfckpt/status.h"
+#include "tfckpt/validate.h"
+
+namespace tfckpt {
+namespace {
+
+// Where findings about the output are placed: its index, else its file.
+std::string Where(const Checkpoint& c) {
+  return c.info().format == Format::kV2 ? c.info().index_path : c.info().prefix;
+}
+
+// The output tensors no source compares (averaged, rewritten, stored partly in several
+// sources): slice layout and every CRC.
+void CheckUncompared(const Checkpoint& written, const std::set<std::string>& compared, std::vector<Finding>* out) {
+  std::string buffer;
+  for (const TensorEntry& t : written.tensors()) {
+    if (compared.count(t.name) > 0) continue;
+    CheckSliceLayout(t, Where(written), out);
+    if (!t.defect.empty()) {
+      out->push_back({t.defect_check, Severity::kError, Where(written), t.name, -1, t.defect});
+      continue;
+    }
+    for (const StoredSlice& s : t.slices) {
+      if (absl::Status crc = written.VerifyCrc(t, s, &buffer); !crc.ok()) out->push_back(FindingOf(crc));
+    }
+  }
+}
+
+// The first error among the findings of reading back and comparing `out`, as a status.
+absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<VerifySource>& sources,
+                                   const VerifyOptions& options) {
+  ValidateReport report;
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> written, options.safetensors
+                                                                     ? Checkpoint::OpenSafetensors(out)
+                                                                     : Checkpoint::Open(out, &report.findings));
+  CompareOptions co;
+  co.jobs = options.jobs;
+  co.progress = options.progress;
+  co.cast = options.cast;
+  std::set<std::string> compared;
+  for (const VerifySource& s : sources) {
+    TFCKPT_RETURN_IF_ERROR(CompareCheckpoints(*written, *s.input, s.names ? &*s.names : nullptr, co, &report));
+    if (s.names) {
+      for (const auto& [name, from] : *s.names) compared.insert(name);
+    } else {
+      for (const TensorEntry& t : written->tensors()) compared.insert(t.name);
+    }
+  }
+  CheckUncompared(*written, compared, &report.findings);
+  for (const Finding& f : report.findings) {
+    if (f.severity != Severity::kError) continue;
+    return DataLossAt("output.mismatch", f.file, f.key, -1, StrCat(f.check, ": ", f.message, "; removed the output"));
+  }
+  return VerifyReport{static_cast<int64_t>(written->tensors().size()), report.bytes_checked};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::unique_ptr<Checkpoint>>> OpenSources(const std::vector<std::string>& specs) {
+  std::vector<std::unique_ptr<Checkpoint>> out;
+  for (const std::string& spec : specs) {
+    TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, Checkpoint::Open(spec));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<VerifySource> MergedSources(const std::vector<std::unique_ptr<Checkpoint>>& inputs) {
+  std::vector<VerifySource> sources;
+  std::set<std::string> taken;
+  for (const auto& c : inputs) {
+    VerifySource s{c.get(), std::map<std::string, std::string>()};
+    for (const TensorEntry& t : c->tensors()) {
+      if (t.defect.empty() && taken.insert(t.name).second) s.names->emplace(t.name, t.name);
+    }
+    sources.push_back(std::move(s));
+  }
+  return sources;
+}
+
+std::vector<VerifySource> CombinedSources(const CombineReport& report,
+                                          const std::vector<std::unique_ptr<Checkpoint>>& inputs) {
+  std::vector<VerifySource> sources;
+  for (const auto& c : inputs) sources.push_back({c.get(), std::map<std::string, std::string>()});
+  for (const CombinedTensor& t : report.tensors) {
+    if (t.source_input >= 0) sources[static_cast<size_t>(t.source_input)].names->emplace(t.name, t.source_name);
+  }
+  return sources;
+}
+
+std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_files) {
+  std::vector<std::string> files{prefix + ".index"};
+  for (int32_t i = 0; i < num_files; ++i) files.push_back(DataFileName(prefix, i, num_files));
+  return files;
+}
+
+absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<std::string>& files,
+                                           const std::vector<VerifySource>& sources, const VerifyOptions& options) {
+  absl::StatusOr<VerifyReport> r = Check(out, sources, options);
+  if (r.ok()) return r;
+  // Never leave an output that did not verify under the final name.
+  std::error_code ec;
+  for (const std::string& f : files) std::filesystem::remove(f, ec);
+  if (ErrorInfoOf(r.status()).check == "output.mismatch") return r;
+  absl::Status s(r.status().code(), StrCat(r.status().message(), "; removed the output"));
+  r.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });
+  return s;
+}
+
+}  // namespace tfckpt
