@@ -48,7 +48,8 @@ struct VerifyReport {
 //  - every other output tensor (averaged, a rewritten object graph, a slice of a tensor
 //    no single source holds whole) has every CRC holding.
 // On any failure, `files` (all the output's files) are removed: nothing is left under
-// the output's names. A mismatch is DataLoss with the check id "output.mismatch", its
+// the output's names (empty `files`: the output is kept, e.g. after merge --move consumed
+// its inputs, and the messages say nothing of a removal). A mismatch is DataLoss with the check id "output.mismatch", its
 // file and tensor as payloads, and the one-line message
 //   FILE: "TENSOR": CHECK: WHAT; removed the output
 // An output or input that cannot be read is its own error, with "; removed the output".

@@ -243,7 +243,8 @@ std::function<int()> AddConvert(CLI::App& app) {
   sub->add_option("--partition", args->partitions, "TF output: [REGEX=]SPEC rules of 'tfckpt reshard' (repeatable)");
   sub->add_flag("--strict", args->strict, "A tensor the output format cannot hold is an error, not a warning");
   sub->add_flag("--force", args->force, "Replace existing output");
-  sub->add_flag("--no-verify", args->no_verify, "Skip checking the output");
+  sub->add_flag("--no-verify", args->no_verify,
+                "Skip verifying the output against the input (TF and safetensors output; .npz is not read back)");
   sub->add_flag("--json", args->json, "Machine-readable result; on failure {\"ok\": false, \"error\": {...}}");
   AddJobsOption(sub, &args->jobs, "TF output: data files written in parallel");
   sub->add_flag("-q,--quiet", args->quiet, "No progress bar");
@@ -258,7 +259,7 @@ std::function<int()> AddConvert(CLI::App& app) {
       "  tfckpt convert model.ckpt-1000 -o weights.st --to safetensors\n\n"
       "A run that fails or is interrupted (Ctrl-C: exit 130, SIGTERM 143, SIGHUP 129) leaves nothing\n"
       "under the output's names.\n"
-      "Exit codes: 0 ok, 1 the output does not validate, 2 usage error or refused request (bfloat16\n"
+      "Exit codes: 0 ok, 1 the output does not match the input (it is removed), 2 usage error or refused request (bfloat16\n"
       "to npz without a cast, --strict with tensors the format cannot hold, existing output), 3\n"
       "unreadable or corrupt input (including malformed safetensors headers).");
   return [args] { return RunConvert(*args); };

@@ -228,12 +228,14 @@ int RunMerge(const MergeArgs& a) {
   if (!report.ok()) return ReportError(cmd, report.status());
   bool verified = false;
   if (!a.no_verify) {
-    // --move consumed the inputs: the output is then checked by its CRCs and layout alone.
+    // --move consumed the inputs: the output is then checked by its CRCs and layout alone,
+    // and kept when it fails (it is all that is left).
     auto sources = OpenSources(a.move ? std::vector<std::string>() : report->inputs_used);
     if (!sources.ok()) return ReportError(cmd, sources.status());
     VerifyOptions vo;
     vo.jobs = a.jobs;
-    const int rc = VerifyOutput(cmd, out, BundleFiles(out, report->num_files), MergedSources(*sources), vo);
+    const auto files = a.move ? std::vector<std::string>() : BundleFiles(out, report->num_files);
+    const int rc = VerifyOutput(cmd, out, files, MergedSources(*sources), vo);
     if (rc != kExitOk) return rc;
     verified = true;
   }
@@ -269,7 +271,7 @@ std::function<int()> AddMerge(CLI::App& app) {
   sub->add_flag("--move", args->move,
                 "TensorFlow's behaviour: rename the data files, delete input indexes and emptied input directories");
   sub->add_flag("--force", args->force, "Replace an existing checkpoint at the output");
-  sub->add_flag("--no-verify", args->no_verify, "Skip validating the output");
+  sub->add_flag("--no-verify", args->no_verify, "Skip verifying the output against the inputs (CRCs, layout, values)");
   sub->add_flag("--json", args->json, "Machine-readable result, one schema for every mode (man tfckpt-merge); on failure {\"ok\": false, \"error\": {...}}");
   auto* edits = "Combining (rewrites the data; inputs may be any checkpoint, V1 included)";
   sub->add_option("--on-conflict", args->on_conflict, "The same tensor in several inputs: error (default), first, last")
@@ -322,7 +324,7 @@ std::function<int()> AddMerge(CLI::App& app) {
       "  tfckpt merge tpu/model -o cpu/model --collapse-replicas\n\n"
       "Without edits, inputs are left untouched unless --move (data files are hard-linked, else copied).\n"
       "With edits, the data is rewritten and the object graph updated to match.\n"
-      "Exit codes: 0 ok, 1 the output does not validate or parallel components / replicas differ,\n"
+      "Exit codes: 0 ok, 1 the output does not match the inputs (it is removed) or parallel components / replicas differ,\n"
       "2 usage error or refused request (conflict, rename collision, existing output), 3 missing or\n"
       "unreadable input; interrupted: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP). A run that fails or is\n"
       "interrupted leaves nothing under OUT's names (with --move: until the inputs are consumed).");

@@ -34,7 +34,7 @@ void CheckUncompared(const Checkpoint& written, const std::set<std::string>& com
 
 // The first error among the findings of reading back and comparing `out`, as a status.
 absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<VerifySource>& sources,
-                                   const VerifyOptions& options) {
+                                   const VerifyOptions& options, std::string_view removal) {
   ValidateReport report;
   TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> written, options.safetensors
                                                                      ? Checkpoint::OpenSafetensors(out)
@@ -55,7 +55,7 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
   CheckUncompared(*written, compared, &report.findings);
   for (const Finding& f : report.findings) {
     if (f.severity != Severity::kError) continue;
-    return DataLossAt("output.mismatch", f.file, f.key, -1, StrCat(f.check, ": ", f.message, "; removed the output"));
+    return DataLossAt("output.mismatch", f.file, f.key, -1, StrCat(f.check, ": ", f.message, removal));
   }
   return VerifyReport{static_cast<int64_t>(written->tensors().size()), report.bytes_checked};
 }
@@ -102,13 +102,14 @@ std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_file
 
 absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<std::string>& files,
                                            const std::vector<VerifySource>& sources, const VerifyOptions& options) {
-  absl::StatusOr<VerifyReport> r = Check(out, sources, options);
+  const std::string_view removal = files.empty() ? "" : "; removed the output";
+  absl::StatusOr<VerifyReport> r = Check(out, sources, options, removal);
   if (r.ok()) return r;
   // Never leave an output that did not verify under the final name.
   std::error_code ec;
   for (const std::string& f : files) std::filesystem::remove(f, ec);
-  if (ErrorInfoOf(r.status()).check == "output.mismatch") return r;
-  absl::Status s(r.status().code(), StrCat(r.status().message(), "; removed the output"));
+  if (ErrorInfoOf(r.status()).check == "output.mismatch" || files.empty()) return r;
+  absl::Status s(r.status().code(), StrCat(r.status().message(), removal));
   r.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });
   return s;
 }
