@@ -12,6 +12,7 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/convert.h"
 #include "tfckpt/float_convert.h"
+#include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/verify.h"
 
@@ -39,7 +40,7 @@ void WriteBundle(const std::string& prefix, float changed = 0, const char* a_nam
 }
 
 std::unique_ptr<tfckpt::Checkpoint> Open(const std::string& spec) {
-  auto c = tfckpt::Checkpoint::Open(spec);
+  auto c = tfckpt::OpenCheckpoint(spec);
   REQUIRE(c.ok());
   return std::move(*c);
 }

@@ -12,6 +12,7 @@
 #include "tfckpt/combine.h"
 #include "tfckpt/convert.h"
 #include "tfckpt/copy.h"
+#include "tfckpt/open.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"
@@ -102,7 +103,7 @@ int RunConvert(const ConvertArgs& args) {
                                     "--partition cannot be combined with --cast/--rename/--include/--exclude "
                                     "(convert first, then reshard)"));
       }
-      auto c = Checkpoint::Open(a.src);
+      auto c = OpenCheckpoint(a.src);
       if (!c.ok()) return ReportError(cmd, c.status());
       ReshardOptions ro;
       for (const auto& text : a.partitions) {
@@ -162,7 +163,7 @@ int RunConvert(const ConvertArgs& args) {
     }
     j["files"] = nlohmann::ordered_json::array({a.out + ".index"});
   } else {
-    auto c = Checkpoint::Open(a.src);
+    auto c = OpenCheckpoint(a.src);
     if (!c.ok()) return ReportError(cmd, c.status());
     ConvertOptions o;
     o.include = a.include;

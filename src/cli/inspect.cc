@@ -13,6 +13,7 @@
 #include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/open.h"
 #include "tfckpt/regex.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -192,7 +193,7 @@ json ObjectGraphJson(const pb::TrackableObjectGraph& g) {
 }
 
 int RunInspect(const InspectArgs& a) {
-  auto opened = Checkpoint::Open(a.ckpt);
+  auto opened = OpenCheckpoint(a.ckpt);
   if (!opened.ok()) return ReportError("inspect", opened.status());
   std::shared_ptr<const Checkpoint> keep = std::move(*opened);
   KeepUntilExit(keep);

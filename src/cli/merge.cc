@@ -14,6 +14,7 @@
 #include "tfckpt/combine.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/merge.h"
+#include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"
 #include "tfckpt/verify.h"
@@ -85,7 +86,7 @@ absl::StatusOr<CombineReport> PlainMergeReport(const MergeReport& m, const std::
   r.inputs = m.inputs_used;
   r.num_files = m.num_files;
   r.notes = m.notes;
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, Checkpoint::Open(out));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, OpenCheckpoint(out));
   for (const TensorEntry& t : c->tensors()) {
     r.tensors.push_back({t.name, "", t.dtype, t.shape, t.slices.empty() ? 0 : t.slices[0].data.shard, t.bytes});
     r.bytes += t.bytes;

@@ -11,9 +11,11 @@
 #include "commands.h"
 #include "common.h"
 #include "progress.h"
+#include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/open.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/scale_out.h"
 #include "tfckpt/status.h"
@@ -215,7 +217,7 @@ int RunReshard(const ReshardArgs& args) {
   if (a.ckpt.empty() || a.out.empty()) {
     return ReportError(cmd, absl::InvalidArgumentError("CKPT and -o OUT are required (except with --execute/--finalize)"));
   }
-  auto opened = Checkpoint::Open(a.ckpt);
+  auto opened = OpenCheckpoint(a.ckpt);
   if (!opened.ok()) return ReportError(cmd, opened.status());
   std::shared_ptr<const Checkpoint> keep = std::move(*opened);
   KeepUntilExit(keep);

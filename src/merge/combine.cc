@@ -16,6 +16,7 @@
 #include "tfckpt/dtype.h"
 #include "tfckpt/float_convert.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/open.h"
 #include "tfckpt/parallel.h"
 #include "tfckpt/status.h"
 #include "tfckpt/tensor_encoding.h"
@@ -244,7 +245,7 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
   std::vector<std::unique_ptr<Checkpoint>> owned;
   std::vector<const Checkpoint*> cs;
   for (const auto& in : inputs) {
-    TFCKPT_ASSIGN_OR_RETURN(auto c, Checkpoint::Open(in));
+    TFCKPT_ASSIGN_OR_RETURN(auto c, OpenCheckpoint(in));
     const CheckpointInfo& info = c->info();
     TFCKPT_RETURN_IF_ERROR(CheckNotInputs(BundleFilesAt(out, 0), FilesOf(info)));
     report.inputs.push_back(info.prefix);

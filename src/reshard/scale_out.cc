@@ -17,6 +17,7 @@
 #include "tfckpt/copy.h"
 #include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 #include "tfckpt/validate.h"
@@ -129,7 +130,7 @@ auto WithPlan(const std::string& plan_path, Fn&& fn) -> decltype(fn(std::declval
 
 // Checks that the part at `prefix` holds exactly the planned entries of `task`.
 absl::Status CheckPart(const std::string& prefix, const json& task) {
-  TFCKPT_ASSIGN_OR_RETURN(auto part, Checkpoint::OpenV2(prefix));
+  TFCKPT_ASSIGN_OR_RETURN(auto part, OpenResolved({.format = Format::kV2, .prefix = prefix}));
   int64_t pieces = 0;
   for (const auto& t : part->tensors()) pieces += static_cast<int64_t>(t.slices.size());
   const json& entries = task.at("entries");
@@ -241,7 +242,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
       return absl::InvalidArgumentError(StrCat(plan_path, ": task ", task, " out of range (0..", n - 1, ")"));
     }
     TFCKPT_RETURN_IF_ERROR(CheckSourceUnchanged(plan.at("source")));
-    TFCKPT_ASSIGN_OR_RETURN(auto c, Checkpoint::OpenV2(plan.at("source").at("prefix").get<std::string>()));
+    TFCKPT_ASSIGN_OR_RETURN(auto c, OpenResolved({.format = Format::kV2, .prefix = plan.at("source").at("prefix").get<std::string>()}));
     const json& t = plan.at("tasks").at(task);
     TaskReport r;
     r.task = task;
@@ -326,7 +327,7 @@ absl::StatusOr<FinalizeReport> FinalizeTasks(const std::string& plan_path) {
     fs::remove_all(output.at("temp_dir").get<std::string>(), ec);
     if (output.at("verify").get<bool>()) {
       TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> source,
-                              Checkpoint::Open(plan.at("source").at("prefix").get<std::string>()));
+                              OpenCheckpoint(plan.at("source").at("prefix").get<std::string>()));
       TFCKPT_RETURN_IF_ERROR(VerifyWritten(r.out, BundleFiles(r.out, n), {{source.get()}}, {}).status());
       r.verified = true;
     }

@@ -1,5 +1,6 @@
 // tfckpt validate: every check of a checkpoint, and logical comparison of two.
 #include "tfckpt/validate.h"
+#include "tfckpt/open.h"
 #include "tfckpt/regex.h"
 
 #include <fcntl.h>
@@ -369,9 +370,7 @@ absl::StatusOr<ValidateReport> Validate(const std::string& spec, const ValidateO
   report.path = resolved->prefix;
   std::vector<Finding>& out = report.findings;
   if (!resolved->state_dir.empty()) CheckStateFile(resolved->state_dir, resolved->notes, &out);
-  auto opened = resolved->format == Format::kV2            ? Checkpoint::OpenV2(resolved->prefix, &out)
-                : resolved->format == Format::kSafetensors ? Checkpoint::OpenSafetensors(resolved->prefix)
-                                                           : Checkpoint::OpenV1(resolved->prefix, resolved->v1_files, &out);
+  auto opened = OpenResolved(*resolved, &out);
   if (!opened.ok()) {
     if (absl::IsDataLoss(opened.status())) {
       out.push_back(FindingOf(opened.status()));
@@ -659,9 +658,9 @@ absl::StatusOr<ValidateReport> Compare(const std::string& new_spec, const std::s
                                        const CompareOptions& options) {
   ValidateReport report;
   std::vector<Finding>& out = report.findings;
-  auto nc = Checkpoint::Open(new_spec, &out);
+  auto nc = OpenCheckpoint(new_spec, &out);
   if (!nc.ok()) return nc.status();
-  auto oc = Checkpoint::Open(old_spec, &out);
+  auto oc = OpenCheckpoint(old_spec, &out);
   if (!oc.ok()) return oc.status();
   TFCKPT_RETURN_IF_ERROR(CompareCheckpoints(**nc, **oc, nullptr, options, &report));
   return report;

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <set>
 
+#include "tfckpt/bundle_writer.h"
+#include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"
 
@@ -37,8 +39,8 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
                                    const VerifyOptions& options, std::string_view removal) {
   ValidateReport report;
   TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> written, options.safetensors
-                                                                     ? Checkpoint::OpenSafetensors(out)
-                                                                     : Checkpoint::Open(out, &report.findings));
+                                                                     ? OpenResolved({.format = Format::kSafetensors, .prefix = out})
+                                                                     : OpenCheckpoint(out, &report.findings));
   CompareOptions co;
   co.jobs = options.jobs;
   co.progress = options.progress;
@@ -65,7 +67,7 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
 absl::StatusOr<std::vector<std::unique_ptr<Checkpoint>>> OpenSources(const std::vector<std::string>& specs) {
   std::vector<std::unique_ptr<Checkpoint>> out;
   for (const std::string& spec : specs) {
-    TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, Checkpoint::Open(spec));
+    TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, OpenCheckpoint(spec));
     out.push_back(std::move(c));
   }
   return out;

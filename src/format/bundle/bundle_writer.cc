@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "tensor_bundle.pb.h"
 #include "tfckpt/bundle_proto.h"
 #include "tfckpt/checkpoint.h"
@@ -22,6 +23,22 @@
 #include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
+
+std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards) {
+  return absl::StrFormat("%s.data-%05d-of-%05d", prefix, shard, num_shards);
+}
+
+std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards) {
+  std::vector<std::string> files = {prefix + ".index"};
+  for (int32_t i = 0; i < num_shards; ++i) files.push_back(DataFileName(prefix, i, num_shards));
+  const std::filesystem::path p(prefix);
+  const std::string stem = p.filename().string() + ".data-";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(p.has_parent_path() ? p.parent_path() : ".", ec)) {
+    if (e.path().filename().string().rfind(stem, 0) == 0) files.push_back(e.path().string());
+  }
+  return files;
+}
 
 namespace fs = std::filesystem;
 

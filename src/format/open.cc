@@ -1,0 +1,256 @@
+// Opening checkpoints by name: resolving what the user named (a prefix, an index file,
+// a directory and its state file, V1 files or patterns, safetensors) and handing it to
+// the format's loader. The one place that decides which format a CKPT is.
+#include "tfckpt/open.h"
+
+#include <glob.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint_state.pb.h"
+#include "format/bundle/bundle_reader.h"
+#include "format/safetensors/safetensors_reader.h"
+#include "format/v1/v1_reader.h"
+#include "tfckpt/regex.h"
+#include "tfckpt/status.h"
+#include "tfckpt/table.h"
+
+namespace tfckpt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// DIR/NAME, keeping the user's spelling of DIR. NAME "." (a prefix that is the directory
+// itself, as Keras writes it) gives "DIR/".
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (!name.empty() && name[0] == '/') return name;
+  std::string out = dir;
+  if (!out.empty() && out.back() != '/') out += '/';
+  if (name == "." || name == "./") return out;
+  return out + name;
+}
+
+bool IsTableFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return false;
+  const std::streamoff size = in.tellg();
+  if (size < static_cast<std::streamoff>(kFooterSize)) return false;
+  in.seekg(size - 8);
+  char magic[8];
+  in.read(magic, 8);
+  uint64_t v;
+  std::memcpy(&v, magic, 8);
+  return in && v == kTableMagic;
+}
+
+std::vector<std::string> Glob(const std::string& pattern) {
+  std::vector<std::string> out;
+  glob_t g{};
+  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  }
+  ::globfree(&g);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Names in `dir` ending in ".index" (hidden ones too: a prefix may be the directory
+// itself, giving a file named ".index").
+std::vector<std::string> IndexFilesIn(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (absl::EndsWith(name, ".index") && e.is_regular_file(ec)) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes) {
+  const std::string path = JoinPath(dir, "checkpoint");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(StrCat(path, ": cannot open"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  pb::CheckpointState state;
+  google::protobuf::TextFormat::Parser parser;
+  parser.AllowUnknownField(true);
+  struct Quiet : google::protobuf::io::ErrorCollector {
+    std::string first;
+    void AddError(int line, int col, const std::string& m) override {
+      if (first.empty()) first = StrCat("line ", line + 1, " column ", col + 1, ": ", m);
+    }
+  } errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(buf.str(), &state)) {
+    return DataLossAt("state.parse", path, "", -1, StrCat("not a checkpoint state file: ", errors.first));
+  }
+  if (state.model_checkpoint_path().empty()) {
+    return DataLossAt("state.parse", path, "", -1, "model_checkpoint_path is empty");
+  }
+  std::string prefix = JoinPath(dir, state.model_checkpoint_path());
+  if (!state.model_checkpoint_path().empty() && state.model_checkpoint_path()[0] == '/' &&
+      !FileExists(prefix + ".index") && !FileExists(prefix)) {
+    // An absolute path from the machine that trained: the files were moved since. Look
+    // beside the state file, as a user who copied the directory would expect.
+    const std::string local = JoinPath(dir, fs::path(prefix).filename().string());
+    if (FileExists(local + ".index") || FileExists(local) || !Glob(local + "-?????-of-?????").empty()) {
+      if (notes) notes->push_back(StrCat("state file names ", prefix, ", which does not exist; using ", local));
+      prefix = local;
+    }
+  }
+  return prefix;
+}
+
+absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
+  if (spec.empty()) return absl::InvalidArgumentError("empty checkpoint path");
+  ResolvedCheckpoint r;
+  if ((absl::EndsWith(spec, ".safetensors") || absl::EndsWith(spec, ".safetensors.index.json")) && FileExists(spec)) {
+    r.format = Format::kSafetensors;
+    r.prefix = spec;
+    return r;
+  }
+  auto v2 = [&r](std::string prefix) {
+    r.format = Format::kV2;
+    r.prefix = std::move(prefix);
+    return r;
+  };
+  // 1. PREFIX.index named directly.
+  if (absl::EndsWith(AV(spec), ".index") && FileExists(spec) && !IsDirectory(spec)) {
+    return v2(spec.substr(0, spec.size() - 6));
+  }
+  // 2. A V2 prefix.
+  if (FileExists(spec + ".index")) return v2(spec);
+  // 3. A directory.
+  if (IsDirectory(spec)) {
+    std::error_code listing;
+    fs::directory_iterator probe(spec, listing);
+    if (listing) return ErrnoError(spec, "cannot read directory", listing.value());
+    const std::string state = JoinPath(spec, "checkpoint");
+    if (FileExists(state) && !IsDirectory(state)) {
+      std::vector<std::string> notes;
+      TFCKPT_ASSIGN_OR_RETURN(std::string prefix, ReadCheckpointState(spec, &notes));
+      notes.insert(notes.begin(), StrCat("resolved ", spec, " through its checkpoint state file to ", prefix));
+      absl::StatusOr<ResolvedCheckpoint> inner = absl::NotFoundError("");
+      if (IsDirectory(prefix) && FileExists(JoinPath(prefix, ".index"))) {
+        inner = ResolvedCheckpoint{Format::kV2, JoinPath(prefix, "."), {}, {}, ""};
+      } else if (FileExists(prefix + ".index")) {
+        inner = ResolvedCheckpoint{Format::kV2, prefix, {}, {}, ""};
+      } else if (!IsDirectory(prefix)) {
+        inner = ResolveCheckpoint(prefix);
+      }
+      if (!inner.ok()) {
+        return absl::NotFoundError(StrCat(state, ": names ", prefix, ", which is not a checkpoint",
+                                          inner.status().message().empty() ? "" : " (",
+                                          SV(inner.status().message()),
+                                          inner.status().message().empty() ? "" : ")"));
+      }
+      inner->state_dir = spec;
+      for (auto& n : inner->notes) notes.push_back(std::move(n));
+      inner->notes = std::move(notes);
+      return inner;
+    }
+    std::vector<std::string> indexes = IndexFilesIn(spec);
+    if (indexes.size() == 1) {
+      const std::string& name = indexes[0];
+      return v2(JoinPath(spec, name.size() == 6 ? "." : name.substr(0, name.size() - 6)));
+    }
+    if (indexes.size() > 1) {
+      return absl::InvalidArgumentError(StrCat(spec, ": holds several checkpoints and no state file: ",
+                                               absl::StrJoin(indexes, ", "), " (name one of them)"));
+    }
+    const std::string sm = JoinPath(spec, "variables/variables");
+    if (FileExists(sm + ".index")) return v2(sm);
+    // A single V1 checkpoint (one table file, or the shards of one).
+    std::set<std::string> v1;
+    std::error_code ec;
+    static const Regex kShard = Regex::Fixed(R"((.*)-\d{5}-of-(\d{5}))");
+    for (const auto& e : fs::directory_iterator(spec, ec)) {
+      const std::string path = JoinPath(spec, e.path().filename().string());
+      if (!e.is_regular_file(ec) || !IsTableFile(path)) continue;
+      std::vector<std::string> m;
+      v1.insert(kShard.FullMatch(path, &m) ? StrCat(m[0], "-00000-of-", m[1]) : path);
+    }
+    if (v1.size() == 1) return ResolveCheckpoint(*v1.begin());
+    if (v1.size() > 1) {
+      return absl::InvalidArgumentError(StrCat(spec, ": holds several V1 checkpoints: ", absl::StrJoin(v1, ", "),
+                                               " (name one of them)"));
+    }
+    return absl::NotFoundError(StrCat(spec, ": directory holds no checkpoint (no state file, no *.index)"));
+  }
+  r.format = Format::kV1;
+  // 4. A V1 file, possibly one shard of a sharded V1 checkpoint.
+  if (FileExists(spec) && IsTableFile(spec)) {
+    static const Regex kSharded = Regex::Fixed(R"((.*)-(\d{5})-of-(\d{5}))");
+    std::vector<std::string> m;
+    if (kSharded.FullMatch(spec, &m)) {
+      const std::string base = m[0];
+      const int n = std::stoi(m[2]);
+      for (int i = 0; i < n; ++i) {
+        std::string f = absl::StrFormat("%s-%05d-of-%05d", base, i, n);
+        if (!FileExists(f)) return absl::NotFoundError(StrCat(f, ": V1 shard missing"));
+        r.v1_files.push_back(f);
+      }
+      r.prefix = absl::StrFormat("%s-?????-of-%05d", base, n);
+      return r;
+    }
+    r.prefix = spec;
+    r.v1_files = {spec};
+    return r;
+  }
+  if (FileExists(spec)) {
+    return DataLossAt("table.footer", spec, "", -1,
+                      StrCat("not a checkpoint (no ", spec, ".index beside it, and not a V1 table file)"));
+  }
+  // 5. A V1 pattern.
+  std::vector<std::string> files =
+      Glob(spec.find_first_of("*?[") != std::string::npos ? spec : spec + "-?????-of-?????");
+  if (!files.empty()) {
+    for (const auto& f : files) {
+      if (!IsTableFile(f)) return DataLossAt("table.footer", f, "", -1, "not a V1 checkpoint table");
+    }
+    r.prefix = spec;
+    r.v1_files = std::move(files);
+    return r;
+  }
+  // Unreachable is not absent: a directory on the way that cannot be searched.
+  if (struct stat st; ::stat((spec + ".index").c_str(), &st) != 0 && errno == EACCES) {
+    return ErrnoError(spec + ".index", "cannot open", errno);
+  }
+  return absl::NotFoundError(
+      StrCat(spec, ": no checkpoint found (looked for ", spec, ".index, a directory, and V1 files)"));
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenResolved(const ResolvedCheckpoint& r, std::vector<Finding>* findings) {
+  return r.format == Format::kV2            ? OpenBundle(r.prefix, findings)
+         : r.format == Format::kSafetensors ? OpenSafetensors(r.prefix)
+                                            : OpenV1(r.prefix, r.v1_files, findings);
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const std::string& spec, std::vector<Finding>* findings) {
+  TFCKPT_ASSIGN_OR_RETURN(ResolvedCheckpoint r, ResolveCheckpoint(spec));
+  absl::StatusOr<std::unique_ptr<Checkpoint>> c = OpenResolved(r, findings);
+  if (c.ok()) (*c)->set_notes(std::move(r.notes));
+  return c;
+}
+
+}  // namespace tfckpt
