@@ -59,6 +59,7 @@ def every_command_reports_its_output_verified():
             ("convert", src, "-o", o("cast"), "--cast", "float32=bfloat16", "--rename", "^wide_deep/=x/"),
             ("convert", src, "-o", o("s.safetensors"), "--cast", "bfloat16=float32"),
             ("convert", src, "-o", o("s2.safetensors"), "--max-file-size", "20K"),
+            ("convert", src, "-o", o("w.npz"), "--cast", "bfloat16=float32"),  # read back since issue 15
         ]
         for args in cases:
             j = json.loads(run(*args, "--json", "--quiet", code=0).stdout)

@@ -152,3 +152,26 @@ TEST_CASE("VerifyWritten reads safetensors output back and compares its values")
   CheckRemoved(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, {}), w->files, "b",
                "against.values: 1 of 3 elements differ; first at [2]");
 }
+
+TEST_CASE("VerifyWritten reads .npz output back and compares its values") {
+  TempDir dir;
+  WriteBundle(dir / "in");
+  auto in = Open(dir / "in");
+  const std::string out = dir / "m.npz";
+  auto w = tfckpt::WriteNpz(*in, out, {});
+  REQUIRE(w.ok());
+  tfckpt::VerifyOptions npz;
+  npz.format = tfckpt::Format::kNpz;
+  auto r = tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, npz);
+  CAPTURE(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(r->tensors == 2);
+  // A wrong value under a matching CRC-32: rewrite the member's last byte and its CRC is
+  // what libzip refuses; either way the output is removed naming "b".
+  std::string bytes = tfckpt::testing::ReadFile(out);
+  const size_t at = bytes.rfind(std::string("\x03\0\0\0", 4));  // the last element of "b"
+  REQUIRE(at != std::string::npos);
+  bytes[at] = 4;
+  tfckpt::testing::WriteFile(out, bytes);
+  CheckRemoved(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, npz), w->files, "b", "b.npy");
+}

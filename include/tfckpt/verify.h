@@ -30,7 +30,9 @@ struct VerifyOptions {
   int jobs = 0;                               // threads; 0 = one per core
   std::atomic<uint64_t>* progress = nullptr;  // if given, advances by the bytes compared
   bool cast = false;  // the command cast dtypes: a source's values are compared cast to the output's dtype
-  bool safetensors = false;  // the output is safetensors whatever its name says (convert --to)
+  // The output's format when its name may not say it (convert --to): kSafetensors or
+  // kNpz; otherwise the output is opened as a CKPT argument (OpenCheckpoint).
+  std::optional<Format> format;
 };
 
 struct VerifyReport {
@@ -39,7 +41,7 @@ struct VerifyReport {
 };
 
 // Verifies the output at `out` (anything Checkpoint::Open reads: a TF prefix, a
-// .safetensors file or set, an .npz file) against `sources`:
+// .safetensors file or set, or an .npz file with options.format) against `sources`:
 //  - it opens without damage; no tensor has a defect; partitioned tensors' slices tile
 //    them (CheckSliceLayout);
 //  - every tensor a source names has the source tensor's dtype (or, with options.cast,

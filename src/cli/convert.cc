@@ -182,13 +182,13 @@ int RunConvert(const ConvertArgs& args) {
     skipped = r->skipped;
     notes = r->notes;
     j["files"] = r->files;
-    if (!a.no_verify && format == "safetensors") {
+    if (!a.no_verify) {
       // Read back with the strict reader (every header and range) and compared with the input.
       VerifyOptions vo;
       vo.jobs = a.jobs;
       vo.cast = !casts.empty();
-      vo.safetensors = true;
-      if (int rc = VerifyOutput(cmd, r->files.back(), r->files, {{c->get(), r->sources}}, vo); rc != kExitOk) {
+      vo.format = format == "npz" ? Format::kNpz : Format::kSafetensors;
+      if (int rc = VerifyOutput(cmd, format == "npz" ? a.out : r->files.back(), r->files, {{c->get(), r->sources}}, vo); rc != kExitOk) {
         return rc;
       }
       verified = true;
@@ -245,7 +245,7 @@ std::function<int()> AddConvert(CLI::App& app) {
   sub->add_flag("--strict", args->strict, "A tensor the output format cannot hold is an error, not a warning");
   sub->add_flag("--force", args->force, "Replace existing output");
   sub->add_flag("--no-verify", args->no_verify,
-                "Skip verifying the output against the input (TF and safetensors output; .npz is not read back)");
+                "Skip reading the output back and comparing it with the input (every format)");
   sub->add_flag("--json", args->json, "Machine-readable result; on failure {\"ok\": false, \"error\": {...}}");
   AddJobsOption(sub, &args->jobs, "TF output: data files written in parallel");
   sub->add_flag("-q,--quiet", args->quiet, "No progress bar");

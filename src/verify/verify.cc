@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 
+#include "../format/npz/npz_reader.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
@@ -15,6 +16,13 @@ namespace {
 // Where findings about the output are placed: its index, else its file.
 std::string Where(const Checkpoint& c) {
   return c.info().format == Format::kV2 ? c.info().index_path : c.info().prefix;
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenWritten(const std::string& out, std::optional<Format> format,
+                                                        std::vector<Finding>* findings) {
+  if (format == Format::kNpz) return OpenNpz(out);
+  if (format == Format::kSafetensors) return OpenResolved({.format = Format::kSafetensors, .prefix = out});
+  return OpenCheckpoint(out, findings);
 }
 
 // The output tensors no source compares (averaged, rewritten, stored partly in several
@@ -38,9 +46,7 @@ void CheckUncompared(const Checkpoint& written, const std::set<std::string>& com
 absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<VerifySource>& sources,
                                    const VerifyOptions& options, std::string_view removal) {
   ValidateReport report;
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> written, options.safetensors
-                                                                     ? OpenResolved({.format = Format::kSafetensors, .prefix = out})
-                                                                     : OpenCheckpoint(out, &report.findings));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> written, OpenWritten(out, options.format, &report.findings));
   CompareOptions co;
   co.jobs = options.jobs;
   co.progress = options.progress;
