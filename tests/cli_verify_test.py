@@ -6,20 +6,12 @@ Usage: cli_verify_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE"""
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 from cli_common import *
 
 EMB = "wide_deep/embedding/embedding_weights"
-
-
-def example(d):
-    prefix = os.path.join(d, "in", "model")
-    os.makedirs(os.path.dirname(prefix))
-    subprocess.run([MAKE_EXAMPLE, prefix], check=True, capture_output=True)
-    return prefix
 
 
 def damaged(d):
