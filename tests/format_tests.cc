@@ -9,7 +9,8 @@
 
 #include "saved_tensor_slice.pb.h"
 #include "test_util.h"
-#include "tfckpt/bundle_proto.h"
+#include "format/bundle/bundle_proto.h"
+#include "format/table/table.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
@@ -18,7 +19,6 @@
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/safetensors.h"
 #include "tfckpt/status.h"
-#include "tfckpt/table.h"
 
 using tfckpt::testing::ReadFile;
 using tfckpt::testing::TempDir;
@@ -121,6 +121,9 @@ TEST_CASE("V2 bundle opener: a written bundle opens and reads; a damaged index o
     CHECK((*c)->info().format == tfckpt::Format::kV2);
     CHECK((*c)->info().index_path == prefix + ".index");
     CHECK((*c)->info().data_files == std::vector<std::string>{tfckpt::DataFileName(prefix, 0, 1)});
+    CHECK((*c)->DataFile(0).ok());
+    CHECK(absl::IsOutOfRange((*c)->DataFile(1).status()));  // a shard the index does not list
+    CHECK(absl::IsOutOfRange((*c)->DataFile(-1).status()));
     REQUIRE((*c)->tensors().size() == 2);
     CHECK(ReadWhole(**c, "a") == Floats({1, 2}));
     CHECK(ReadWhole(**c, "b") == Floats({3, 4, 5}));

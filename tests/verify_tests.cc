@@ -11,7 +11,7 @@
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/convert.h"
-#include "tfckpt/float_convert.h"
+#include "core/float_convert.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/verify.h"

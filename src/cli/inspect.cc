@@ -9,8 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "commands.h"
 #include "common.h"
+#include "core/crc32c.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/object_graph.h"
 #include "tfckpt/open.h"
@@ -368,7 +368,7 @@ std::function<int()> AddInspect(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand("inspect", "List tensors, print values and statistics, show the object graph");
   sub->add_option("CKPT", args->ckpt, "Checkpoint: prefix, .index file, directory, or V1 file")->required();
-  sub->add_flag("--json", args->json, "One JSON document on stdout, also on failure (format in man tfckpt-inspect); --tensor values as JSON arrays");
+  AddJsonOption(sub, &args->json, "--tensor values as JSON arrays");
   sub->add_option("--filter", args->filter, "Only tensors whose logical name matches this regular expression");
   CLI::Option* tensor = sub->add_option("--tensor", args->tensors, "Print the values of this tensor (repeatable)");
   sub->add_flag("--all-values", args->all_values, "With --tensor: print every element, never summarise")

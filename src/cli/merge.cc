@@ -263,7 +263,7 @@ std::function<int()> AddMerge(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("merge", "Merge bundles like TensorFlow's MergeV2Checkpoints; finish unmerged saves");
   sub->add_option("PREFIX", args->inputs, "Input bundles, in order (with --recover: the checkpoint to finish)")
       ->required();
-  sub->add_option("-o,--output", args->out, "Output prefix (with --recover: defaults to PREFIX); OUT.index also names it; not a directory");
+  AddOutputOption(sub, &args->out, "prefix (with --recover: defaults to PREFIX)");
   sub->add_flag("--recover", args->recover,
                 "Find the parts of an interrupted or unmerged save of PREFIX (PREFIX_temp/part-*, "
                 "PREFIX_temp_<hex>/part-*, PREFIX.part-*, PREFIX_dev-N-of-M, DTensor's "
@@ -271,17 +271,15 @@ std::function<int()> AddMerge(CLI::App& app) {
   sub->add_flag("--allow-missing", args->allow_missing, "Skip inputs without an index (at least one must exist)");
   sub->add_flag("--move", args->move,
                 "TensorFlow's behaviour: rename the data files, delete input indexes and emptied input directories");
-  sub->add_flag("--force", args->force, "Replace an existing checkpoint at the output");
-  sub->add_flag("--no-verify", args->no_verify, "Skip verifying the output against the inputs (CRCs, layout, values)");
-  sub->add_flag("--json", args->json, "Machine-readable result, one schema for every mode (man tfckpt-merge); on failure {\"ok\": false, \"error\": {...}}");
+  AddForceOption(sub, &args->force);
+  AddNoVerifyOption(sub, &args->no_verify, "read back and compared with the inputs: CRCs, layout, values");
+  AddJsonOption(sub, &args->json, "one schema for every mode");
   auto* edits = "Combining (rewrites the data; inputs may be any checkpoint, V1 included)";
-  sub->add_option("--on-conflict", args->on_conflict, "The same tensor in several inputs: error (default), first, last")
+  sub->add_option("--on-conflict", args->on_conflict,
+                  "The same tensor in several inputs: error (default), first, last")
       ->check(CLI::IsMember({"error", "first", "last"}))
       ->group(edits);
-  sub->add_option("--include", args->include, "Keep only tensors whose name matches REGEX (repeatable)")->group(edits);
-  sub->add_option("--exclude", args->exclude, "Drop tensors whose name matches REGEX (repeatable)")->group(edits);
-  sub->add_option("--rename", args->renames, "REGEX=REPLACEMENT on tensor names, in order ($1 = group 1; repeatable)")
-      ->group(edits);
+  AddNameRuleOptions(sub, &args->include, &args->exclude, &args->renames, edits);
   sub->add_flag("--drop-optimizer", args->drop_optimizer,
                 "Remove optimizer state (TF2 .OPTIMIZER_SLOT and optimizer/*, TF1 Adam/Momentum/Ftrl/... slots, "
                 "beta1_power, training/<Optimizer>/*)")
@@ -306,10 +304,9 @@ std::function<int()> AddMerge(CLI::App& app) {
   sub->add_flag("--no-check", args->no_check, "With --collapse-replicas (required): do not compare the replicas")
       ->needs(collapse_replicas)
       ->group(edits);
-  sub->add_flag("--dry-run", args->dry_run, "Print what would be written (with --json: as JSON); write nothing")
-      ->group(edits);
+  AddDryRunOption(sub, &args->dry_run, "each output tensor and its source; with --json as JSON")->group(edits);
   AddJobsOption(sub, &args->jobs, "Output data files written in parallel")->group(edits);
-  sub->add_flag("-q,--quiet", args->quiet, "No progress bar")->group(edits);
+  AddQuietOption(sub, &args->quiet, "labelled 'copying'")->group(edits);
   sub->footer(
       "Examples:\n"
       "  tfckpt merge part0/model part1/model part2/model -o merged/model\n"

@@ -9,12 +9,12 @@
 
 #include "absl/strings/str_format.h"
 #include "copy_internal.h"
+#include "core/crc32c.h"
+#include "core/float_convert.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/bundle_writer.h"
-#include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/float_convert.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
 
@@ -308,6 +308,22 @@ absl::StatusOr<uint64_t> PieceSize(const Checkpoint& c, const TensorEntry& t, co
   std::string encoded;
   TFCKPT_ASSIGN_OR_RETURN(std::string_view payload, VariablePayload(c, t, region, &keep, &encoded));
   return static_cast<uint64_t>(payload.size());
+}
+
+std::string StoredSpec(const TensorEntry& t, const PlannedPiece& p) {
+  if (p.region.Covers(t.shape)) return "";
+  return ExtentsString(p.extents ? *p.extents : ExtentsOf(p.region, t.shape));
+}
+
+std::string StoredSpec(const TensorEntry& t, const StoredSlice& s) {
+  return t.partitioned ? ExtentsString(s.extents) : "";
+}
+
+const StoredSlice* StoredSliceOf(const TensorEntry& t, const Region& region) {
+  for (const StoredSlice& s : t.slices) {
+    if (s.region == region) return &s;
+  }
+  return nullptr;
 }
 
 }  // namespace tfckpt

@@ -8,10 +8,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/regex.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
 
@@ -294,22 +294,6 @@ void NoteEmptyFiles(ReshardPlan* plan) {
 }
 
 }  // namespace
-
-std::string StoredSpec(const TensorEntry& t, const PlannedPiece& p) {
-  if (p.region.Covers(t.shape)) return "";
-  return ExtentsString(p.extents ? *p.extents : ExtentsOf(p.region, t.shape));
-}
-
-std::string StoredSpec(const TensorEntry& t, const StoredSlice& s) {
-  return t.partitioned ? ExtentsString(s.extents) : "";
-}
-
-const StoredSlice* StoredSliceOf(const TensorEntry& t, const Region& region) {
-  for (const StoredSlice& s : t.slices) {
-    if (s.region == region) return &s;
-  }
-  return nullptr;
-}
 
 absl::StatusOr<std::vector<std::vector<std::pair<size_t, Region>>>> MaxShardSizeShards(
     const std::vector<ShardablePiece>& pieces, int64_t max_bytes,

@@ -12,10 +12,10 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/crc32c.h"
 #include "tfckpt/bundle_merge.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/copy.h"
-#include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
@@ -153,7 +153,7 @@ absl::Status CheckPart(const std::string& prefix, const json& task) {
 
 }  // namespace
 
-absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const ReshardPlan& plan, const TaskPlanOptions& o) {
+absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& plan, const TaskPlanOptions& o) {
   if (c.info().format != Format::kV2) {
     return absl::InvalidArgumentError(
         StrCat(c.info().prefix, ": scale-out plans read V2 checkpoints (tfckpt convert can make one)"));

@@ -19,13 +19,13 @@
 #include <tuple>
 
 #include "absl/strings/str_format.h"
-#include "tfckpt/crc32c.h"
+#include "core/crc32c.h"
+#include "core/parallel.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/float_convert.h"
+#include "core/float_convert.h"
 #include "tfckpt/object_graph.h"
-#include "tfckpt/parallel.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 #include "tfckpt/values.h"
 
 namespace tfckpt {
@@ -285,6 +285,18 @@ void CheckSliceLayout(const TensorEntry& t, const std::string& file, std::vector
   if (!t.partitioned || t.slices.empty()) return;
   const auto total = NumElements(t.shape);
   if (!total.ok()) return;
+  // The sweep below needs every slice inside the tensor (the loader keeps those that are
+  // not out of the slice map, as a slice.bounds defect).
+  bool outside = false;
+  for (const auto& s : t.slices) {
+    if (s.region.InsideOf(t.shape)) continue;
+    outside = true;
+    const std::string slice = s.region.rank() == t.shape.size() ? SliceString(s.region, t.shape)
+                                                                 : StrCat("of rank ", s.region.rank());
+    out->push_back(Make("slice.bounds", Severity::kError, file, t.name, -1,
+                        StrCat("slice ", slice, " lies outside the shape ", ShapeString(t.shape))));
+  }
+  if (outside) return;
   std::vector<size_t> order(t.slices.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const bool scalar = t.shape.empty();

@@ -13,13 +13,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "tfckpt/bundle_proto.h"
+#include "core/crc32c.h"
+#include "core/tensor_encoding.h"
+#include "format/bundle/bundle_proto.h"
+#include "format/table/table.h"
 #include "tfckpt/bundle_writer.h"
-#include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
-#include "tfckpt/table.h"
-#include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
 
@@ -237,6 +237,9 @@ absl::Status BundleLoader::LoadV2Entries(TableReader& table, std::vector<Finding
 BundleReader::BundleReader(DataFiles files) : info_(std::move(files)), data_files_(info_.data_files.size()) {}
 
 absl::StatusOr<const MappedFile*> BundleReader::DataFile(int32_t shard) const {
+  if (shard < 0 || static_cast<size_t>(shard) >= data_files_.size()) {
+    return absl::OutOfRangeError(StrCat("no data file ", shard, " (the index lists ", info_.num_shards, ")"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!data_files_[shard]) {
     auto f = MappedFile::Open(info_.data_files[shard]);

@@ -10,7 +10,7 @@
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
-#include "tfckpt/tensor_encoding.h"
+#include "core/tensor_encoding.h"
 
 namespace tfckpt {
 namespace {
