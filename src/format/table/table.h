@@ -19,10 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tfckpt/file.h"
+#include "tfckpt/status.h"
 
 namespace tfckpt {
-
-struct Finding;  // checkpoint.h
 
 inline constexpr uint64_t kTableMagic = 0xDB4775248B80FB57ull;
 inline constexpr size_t kFooterSize = 48;
