@@ -38,6 +38,14 @@ def one_error_line(p, *needles):
     return errors[0]
 
 
+def example(d):
+    """Writes the example checkpoint (MAKE_EXAMPLE) at d/in/model; returns its prefix."""
+    prefix = os.path.join(d, "in", "model")
+    os.makedirs(os.path.dirname(prefix))
+    subprocess.run([MAKE_EXAMPLE, prefix], check=True, capture_output=True)
+    return prefix
+
+
 def copy_ckpt(src_prefix, dst_dir):
     """Copies PREFIX.index and PREFIX.data-* into dst_dir; returns the new prefix."""
     base = os.path.basename(src_prefix)

@@ -11,13 +11,6 @@ import tempfile
 from cli_common import *
 
 
-def example(d):
-    prefix = os.path.join(d, "in", "model")
-    os.makedirs(os.path.dirname(prefix))
-    subprocess.run([MAKE_EXAMPLE, prefix], check=True, capture_output=True)
-    return prefix
-
-
 def listing(d):
     """Every path under d, relative, directories with a trailing '/'."""
     out = []

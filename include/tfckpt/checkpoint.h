@@ -26,7 +26,7 @@ namespace tfckpt {
 
 // kSafetensors: a .safetensors file or a sharded set (safetensors.h), read through the
 // same slice map (one piece per tensor; no CRCs).
-enum class Format { kV2, kV1, kSafetensors };
+enum class Format { kV2, kV1, kSafetensors, kNpz };
 
 // Where the bytes of one stored piece live.
 struct StoredData {

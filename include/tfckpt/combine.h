@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/name_rules.h"
+#include "tfckpt/verify.h"
 
 namespace tfckpt {
 
@@ -54,6 +55,11 @@ struct CombinedTensor {
   Shape shape;
   int32_t file = 0;    // output data file of its first piece
   uint64_t bytes = 0;
+  // The tensor its values are copied from (cast when CombineOptions::casts says so):
+  // index in CombineReport::inputs and name there; -1 when they are computed (a mean, a
+  // rewritten object graph).
+  int source_input = -1;
+  std::string source_name;
 };
 
 struct CombineReport {
@@ -123,5 +129,10 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
 // the plan's report.
 absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>& inputs, const std::string& out,
                                                  const CombineOptions& options);
+
+// The sources of a CombineCheckpoints output, from its report (CombinedTensor::
+// source_input / source_name); `inputs` opened from CombineReport::inputs.
+std::vector<VerifySource> CombinedSources(const CombineReport& report,
+                                          const std::vector<std::unique_ptr<Checkpoint>>& inputs);
 
 }  // namespace tfckpt

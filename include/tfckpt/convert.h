@@ -33,6 +33,7 @@ struct ConvertReport {
   std::vector<std::string> files;     // written, in order (an index last)
   std::vector<std::string> skipped;   // "NAME: why", tensors the format cannot hold
   std::vector<std::string> notes;
+  std::map<std::string, std::string> sources;  // each written tensor -> the tensor of the input it came from
 };
 
 // Writes the tensors of `c` that pass the rules to `out` (a .safetensors path). Partitioned

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,13 @@ struct CompareOptions {
   // checked only through the new side: damage to it that the new side does not share is
   // not reported.
   bool by_checksum = false;
+  // The old values are cast to the new dtype first (CastElements), then compared bitwise:
+  // for outputs written with a cast (convert --cast). Only dtype pairs CastSupported(old,
+  // new) compare this way; other dtype changes stay errors.
+  bool cast = false;
+  // Strings compare equal when they differ only in trailing NUL bytes: for outputs in
+  // NumPy's fixed-width bytes dtype (.npz), which cannot hold them (convert notes it).
+  bool strings_without_trailing_nul = false;
 };
 
 // Compares the logical values of `a` (new, in `ca`) with those of `b` (old, in `cb`),
@@ -80,7 +88,8 @@ struct CompareOptions {
 // checked (see options.by_checksum); a damaged piece, or one that cannot be read, is the
 // error returned.
 // REQUIRES: a.shape == b.shape; a.dtype == b.dtype, or both floating-point (float16,
-// bfloat16, float32, float64, float8) with options.use_tolerance; neither has a defect.
+// bfloat16, float32, float64, float8) with options.use_tolerance, or
+// CastSupported(b.dtype, a.dtype) with options.cast; neither has a defect.
 absl::StatusOr<ValueDifference> CompareTensorValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb,
                                                     const TensorEntry& b, const CompareOptions& options);
 
@@ -97,6 +106,14 @@ bool ComparableByValue(int32_t a, int32_t b);
 // full tensor, with both values); `differences` has the numbers of each.
 absl::StatusOr<ValidateReport> Compare(const std::string& new_spec, const std::string& old_spec,
                                        const CompareOptions& options);
+
+// Compare on two open checkpoints, findings appended to `report`. With `names` (tensor
+// of `a` -> the tensor of `b` its values came from), only the tensors of `a` it lists are
+// compared, each with the tensor of `b` it names, and tensors of `b` it does not name are
+// not expected in `a`; without, every tensor by its own name, as Compare.
+absl::Status CompareCheckpoints(const Checkpoint& a, const Checkpoint& b,
+                                const std::map<std::string, std::string>* names, const CompareOptions& options,
+                                ValidateReport* report);
 
 // Slice layout checks of one partitioned tensor, appended to `out`: two slices that
 // overlap or are stored twice (slice.overlap), elements no slice holds (slice.gap, with

@@ -13,7 +13,6 @@
 #include "tfckpt/status.h"
 #include "tfckpt/file.h"
 #include "tfckpt/strings.h"
-#include "tfckpt/validate.h"
 #include "absl/strings/str_format.h"
 
 namespace tfckpt::cli {
@@ -275,15 +274,12 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
-int VerifyOutput(std::string_view command, const std::string& out, std::string_view what) {
-  auto v = Validate(out, {});
-  if (!v.ok()) return ReportError(command, v.status());
-  if (v->ok(false)) return kExitOk;
-  for (const Finding& f : v->findings) {
-    if (f.severity == Severity::kError) std::cerr << "tfckpt " << command << ": " << f.check << ": " << f.message << "\n";
-  }
-  ReportError(command, DataLossCheck("output.invalid", StrCat(out, ": ", what, " does not validate")));
-  return kExitCheckFailed;
+int VerifyOutput(std::string_view command, const std::string& out, const std::vector<std::string>& files,
+                 const std::vector<VerifySource>& sources, const VerifyOptions& options) {
+  auto v = VerifyWritten(out, files, sources, options);
+  if (v.ok()) return kExitOk;
+  const int code = ReportError(command, v.status());
+  return ErrorInfoOf(v.status()).check == "output.mismatch" ? kExitCheckFailed : code;
 }
 
 }  // namespace tfckpt::cli

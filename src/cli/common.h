@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tfckpt/verify.h"
 
 namespace tfckpt::cli {
 
@@ -95,10 +96,11 @@ void KeepUntilExit(std::shared_ptr<const void> object);
 // (the Python package).
 void ReleaseKept();
 
-// Validates a checkpoint a command just wrote: kExitOk when it is clean; otherwise prints
-// each error finding and one error line ("OUT: WHAT does not validate") and returns the
-// exit code (1, or 3 when it cannot be read at all).
-int VerifyOutput(std::string_view command, const std::string& out, std::string_view what);
+// Verifies an output a command just wrote against its sources (VerifyWritten, which
+// removes an output that fails): kExitOk when it verified; otherwise prints the one error
+// line and returns the exit code (1 for a mismatch, else that of the error).
+int VerifyOutput(std::string_view command, const std::string& out, const std::vector<std::string>& files,
+                 const std::vector<VerifySource>& sources, const VerifyOptions& options);
 
 // -o of reshard, merge and convert: refuses a directory (OUT/, ., .., an existing
 // directory; the output needs a name) and, for TensorFlow prefixes (`tf_prefix`), takes

@@ -126,6 +126,14 @@ int RunConvert(const ConvertArgs& args) {
       tensors = static_cast<int64_t>(plan->tensors.size());
       bytes = total;
       notes = plan->notes;
+      if (!a.no_verify) {
+        VerifyOptions vo;
+        vo.jobs = a.jobs;
+        if (int rc = VerifyOutput(cmd, a.out, BundleFiles(a.out, plan->num_files), {{c->get()}}, vo); rc != kExitOk) {
+          return rc;
+        }
+        verified = true;
+      }
       KeepUntilExit(std::shared_ptr<const void>(std::move(*c)));
     } else {
       CombineOptions o;
@@ -142,10 +150,16 @@ int RunConvert(const ConvertArgs& args) {
       tensors = static_cast<int64_t>(r->tensors.size());
       bytes = r->bytes;
       notes = r->notes;
-    }
-    if (!a.no_verify) {
-      if (int rc = VerifyOutput(cmd, a.out, "converted checkpoint"); rc != kExitOk) return rc;
-      verified = true;
+      if (!a.no_verify) {
+        auto sources = OpenSources(r->inputs);
+        if (!sources.ok()) return ReportError(cmd, sources.status());
+        VerifyOptions vo;
+        vo.jobs = a.jobs;
+        vo.cast = !casts.empty();
+        const int rc = VerifyOutput(cmd, a.out, BundleFiles(a.out, r->num_files), CombinedSources(*r, *sources), vo);
+        if (rc != kExitOk) return rc;
+        verified = true;
+      }
     }
     j["files"] = nlohmann::ordered_json::array({a.out + ".index"});
   } else {
@@ -168,13 +182,14 @@ int RunConvert(const ConvertArgs& args) {
     skipped = r->skipped;
     notes = r->notes;
     j["files"] = r->files;
-    if (!a.no_verify && format == "safetensors") {
-      // Read back what was written with the strict reader: every header and range.
-      auto back = OpenResolved({.format = Format::kSafetensors, .prefix = r->files.back()});
-      if (!back.ok()) return ReportError(cmd, back.status());
-      if (static_cast<int64_t>((*back)->tensors().size()) != tensors) {
-        return ReportError(cmd, absl::InternalError(StrCat("bug: ", a.out, " reads back with ",
-                                                           (*back)->tensors().size(), " tensors, wrote ", tensors)));
+    if (!a.no_verify) {
+      // Read back with the strict reader (every header and range) and compared with the input.
+      VerifyOptions vo;
+      vo.jobs = a.jobs;
+      vo.cast = !casts.empty();
+      vo.format = format == "npz" ? Format::kNpz : Format::kSafetensors;
+      if (int rc = VerifyOutput(cmd, format == "npz" ? a.out : r->files.back(), r->files, {{c->get(), r->sources}}, vo); rc != kExitOk) {
+        return rc;
       }
       verified = true;
     }
@@ -226,7 +241,7 @@ std::function<int()> AddConvert(CLI::App& app) {
   sub->add_option("--partition", args->partitions, "TF output: [REGEX=]SPEC rules of 'tfckpt reshard' (repeatable)");
   sub->add_flag("--strict", args->strict, "A tensor the output format cannot hold is an error, not a warning");
   AddForceOption(sub, &args->force);
-  AddNoVerifyOption(sub, &args->no_verify, "TF: tfckpt validate; safetensors: read back strictly");
+  AddNoVerifyOption(sub, &args->no_verify, "every format: read back and compared with the input");
   AddJsonOption(sub, &args->json);
   AddJobsOption(sub, &args->jobs, "TF output: data files written in parallel");
   AddQuietOption(sub, &args->quiet, "labelled 'writing'");
@@ -241,7 +256,7 @@ std::function<int()> AddConvert(CLI::App& app) {
       "  tfckpt convert model.ckpt-1000 -o weights.st --to safetensors\n\n"
       "A run that fails or is interrupted (Ctrl-C: exit 130, SIGTERM 143, SIGHUP 129) leaves nothing\n"
       "under the output's names.\n"
-      "Exit codes: 0 ok, 1 the output does not validate, 2 usage error or refused request (bfloat16\n"
+      "Exit codes: 0 ok, 1 the output does not match the input (it is removed), 2 usage error or refused request (bfloat16\n"
       "to npz without a cast, --strict with tensors the format cannot hold, existing output), 3\n"
       "unreadable or corrupt input (including malformed safetensors headers).");
   return [args] { return RunConvert(*args); };

@@ -27,6 +27,7 @@ const char* FormatName(Format f) {
     case Format::kV2: return "v2";
     case Format::kV1: return "v1";
     case Format::kSafetensors: return "safetensors";
+    case Format::kNpz: return "npz";
   }
   return "?";
 }

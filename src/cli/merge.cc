@@ -17,6 +17,7 @@
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"
+#include "tfckpt/verify.h"
 
 namespace tfckpt::cli {
 namespace {
@@ -142,7 +143,12 @@ int RunCombine(const MergeArgs& a, const std::vector<std::string>& inputs, const
   }
   bool verified = false;
   if (!a.dry_run && !a.no_verify) {
-    if (int rc = VerifyOutput(cmd, out, "merged checkpoint"); rc != kExitOk) return rc;
+    auto sources = OpenSources(r->inputs);
+    if (!sources.ok()) return ReportError(cmd, sources.status());
+    VerifyOptions vo;
+    vo.jobs = a.jobs;
+    const int rc = VerifyOutput(cmd, out, BundleFiles(out, r->num_files), CombinedSources(*r, *sources), vo);
+    if (rc != kExitOk) return rc;
     verified = true;
   }
   if (a.json) {
@@ -223,7 +229,15 @@ int RunMerge(const MergeArgs& a) {
   if (!report.ok()) return ReportError(cmd, report.status());
   bool verified = false;
   if (!a.no_verify) {
-    if (int rc = VerifyOutput(cmd, out, "merged checkpoint"); rc != kExitOk) return rc;
+    // --move consumed the inputs: the output is then checked by its CRCs and layout alone,
+    // and kept when it fails (it is all that is left).
+    auto sources = OpenSources(a.move ? std::vector<std::string>() : report->inputs_used);
+    if (!sources.ok()) return ReportError(cmd, sources.status());
+    VerifyOptions vo;
+    vo.jobs = a.jobs;
+    const auto files = a.move ? std::vector<std::string>() : BundleFiles(out, report->num_files);
+    const int rc = VerifyOutput(cmd, out, files, MergedSources(*sources), vo);
+    if (rc != kExitOk) return rc;
     verified = true;
   }
   if (a.json) {
@@ -258,7 +272,7 @@ std::function<int()> AddMerge(CLI::App& app) {
   sub->add_flag("--move", args->move,
                 "TensorFlow's behaviour: rename the data files, delete input indexes and emptied input directories");
   AddForceOption(sub, &args->force);
-  AddNoVerifyOption(sub, &args->no_verify, "every check of tfckpt validate");
+  AddNoVerifyOption(sub, &args->no_verify, "read back and compared with the inputs: CRCs, layout, values");
   AddJsonOption(sub, &args->json, "one schema for every mode");
   auto* edits = "Combining (rewrites the data; inputs may be any checkpoint, V1 included)";
   sub->add_option("--on-conflict", args->on_conflict,
@@ -308,7 +322,7 @@ std::function<int()> AddMerge(CLI::App& app) {
       "  tfckpt merge tpu/model -o cpu/model --collapse-replicas\n\n"
       "Without edits, inputs are left untouched unless --move (data files are hard-linked, else copied).\n"
       "With edits, the data is rewritten and the object graph updated to match.\n"
-      "Exit codes: 0 ok, 1 the output does not validate or parallel components / replicas differ,\n"
+      "Exit codes: 0 ok, 1 the output does not match the inputs (it is removed) or parallel components / replicas differ,\n"
       "2 usage error or refused request (conflict, rename collision, existing output), 3 missing or\n"
       "unreadable input; interrupted: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP). A run that fails or is\n"
       "interrupted leaves nothing under OUT's names (with --move: until the inputs are consumed).");

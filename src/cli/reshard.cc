@@ -1,6 +1,5 @@
 // tfckpt reshard: re-slice partitioned variables and re-split data files.
 #include <algorithm>
-#include <filesystem>
 #include <tuple>
 #include <iostream>
 
@@ -25,7 +24,6 @@
 namespace tfckpt::cli {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 struct ReshardArgs {
@@ -185,9 +183,7 @@ int RunFinalize(const ReshardArgs& a) {
   auto r = FinalizeTasks(a.finalize);
   if (!r.ok()) {
     const int code = ReportError(cmd, r.status());
-    return r.status().code() == absl::StatusCode::kDataLoss && absl::StrContains(r.status().message(), "does not match")
-               ? kExitCheckFailed
-               : code;
+    return ErrorInfoOf(r.status()).check == "output.mismatch" ? kExitCheckFailed : code;
   }
   if (a.json) {
     PrintJson({{"output", r->out}, {"num_tasks", r->num_tasks}, {"entries", r->entries}, {"verified", r->verified}});
@@ -265,27 +261,14 @@ int RunReshard(const ReshardArgs& args) {
   }
   bool verified = false;
   if (!a.no_verify) {
-    CompareOptions co;
-    co.jobs = a.jobs;
-    co.by_checksum = true;  // the output is a copy: its CRCs against the input's
-    auto report = [&] {
+    VerifyOptions vo;
+    vo.jobs = a.jobs;
+    const int rc = [&] {
       Progress progress(total, !a.quiet, "verifying");
-      co.progress = progress.counter();
-      return Compare(a.out, a.ckpt, co);
+      vo.progress = progress.counter();
+      return VerifyOutput(cmd, a.out, BundleFiles(a.out, plan->num_files), {{&c}}, vo);
     }();
-    if (!report.ok()) return ReportError(cmd, report.status());
-    if (!report->ok(false)) {
-      for (const Finding& f : report->findings) {
-        std::cerr << "tfckpt reshard: " << f.check << ": " << f.file << ": " << PrintableKey(f.key) << ": "
-                  << f.message << "\n";
-      }
-      // Never leave an output that does not match its input under the final name.
-      std::error_code ec;
-      fs::remove(a.out + ".index", ec);
-      for (int32_t f = 0; f < plan->num_files; ++f) fs::remove(DataFileName(a.out, f, plan->num_files), ec);
-      ReportError(cmd, DataLossCheck("output.mismatch", StrCat(a.out, ": output does not match the input; removed it")));
-      return kExitCheckFailed;
-    }
+    if (rc != kExitOk) return rc;
     verified = true;
   }
   int resliced = 0;

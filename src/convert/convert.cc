@@ -1,6 +1,8 @@
 // tfckpt convert: safetensors and .npz writers (see convert.h).
 #include "tfckpt/convert.h"
 
+#include "format/npz/npy.h"
+
 #include <zip.h>
 
 #include <unistd.h>
@@ -72,6 +74,7 @@ absl::StatusOr<std::vector<Planned>> PlanTensors(const Checkpoint& c, const Conv
       return absl::InvalidArgumentError(
           StrCat("--rename makes \"", it->second, "\" and \"", t.name, "\" both \"", p.name, "\""));
     }
+    report->sources.emplace(p.name, t.name);
     out.push_back(std::move(p));
   }
   if (options.strict && !report->skipped.empty()) {
@@ -88,6 +91,7 @@ std::string SourceFormat(const Checkpoint& c) {
     case Format::kV2: return "tensorflow-v2";
     case Format::kV1: return "tensorflow-v1";
     case Format::kSafetensors: return "safetensors";
+    case Format::kNpz: return "npz";
   }
   return "";
 }
@@ -231,26 +235,6 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
 // npz
 
 namespace {
-
-std::optional<std::string> NpyDescr(int32_t dtype) {
-  switch (static_cast<DType>(dtype)) {
-    case DType::kFloat: return "<f4";
-    case DType::kDouble: return "<f8";
-    case DType::kHalf: return "<f2";
-    case DType::kInt8: return "|i1";
-    case DType::kUInt8: return "|u1";
-    case DType::kInt16: return "<i2";
-    case DType::kUInt16: return "<u2";
-    case DType::kInt32: return "<i4";
-    case DType::kUInt32: return "<u4";
-    case DType::kInt64: return "<i8";
-    case DType::kUInt64: return "<u8";
-    case DType::kBool: return "|b1";
-    case DType::kComplex64: return "<c8";
-    case DType::kComplex128: return "<c16";
-    default: return std::nullopt;
-  }
-}
 
 // The .npy preamble: magic, version, header length, the header dict padded with spaces
 // and ended by '\n' so that the data starts at a multiple of 64.

@@ -16,7 +16,7 @@ std::string PieceLabel(const TensorEntry& t, const StoredSlice& s) {
 std::vector<std::string> FilesOf(const CheckpointInfo& info) {
   std::vector<std::string> files;
   if (!info.index_path.empty()) files.push_back(info.index_path);
-  if (info.format == Format::kSafetensors) files.push_back(info.prefix);
+  if (info.format == Format::kSafetensors || info.format == Format::kNpz) files.push_back(info.prefix);
   files.insert(files.end(), info.data_files.begin(), info.data_files.end());
   files.insert(files.end(), info.v1_files.begin(), info.v1_files.end());
   return files;

@@ -596,6 +596,10 @@ class Planner {
         o.dtype = t.dtype;
         o.shape = t.shape;
         o.bytes = t.bytes;
+        if (o.kind == Kind::kCopy) {
+          o.source_input = static_cast<int>(o.sources.back().input);
+          o.source_name = t.name;
+        }
         if (auto cast = options_.casts.find(o.dtype); cast != options_.casts.end() && o.kind == Kind::kCopy) {
           o.dtype = cast->second;
           o.bytes = static_cast<uint64_t>(NumElements(o.shape).value_or(0)) * LookupDType(o.dtype)->element_size;
@@ -695,6 +699,16 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
   TFCKPT_ASSIGN_OR_RETURN(CombinePlan plan, PlanCombine(inputs, out, options));
   if (plan.report.mismatches.empty() && !options.dry_run) TFCKPT_RETURN_IF_ERROR(WriteCombined(plan, out, options));
   return std::move(plan.report);
+}
+
+std::vector<VerifySource> CombinedSources(const CombineReport& report,
+                                          const std::vector<std::unique_ptr<Checkpoint>>& inputs) {
+  std::vector<VerifySource> sources;
+  for (const auto& c : inputs) sources.push_back({c.get(), std::map<std::string, std::string>()});
+  for (const CombinedTensor& t : report.tensors) {
+    if (t.source_input >= 0) sources[static_cast<size_t>(t.source_input)].names->emplace(t.name, t.source_name);
+  }
+  return sources;
 }
 
 }  // namespace tfckpt

@@ -21,6 +21,7 @@
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 #include "tfckpt/validate.h"
+#include "tfckpt/verify.h"
 
 namespace tfckpt {
 
@@ -325,14 +326,9 @@ absl::StatusOr<FinalizeReport> FinalizeTasks(const std::string& plan_path) {
     std::error_code ec;
     fs::remove_all(output.at("temp_dir").get<std::string>(), ec);
     if (output.at("verify").get<bool>()) {
-      TFCKPT_ASSIGN_OR_RETURN(ValidateReport v, Compare(r.out, plan.at("source").at("prefix").get<std::string>(), {}));
-      if (!v.ok(false)) {
-        fs::remove(r.out + ".index", ec);
-        for (int i = 0; i < n; ++i) fs::remove(DataFileName(r.out, i, n), ec);
-        const Finding& f = v.findings.front();
-        return absl::DataLossError(StrCat(r.out, ": finalized output does not match the source (", f.check, ": ",
-                                          f.key, ": ", f.message, "); removed it"));
-      }
+      TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> source,
+                              OpenCheckpoint(plan.at("source").at("prefix").get<std::string>()));
+      TFCKPT_RETURN_IF_ERROR(VerifyWritten(r.out, BundleFiles(r.out, n), {{source.get()}}, {}).status());
       r.verified = true;
     }
     return r;

@@ -24,6 +24,7 @@
 #include "core/parallel.h"
 #include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
+#include "core/float_convert.h"
 #include "tfckpt/object_graph.h"
 #include "tfckpt/status.h"
 #include "tfckpt/values.h"
@@ -534,7 +535,13 @@ class DiffTracker {
 
 // Strings and variants: both tensors decoded, compared element by element.
 absl::Status CompareElements(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb, const TensorEntry& b,
-                             DiffTracker* diff) {
+                             const CompareOptions& options, DiffTracker* diff) {
+  auto strip = [&](std::string_view e) {
+    if (options.strings_without_trailing_nul) {
+      while (!e.empty() && e.back() == '\0') e.remove_suffix(1);
+    }
+    return e;
+  };
   TFCKPT_ASSIGN_OR_RETURN(std::vector<Loaded> la, LoadAll(ca, a));
   TFCKPT_ASSIGN_OR_RETURN(std::vector<Loaded> lb, LoadAll(cb, b));
   for (size_t i = 0; i < a.slices.size(); ++i) {
@@ -547,7 +554,7 @@ absl::Status CompareElements(const Checkpoint& ca, const TensorEntry& a, const C
       ForEachRun(inter, {&a.slices[i].region, &b.slices[j].region}, [&](const int64_t* off, int64_t n) {
         for (int64_t e = 0; e < n; ++e) {
           const std::string_view u = x.elements[off[0] + e], v = y.elements[off[1] + e];
-          if (u == v) continue;
+          if (u == v || strip(u) == strip(v)) continue;
           diff->Add(a.slices[i].region, off[0] + e, 0, 0, [&] { return std::pair(StringText(u), StringText(v)); });
         }
       });
@@ -581,10 +588,12 @@ absl::Status CompareFixed(const Checkpoint& ca, const TensorEntry& a, const Chec
   const DTypeInfo* da = LookupDType(a.dtype);
   const int64_t sa = da->element_size, sb = LookupDType(b.dtype)->element_size;
   const bool same_dtype = a.dtype == b.dtype;
-  const bool by_value = !same_dtype || (options.use_tolerance && da->kind == ValueKind::kFloat);
+  const bool cast = !same_dtype && options.cast;  // b's values cast to a's dtype, then compared bitwise
+  const bool bitwise = same_dtype || cast;
+  const bool by_value = !bitwise || (options.use_tolerance && da->kind == ValueKind::kFloat);
   const bool numeric = Numeric(da->kind);
   const double tolerance = options.use_tolerance ? options.tolerance : 0;
-  std::string stage_a, stage_b;
+  std::string stage_a, stage_b, cast_b;
   std::vector<crc32c::Cursor> cur_a(a.slices.size()), cur_b(b.slices.size());
   for (size_t j = 0; j < b.slices.size(); ++j) {
     const Region& rb = b.slices[j].region;
@@ -607,17 +616,25 @@ absl::Status CompareFixed(const Checkpoint& ca, const TensorEntry& a, const Chec
         cur_a[i].Feed(static_cast<uint64_t>(la * sa), x);
         ForEachRun(*sub, {&ra, &rb}, [&](const int64_t* off, int64_t n) {
           const char* px = x.data() + (off[0] - la) * sa;
-          const char* py = y.data() + (off[1] - lb) * sb;
-          if (same_dtype && std::memcmp(px, py, static_cast<size_t>(n * sa)) == 0) return;
+          const char* py_old = y.data() + (off[1] - lb) * sb;
+          const char* py = py_old;
+          if (cast) {
+            cast_b.resize(static_cast<size_t>(n * sa));
+            CastElements(b.dtype, a.dtype, py_old, static_cast<size_t>(n), cast_b.data());
+            py = cast_b.data();
+          }
+          const int64_t sy = cast ? sa : sb;
+          const int32_t ty = cast ? a.dtype : b.dtype;
+          if (bitwise && std::memcmp(px, py, static_cast<size_t>(n * sa)) == 0) return;
           for (int64_t e = 0; e < n; ++e) {
             const char* p = px + e * sa;
-            const char* q = py + e * sb;
-            if (same_dtype && std::memcmp(p, q, static_cast<size_t>(sa)) == 0) continue;
-            const double u = numeric ? ElementToDouble(a.dtype, p) : 0, v = numeric ? ElementToDouble(b.dtype, q) : 0;
+            const char* q = py + e * sy;
+            if (bitwise && std::memcmp(p, q, static_cast<size_t>(sa)) == 0) continue;
+            const double u = numeric ? ElementToDouble(a.dtype, p) : 0, v = numeric ? ElementToDouble(ty, q) : 0;
             const double d = AbsDiff(u, v);
             if (by_value && d <= tolerance) continue;
             diff->Add(ra, off[0] + e, d, RelDiff(d, v),
-                      [&] { return std::pair(FormatElement(a.dtype, p), FormatElement(b.dtype, q)); });
+                      [&] { return std::pair(FormatElement(a.dtype, p), FormatElement(b.dtype, py_old + e * sb)); });
           }
         });
       }
@@ -734,7 +751,7 @@ absl::StatusOr<ValueDifference> CompareTensorValues(const Checkpoint& ca, const 
   const DTypeInfo* da = LookupDType(a.dtype);
   DiffTracker diff(a, da->element_size > 0 && Numeric(da->kind));
   if (da->element_size == 0) {
-    TFCKPT_RETURN_IF_ERROR(CompareElements(ca, a, cb, b, &diff));
+    TFCKPT_RETURN_IF_ERROR(CompareElements(ca, a, cb, b, options, &diff));
   } else if (options.by_checksum && SameByCrc(ca, a, cb, b)) {
     return diff.Take();  // equal
   } else {
@@ -751,23 +768,45 @@ absl::StatusOr<ValidateReport> Compare(const std::string& new_spec, const std::s
   if (!nc.ok()) return nc.status();
   auto oc = OpenCheckpoint(old_spec, &out);
   if (!oc.ok()) return oc.status();
-  const Checkpoint& a = **nc;
-  const Checkpoint& b = **oc;
+  TFCKPT_RETURN_IF_ERROR(CompareCheckpoints(**nc, **oc, nullptr, options, &report));
+  return report;
+}
+
+absl::Status CompareCheckpoints(const Checkpoint& a, const Checkpoint& b,
+                                const std::map<std::string, std::string>* names, const CompareOptions& options,
+                                ValidateReport* report_out) {
+  ValidateReport& report = *report_out;
+  std::vector<Finding>& out = report.findings;
   TFCKPT_RETURN_IF_ERROR(DataFilesPermitted(a));
   TFCKPT_RETURN_IF_ERROR(DataFilesPermitted(b));
   report.path = a.info().prefix;
   report.tensors = static_cast<int64_t>(a.tensors().size());
   const std::string where = a.info().format == Format::kV2 ? a.info().index_path : a.info().prefix;
   std::vector<std::pair<const TensorEntry*, const TensorEntry*>> pairs;
-  for (const auto& t : b.tensors()) {
-    if (a.Find(t.name) == nullptr) {
-      out.push_back(Make("against.removed", Severity::kError, where, t.name, -1,
-                         StrCat("tensor of the old checkpoint (", DTypeName(t.dtype), " ", ShapeString(t.shape),
-                                ") is missing")));
+  if (names == nullptr) {
+    for (const auto& t : b.tensors()) {
+      if (a.Find(t.name) == nullptr) {
+        out.push_back(Make("against.removed", Severity::kError, where, t.name, -1,
+                           StrCat("tensor of the old checkpoint (", DTypeName(t.dtype), " ", ShapeString(t.shape),
+                                  ") is missing")));
+      }
+    }
+  } else {
+    for (const auto& [new_name, old_name] : *names) {
+      if (a.Find(new_name) == nullptr) {
+        out.push_back(Make("against.removed", Severity::kError, where, new_name, -1,
+                           StrCat("tensor (from \"", old_name, "\" of the old checkpoint) is missing")));
+      }
     }
   }
   for (const auto& t : a.tensors()) {
-    const TensorEntry* o = b.Find(t.name);
+    const std::string* old_name = &t.name;
+    if (names != nullptr) {
+      const auto listed = names->find(t.name);
+      if (listed == names->end()) continue;  // not the caller's to compare here
+      old_name = &listed->second;
+    }
+    const TensorEntry* o = b.Find(*old_name);
     if (o == nullptr) {
       out.push_back(Make("against.added", Severity::kError, where, t.name, -1,
                          StrCat("tensor (", DTypeName(t.dtype), " ", ShapeString(t.shape),
@@ -775,11 +814,13 @@ absl::StatusOr<ValidateReport> Compare(const std::string& new_spec, const std::s
       continue;
     }
     if (t.dtype != o->dtype) {
-      // With a tolerance, floating-point values compare as numbers whatever their dtype.
-      const bool by_value = options.use_tolerance && ComparableByValue(t.dtype, o->dtype);
+      // With a tolerance, floating-point values compare as numbers whatever their dtype;
+      // with `cast`, the old values cast to the new dtype compare bitwise.
+      const bool cast = options.cast && CastSupported(o->dtype, t.dtype);
+      const bool by_value = cast || (options.use_tolerance && ComparableByValue(t.dtype, o->dtype));
       out.push_back(Make("against.dtype", by_value ? Severity::kNote : Severity::kError, where, t.name, -1,
                          StrCat("dtype changed from ", DTypeName(o->dtype), " to ", DTypeName(t.dtype),
-                                by_value ? "; values compared as numbers" : "")));
+                                cast ? "; old values compared cast to it" : by_value ? "; values compared as numbers" : "")));
       if (!by_value) continue;
     }
     if (t.shape != o->shape) {
@@ -817,13 +858,13 @@ absl::StatusOr<ValidateReport> Compare(const std::string& new_spec, const std::s
     out.push_back(Make("against.values", Severity::kError, where, t.name, -1, DifferenceMessage(*d, options, by_value)));
     report.differences.push_back(*std::move(d));
   });
-  report.bytes_checked = bytes;
+  report.bytes_checked += bytes;
   std::stable_sort(out.begin(), out.end(), [](const Finding& x, const Finding& y) {
     return std::tie(x.severity, x.file, x.key, x.offset) < std::tie(y.severity, y.file, y.key, y.offset);
   });
   std::sort(report.differences.begin(), report.differences.end(),
             [](const ValueDifference& x, const ValueDifference& y) { return x.tensor < y.tensor; });
-  return report;
+  return absl::OkStatus();
 }
 
 }  // namespace tfckpt

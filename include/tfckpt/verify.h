@@ -1,0 +1,72 @@
+// One verification policy for every command that writes a checkpoint (reshard, reshard
+// --finalize, merge, convert to TensorFlow, safetensors or .npz): the output is read back
+// and checked against where its values came from, and an output that fails is removed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tfckpt/checkpoint.h"
+
+namespace tfckpt {
+
+// Where (some of) an output's tensors came from.
+struct VerifySource {
+  const Checkpoint* input = nullptr;
+  // Output tensor -> the tensor of `input` its values came from (after a rename). Without
+  // it: every tensor of the output by its own name, and every tensor of `input` expected
+  // in the output.
+  std::optional<std::map<std::string, std::string>> names;
+};
+
+struct VerifyOptions {
+  int jobs = 0;                               // threads; 0 = one per core
+  std::atomic<uint64_t>* progress = nullptr;  // if given, advances by the bytes compared
+  bool cast = false;  // the command cast dtypes: a source's values are compared cast to the output's dtype
+  // The output's format when its name may not say it (convert --to): kSafetensors or
+  // kNpz; otherwise the output is opened as a CKPT argument (OpenCheckpoint).
+  std::optional<Format> format;
+};
+
+struct VerifyReport {
+  int64_t tensors = 0;          // tensors of the output
+  uint64_t bytes_compared = 0;  // payload bytes compared with a source
+};
+
+// Verifies the output at `out` (anything Checkpoint::Open reads: a TF prefix, a
+// .safetensors file or set, or an .npz file with options.format) against `sources`:
+//  - it opens without damage; no tensor has a defect; partitioned tensors' slices tile
+//    them (CheckSliceLayout);
+//  - every tensor a source names has the source tensor's dtype (or, with options.cast,
+//    a dtype it casts to), shape and values (CompareTensorValues: bitwise; with
+//    options.cast the source's values cast first), and every CRC on both sides holds;
+//  - every other output tensor (averaged, a rewritten object graph, a slice of a tensor
+//    no single source holds whole) has every CRC holding.
+// On any failure, `files` (all the output's files) are removed: nothing is left under
+// the output's names (empty `files`: the output is kept, e.g. after merge --move consumed
+// its inputs, and the messages say nothing of a removal). A mismatch is DataLoss with the check id "output.mismatch", its
+// file and tensor as payloads, and the one-line message
+//   FILE: "TENSOR": CHECK: WHAT; removed the output
+// An output or input that cannot be read is its own error, with "; removed the output".
+absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<std::string>& files,
+                                           const std::vector<VerifySource>& sources, const VerifyOptions& options);
+
+// Opens `specs` (Checkpoint::Open) for VerifySources.
+absl::StatusOr<std::vector<std::unique_ptr<Checkpoint>>> OpenSources(const std::vector<std::string>& specs);
+
+// The sources of an output merged from `inputs` as they are (MergeBundles): every tensor
+// an input holds whole (no defect) is compared with the first such input; the others
+// (slices spread over several inputs) are checked by their CRCs.
+std::vector<VerifySource> MergedSources(const std::vector<std::unique_ptr<Checkpoint>>& inputs);
+
+// The files of a TF bundle written at `prefix` with `num_files` data files: the index
+// and PREFIX.data-0000i-of-0000N (for VerifyWritten's `files`).
+std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_files);
+
+}  // namespace tfckpt

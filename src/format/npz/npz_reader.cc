@@ -1,0 +1,140 @@
+// .npz archives read through libzip (npz_reader.h).
+#include "npz_reader.h"
+
+#include <zip.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "npy.h"
+#include "tfckpt/dtype.h"
+#include "tfckpt/status.h"
+#include "tfckpt/strings.h"
+#include "core/tensor_encoding.h"
+
+namespace tfckpt {
+namespace {
+
+absl::Status ZipError(const std::string& path, std::string_view what, zip_t* za) {
+  return DataLossAt("npz.member", path, "", -1, StrCat(what, ": ", zip_strerror(za)));
+}
+
+// Reads member `index`, the tensor `key`, whole (libzip checks its CRC-32 at the end).
+absl::StatusOr<std::string> ReadMember(zip_t* za, const std::string& path, zip_uint64_t index, const std::string& key) {
+  zip_stat_t st;
+  if (zip_stat_index(za, index, 0, &st) != 0) return ZipError(path, "stat", za);
+  zip_file_t* f = zip_fopen_index(za, index, 0);
+  if (f == nullptr) return ZipError(path, st.name, za);
+  std::string out(static_cast<size_t>(st.size), '\0');
+  const zip_int64_t n = zip_fread(f, out.data(), out.size());
+  // One more read reaches the end, where libzip compares the CRC.
+  char extra;
+  const zip_int64_t more = n == static_cast<zip_int64_t>(out.size()) ? zip_fread(f, &extra, 1) : -1;
+  absl::Status s = absl::OkStatus();
+  if (n != static_cast<zip_int64_t>(out.size()) || more != 0) {
+    s = DataLossAt("npz.member", path, key, -1, StrCat(st.name, ": cannot read: ", zip_file_strerror(f)));
+  }
+  zip_fclose(f);
+  if (!s.ok()) return s;
+  return out;
+}
+
+class NpzPieceReader : public PieceReader {
+ public:
+  NpzPieceReader(std::string path, zip_t* za) : path_(std::move(path)), za_(za) {}
+  ~NpzPieceReader() override { zip_discard(za_); }
+
+  // The member (StoredData::shard) whole; the payload starts at StoredData::offset.
+  // Strings are re-encoded in TensorFlow's layout without their NUL padding.
+  absl::StatusOr<TensorBytes> Read(const TensorEntry& t, const StoredSlice& s, bool) const override {
+    std::string member;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      TFCKPT_ASSIGN_OR_RETURN(member, ReadMember(za_, path_, static_cast<zip_uint64_t>(s.data.shard), t.name));
+    }
+    auto owned = std::make_shared<std::string>();
+    if (t.dtype == static_cast<int32_t>(DType::kString)) {
+      const int64_t n = NumElements(t.shape).value_or(0);
+      const size_t width = n > 0 ? (member.size() - s.data.offset) / static_cast<size_t>(n) : 0;
+      std::vector<std::string_view> elements;
+      for (int64_t i = 0; i < n; ++i) {
+        std::string_view e(member.data() + s.data.offset + i * width, width);
+        while (!e.empty() && e.back() == '\0') e.remove_suffix(1);
+        elements.push_back(e);
+      }
+      EncodeStrings(elements, owned.get());
+    } else {
+      *owned = member.substr(s.data.offset);
+    }
+    return TensorBytes{*owned, owned};
+  }
+
+ private:
+  std::string path_;
+  zip_t* za_;
+  mutable std::mutex mu_;
+};
+
+// The tensor member `index` holds, from its .npy header.
+absl::StatusOr<TensorEntry> Member(zip_t* za, const std::string& path, zip_uint64_t index) {
+  zip_stat_t st;
+  if (zip_stat_index(za, index, 0, &st) != 0) return ZipError(path, "stat", za);
+  TensorEntry t;
+  t.name = st.name;
+  if (t.name.size() > 4 && t.name.substr(t.name.size() - 4) == ".npy") t.name.resize(t.name.size() - 4);
+  zip_file_t* f = zip_fopen_index(za, index, 0);
+  if (f == nullptr) return ZipError(path, st.name, za);
+  std::string head(static_cast<size_t>(std::min<zip_uint64_t>(st.size, 12 + 65536)), '\0');
+  const zip_int64_t n = zip_fread(f, head.data(), head.size());
+  zip_fclose(f);
+  if (n < 0) return DataLossAt("npz.member", path, st.name, -1, "cannot read its .npy header");
+  head.resize(static_cast<size_t>(n));
+  auto h = ParseNpyHeader(head);
+  if (!h.ok()) return DataLossAt("npz.member", path, st.name, -1, SV(h.status().message()));
+  t.shape = h->shape;
+  const std::optional<int32_t> dtype = DTypeOfNpyDescr(h->descr);
+  t.dtype = dtype.value_or(0);
+  const int64_t elements = NumElements(t.shape).value_or(-1);
+  const uint64_t payload = st.size - std::min<uint64_t>(st.size, h->size);
+  const DTypeInfo* info = dtype ? LookupDType(*dtype) : nullptr;
+  t.bytes = payload;
+  t.slices.push_back({Region::Full(t.shape), {}, st.name, StoredData{static_cast<int32_t>(index), h->size, payload}});
+  if (!dtype || info == nullptr) {
+    t.defect = StrCat("NumPy dtype ", h->descr, " has no TensorFlow dtype here");
+  } else if (h->fortran_order && t.shape.size() > 1) {
+    t.defect = "stored in Fortran order";
+  } else if (info->element_size > 0 && (elements < 0 || payload != static_cast<uint64_t>(elements) * info->element_size)) {
+    t.defect = StrCat("member holds ", payload, " data bytes; ", h->descr, " ", ShapeString(t.shape), " needs ",
+                      elements * info->element_size);
+  }
+  if (!t.defect.empty()) t.defect_check = "npz.member";
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenNpz(const std::string& path) {
+  int err = 0;
+  zip_t* za = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
+  if (za == nullptr) {
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, err);
+    absl::Status s = DataLossAt("npz.member", path, "", -1, StrCat("not a readable zip archive (", zip_error_strerror(&ze), ")"));
+    zip_error_fini(&ze);
+    return s;
+  }
+  auto reader = std::make_unique<NpzPieceReader>(path, za);  // owns za from here
+  std::vector<TensorEntry> tensors;
+  const zip_int64_t n = zip_get_num_entries(za, 0);
+  for (zip_int64_t i = 0; i < n; ++i) {
+    TFCKPT_ASSIGN_OR_RETURN(TensorEntry t, Member(za, path, static_cast<zip_uint64_t>(i)));
+    tensors.push_back(std::move(t));
+  }
+  std::sort(tensors.begin(), tensors.end(), [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
+  CheckpointInfo info;
+  info.format = Format::kNpz;
+  info.prefix = path;
+  return std::make_unique<Checkpoint>(std::move(info), std::move(tensors), std::move(reader));
+}
+
+}  // namespace tfckpt

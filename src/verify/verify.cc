@@ -1,0 +1,119 @@
+// One verification policy for written outputs (see verify.h).
+#include "tfckpt/verify.h"
+
+#include <filesystem>
+#include <set>
+
+#include "format/npz/npz_reader.h"
+#include "tfckpt/bundle_writer.h"
+#include "tfckpt/open.h"
+#include "tfckpt/status.h"
+#include "tfckpt/validate.h"
+
+namespace tfckpt {
+namespace {
+
+// Where findings about the output are placed: its index, else its file.
+std::string Where(const Checkpoint& c) {
+  return c.info().format == Format::kV2 ? c.info().index_path : c.info().prefix;
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenWritten(const std::string& out, std::optional<Format> format,
+                                                        std::vector<Finding>* findings) {
+  if (format == Format::kNpz) return OpenNpz(out);
+  if (format == Format::kSafetensors) return OpenResolved({.format = Format::kSafetensors, .prefix = out});
+  return OpenCheckpoint(out, findings);
+}
+
+// The output tensors no source compares (averaged, rewritten, stored partly in several
+// sources): slice layout and every CRC.
+void CheckUncompared(const Checkpoint& written, const std::set<std::string>& compared, std::vector<Finding>* out) {
+  std::string buffer;
+  for (const TensorEntry& t : written.tensors()) {
+    if (compared.count(t.name) > 0) continue;
+    CheckSliceLayout(t, Where(written), out);
+    if (!t.defect.empty()) {
+      out->push_back({t.defect_check, Severity::kError, Where(written), t.name, -1, t.defect});
+      continue;
+    }
+    for (const StoredSlice& s : t.slices) {
+      if (absl::Status crc = written.VerifyCrc(t, s, &buffer); !crc.ok()) out->push_back(FindingOf(crc));
+    }
+  }
+}
+
+// The first error among the findings of reading back and comparing `out`, as a status.
+absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<VerifySource>& sources,
+                                   const VerifyOptions& options, std::string_view removal) {
+  ValidateReport report;
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> written, OpenWritten(out, options.format, &report.findings));
+  CompareOptions co;
+  co.jobs = options.jobs;
+  co.progress = options.progress;
+  co.cast = options.cast;
+  // Outputs are copies: where both sides are raw bytes cut on axis 0, the output's CRCs
+  // over each input piece prove it (CompareOptions::by_checksum; casts never take it).
+  co.by_checksum = true;
+  co.strings_without_trailing_nul = options.format == Format::kNpz;
+  std::set<std::string> compared;
+  for (const VerifySource& s : sources) {
+    TFCKPT_RETURN_IF_ERROR(CompareCheckpoints(*written, *s.input, s.names ? &*s.names : nullptr, co, &report));
+    if (s.names) {
+      for (const auto& [name, from] : *s.names) compared.insert(name);
+    } else {
+      for (const TensorEntry& t : written->tensors()) compared.insert(t.name);
+    }
+  }
+  CheckUncompared(*written, compared, &report.findings);
+  for (const Finding& f : report.findings) {
+    if (f.severity != Severity::kError) continue;
+    return DataLossAt("output.mismatch", f.file, f.key, -1, StrCat(f.check, ": ", f.message, removal));
+  }
+  return VerifyReport{static_cast<int64_t>(written->tensors().size()), report.bytes_checked};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::unique_ptr<Checkpoint>>> OpenSources(const std::vector<std::string>& specs) {
+  std::vector<std::unique_ptr<Checkpoint>> out;
+  for (const std::string& spec : specs) {
+    TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, OpenCheckpoint(spec));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<VerifySource> MergedSources(const std::vector<std::unique_ptr<Checkpoint>>& inputs) {
+  std::vector<VerifySource> sources;
+  std::set<std::string> taken;
+  for (const auto& c : inputs) {
+    VerifySource s{c.get(), std::map<std::string, std::string>()};
+    for (const TensorEntry& t : c->tensors()) {
+      if (t.defect.empty() && taken.insert(t.name).second) s.names->emplace(t.name, t.name);
+    }
+    sources.push_back(std::move(s));
+  }
+  return sources;
+}
+
+std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_files) {
+  std::vector<std::string> files{prefix + ".index"};
+  for (int32_t i = 0; i < num_files; ++i) files.push_back(DataFileName(prefix, i, num_files));
+  return files;
+}
+
+absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<std::string>& files,
+                                           const std::vector<VerifySource>& sources, const VerifyOptions& options) {
+  const std::string_view removal = files.empty() ? "" : "; removed the output";
+  absl::StatusOr<VerifyReport> r = Check(out, sources, options, removal);
+  if (r.ok()) return r;
+  // Never leave an output that did not verify under the final name.
+  std::error_code ec;
+  for (const std::string& f : files) std::filesystem::remove(f, ec);
+  if (ErrorInfoOf(r.status()).check == "output.mismatch" || files.empty()) return r;
+  absl::Status s(r.status().code(), StrCat(r.status().message(), removal));
+  r.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });
+  return s;
+}
+
+}  // namespace tfckpt

@@ -1,0 +1,194 @@
+// Unit tests of VerifyWritten (verify.h): an output that matches its sources verifies and
+// stays; one with a wrong value, a broken CRC, a dtype or a tensor it should not have is
+// removed with one output.mismatch error naming the file and the tensor.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <map>
+#include <vector>
+
+#include "test_util.h"
+#include "tfckpt/bundle_writer.h"
+#include "tfckpt/checkpoint.h"
+#include "tfckpt/convert.h"
+#include "core/float_convert.h"
+#include "core/tensor_encoding.h"
+#include "tfckpt/open.h"
+#include "tfckpt/status.h"
+#include "tfckpt/verify.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using tfckpt::testing::TempDir;
+
+// "a" float32 [4, 3] = 0.25 * i (with `changed` added to element 7), "b" int32 [3].
+void WriteBundle(const std::string& prefix, float changed = 0, const char* a_name = "a", bool bf16 = false) {
+  std::vector<float> a(12);
+  std::vector<uint16_t> a16(12);
+  for (int i = 0; i < 12; ++i) {
+    a[i] = 0.25f * static_cast<float>(i) + (i == 7 ? changed : 0);
+    a16[i] = tfckpt::FloatToBFloat16(a[i]);
+  }
+  const std::vector<int32_t> b{1, 2, 3};
+  auto w = tfckpt::BundleWriter::Create(prefix);
+  REQUIRE(w.ok());
+  const std::string pa = bf16 ? std::string(reinterpret_cast<const char*>(a16.data()), 24)
+                              : std::string(reinterpret_cast<const char*>(a.data()), 48);
+  REQUIRE((*w)->Add(a_name, bf16 ? 14 : 1, {4, 3}, pa).ok());
+  REQUIRE((*w)->Add("b", 3, {3}, std::string(reinterpret_cast<const char*>(b.data()), 12)).ok());
+  REQUIRE((*w)->Finish().ok());
+}
+
+std::unique_ptr<tfckpt::Checkpoint> Open(const std::string& spec) {
+  auto c = tfckpt::OpenCheckpoint(spec);
+  REQUIRE(c.ok());
+  return std::move(*c);
+}
+
+// Checks `r` is the one mismatch error naming `tensor` and the output's files are gone.
+void CheckRemoved(const absl::StatusOr<tfckpt::VerifyReport>& r, const std::vector<std::string>& files,
+                  const std::string& tensor, const std::string& what) {
+  REQUIRE_FALSE(r.ok());
+  const std::string msg(r.status().message());
+  CAPTURE(msg);
+  CHECK(tfckpt::ErrorInfoOf(r.status()).check == "output.mismatch");
+  CHECK(tfckpt::ErrorInfoOf(r.status()).key == tensor);
+  CHECK(msg.find("\"" + tensor + "\"") != std::string::npos);
+  CHECK(msg.find(what) != std::string::npos);
+  CHECK(msg.find("removed the output") != std::string::npos);
+  for (const std::string& f : files) CHECK_FALSE(fs::exists(f));
+}
+
+}  // namespace
+
+TEST_CASE("VerifyWritten keeps an output equal to its input") {
+  TempDir dir;
+  WriteBundle(dir / "in");
+  WriteBundle(dir / "out");
+  auto in = Open(dir / "in");
+  const auto files = tfckpt::BundleFiles(dir / "out", 1);
+  auto r = tfckpt::VerifyWritten(dir / "out", files, {{in.get()}}, {});
+  CAPTURE(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(r->tensors == 2);
+  CHECK(r->bytes_compared == 60);
+  for (const std::string& f : files) CHECK(fs::exists(f));
+}
+
+TEST_CASE("VerifyWritten removes an output whose values differ from the input") {
+  TempDir dir;
+  WriteBundle(dir / "in");
+  WriteBundle(dir / "out", 5);  // valid CRCs, one wrong value
+  auto in = Open(dir / "in");
+  const auto files = tfckpt::BundleFiles(dir / "out", 1);
+  CheckRemoved(tfckpt::VerifyWritten(dir / "out", files, {{in.get()}}, {}), files, "a",
+               "against.values: 1 of 12 elements differ; first at [2, 1]");
+}
+
+TEST_CASE("VerifyWritten removes an output whose CRC does not hold") {
+  TempDir dir;
+  WriteBundle(dir / "in");
+  WriteBundle(dir / "out");
+  const std::string data = tfckpt::DataFileName(dir / "out", 0, 1);
+  std::string bytes = tfckpt::testing::ReadFile(data);
+  bytes[4] ^= 0x01;  // inside "a"
+  tfckpt::testing::WriteFile(data, bytes);
+  auto in = Open(dir / "in");
+  const auto files = tfckpt::BundleFiles(dir / "out", 1);
+  SUBCASE("a tensor compared with its source") {
+    CheckRemoved(tfckpt::VerifyWritten(dir / "out", files, {{in.get()}}, {}), files, "a", "crc");
+  }
+  SUBCASE("a tensor no source names (e.g. an averaged one)") {
+    tfckpt::VerifySource only_b{in.get(), std::map<std::string, std::string>{{"b", "b"}}};
+    CheckRemoved(tfckpt::VerifyWritten(dir / "out", files, {only_b}, {}), files, "a", "crc");
+  }
+}
+
+TEST_CASE("VerifyWritten follows renames and compares casts as cast") {
+  TempDir dir;
+  WriteBundle(dir / "in");
+  WriteBundle(dir / "out", 0, "x", /*bf16=*/true);
+  auto in = Open(dir / "in");
+  const auto files = tfckpt::BundleFiles(dir / "out", 1);
+  tfckpt::VerifySource renamed{in.get(), std::map<std::string, std::string>{{"x", "a"}, {"b", "b"}}};
+  tfckpt::VerifyOptions cast;
+  cast.cast = true;
+  auto r = tfckpt::VerifyWritten(dir / "out", files, {renamed}, cast);
+  CAPTURE(r.status().ToString());
+  CHECK(r.ok());
+  // Without the cast the dtype change is a mismatch; a source that misses a name too.
+  CheckRemoved(tfckpt::VerifyWritten(dir / "out", files, {renamed}, {}), files, "x", "against.dtype");
+}
+
+TEST_CASE("VerifyWritten removes an output with a tensor its source does not have") {
+  TempDir dir;
+  WriteBundle(dir / "in");
+  WriteBundle(dir / "out", 0, "c");
+  auto in = Open(dir / "in");
+  const auto files = tfckpt::BundleFiles(dir / "out", 1);
+  CheckRemoved(tfckpt::VerifyWritten(dir / "out", files, {{in.get()}}, {}), files, "a", "against.removed");
+}
+
+TEST_CASE("VerifyWritten reads safetensors output back and compares its values") {
+  TempDir dir;
+  WriteBundle(dir / "in");
+  auto in = Open(dir / "in");
+  const std::string out = dir / "m.safetensors";
+  auto w = tfckpt::WriteSafetensors(*in, out, {});
+  REQUIRE(w.ok());
+  CHECK(w->sources == std::map<std::string, std::string>{{"a", "a"}, {"b", "b"}});
+  REQUIRE(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, {}).ok());
+  std::string bytes = tfckpt::testing::ReadFile(out);
+  bytes[bytes.size() - 1] ^= 0x01;  // the last byte of "b", the last tensor
+  tfckpt::testing::WriteFile(out, bytes);
+  CheckRemoved(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, {}), w->files, "b",
+               "against.values: 1 of 3 elements differ; first at [2]");
+}
+
+TEST_CASE("VerifyWritten reads .npz output back and compares its values") {
+  TempDir dir;
+  WriteBundle(dir / "in");
+  auto in = Open(dir / "in");
+  const std::string out = dir / "m.npz";
+  auto w = tfckpt::WriteNpz(*in, out, {});
+  REQUIRE(w.ok());
+  tfckpt::VerifyOptions npz;
+  npz.format = tfckpt::Format::kNpz;
+  auto r = tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, npz);
+  CAPTURE(r.status().ToString());
+  REQUIRE(r.ok());
+  CHECK(r->tensors == 2);
+  // A wrong value under a matching CRC-32: rewrite the member's last byte and its CRC is
+  // what libzip refuses; either way the output is removed naming "b".
+  std::string bytes = tfckpt::testing::ReadFile(out);
+  const size_t at = bytes.rfind(std::string("\x03\0\0\0", 4));  // the last element of "b"
+  REQUIRE(at != std::string::npos);
+  bytes[at] = 4;
+  tfckpt::testing::WriteFile(out, bytes);
+  CheckRemoved(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, npz), w->files, "b", "b.npy");
+}
+
+TEST_CASE("VerifyWritten: .npz strings that lose trailing NUL bytes (NumPy cannot keep them) still verify") {
+  TempDir dir;
+  std::string payload;
+  const std::vector<std::string_view> words{std::string_view("ab\0", 3), "c"};
+  tfckpt::EncodeStrings(words, &payload);
+  {
+    auto w = tfckpt::BundleWriter::Create(dir / "in");
+    REQUIRE(w.ok());
+    REQUIRE((*w)->Add("words", 7, {2}, payload).ok());
+    REQUIRE((*w)->Finish().ok());
+  }
+  auto in = Open(dir / "in");
+  const std::string out = dir / "m.npz";
+  auto w = tfckpt::WriteNpz(*in, out, {});
+  REQUIRE(w.ok());
+  REQUIRE(w->notes.size() == 1);  // convert says they are lost
+  tfckpt::VerifyOptions npz;
+  npz.format = tfckpt::Format::kNpz;
+  auto r = tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, npz);
+  CAPTURE(r.status().ToString());
+  CHECK(r.ok());
+  CHECK(fs::exists(out));
+}
