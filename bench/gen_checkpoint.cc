@@ -21,6 +21,7 @@
 #include "tfckpt/bundle_proto.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/file.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/table.h"
 
@@ -118,7 +119,7 @@ int main(int argc, char** argv) {
       }
       put(name, meta);
     }
-    auto index = tfckpt::OutputFile::Create(prefix + ".index");
+    auto index = tfckpt::Storage::Local().Create(prefix + ".index");
     if (!index.ok()) return Fail(index.status());
     tfckpt::TableWriter table(index->get());
     std::string header;

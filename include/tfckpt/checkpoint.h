@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tfckpt/file.h"
+#include "tfckpt/storage.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/region.h"
 #include "tfckpt/table.h"
@@ -125,8 +125,8 @@ class Checkpoint {
   absl::Status ForEachIndexEntry(const TableReader::Visitor& visit) const;
   const std::string& raw_header() const { return raw_header_; }
 
-  // The data file of `shard`, mapped on first use. Thread-safe.
-  absl::StatusOr<const MappedFile*> DataFile(int32_t shard) const;
+  // The data file of `shard`, opened (locally: mapped) on first use. Thread-safe.
+  absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const;
 
   // The payload of one piece of `t`. V2: a view into the mapped data file, bounds-checked
   // and (when `verify`) checked against the stored CRC; big-endian bundles are
@@ -158,7 +158,7 @@ class Checkpoint {
   std::string raw_header_;
 
   mutable std::mutex mu_;
-  mutable std::vector<std::unique_ptr<MappedFile>> data_files_;
+  mutable std::vector<std::unique_ptr<ReadableFile>> data_files_;
   mutable std::vector<std::unique_ptr<TableReader>> v1_tables_;
 };
 
@@ -195,6 +195,8 @@ std::vector<std::string> FilesOf(const CheckpointInfo& info);
 std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards);
 
 // The newest checkpoint named by the `checkpoint` state file in `dir`.
+// A state file lists a few paths: one larger than this is not read.
+inline constexpr uint64_t kMaxStateFileBytes = 64 << 20;
 absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes);
 
 }  // namespace tfckpt

@@ -12,6 +12,7 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/combine.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/file.h"
 #include "tfckpt/merge.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"

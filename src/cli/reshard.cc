@@ -1,6 +1,5 @@
 // tfckpt reshard: re-slice partitioned variables and re-split data files.
 #include <algorithm>
-#include <filesystem>
 #include <tuple>
 #include <iostream>
 
@@ -14,6 +13,7 @@
 #include "progress.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/file.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/scale_out.h"
 #include "tfckpt/status.h"
@@ -22,7 +22,6 @@
 namespace tfckpt::cli {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 struct ReshardArgs {
@@ -126,8 +125,9 @@ int WritePlan(const Checkpoint& c, const ReshardPlan& plan, const ReshardArgs& a
   o.verify = !a.no_verify;
   auto doc = MakeTaskPlan(c, plan, o);
   if (!doc.ok()) return ReportError(cmd, doc.status());
-  if (absl::Status s = CreateParentDirectories(a.plan_out); !s.ok()) return ReportError(cmd, s);
-  auto f = OutputFile::Create(a.plan_out);
+  Storage& store = Storage::For(a.plan_out);
+  if (absl::Status s = store.CreateParentDirectories(a.plan_out); !s.ok()) return ReportError(cmd, s);
+  auto f = store.Create(a.plan_out);
   absl::Status s = f.ok() ? (*f)->Append(*doc) : f.status();
   if (s.ok()) s = (*f)->Close();
   if (s.ok()) s = (*f)->Commit();
@@ -236,7 +236,7 @@ int RunReshard(const ReshardArgs& args) {
   auto plan = PlanReshard(c, options);
   if (!plan.ok()) return ReportError(cmd, plan.status());
   // OUT may not be (or reach through a symlink or hard link) any file of the input.
-  if (absl::Status s = CheckNotInputs(BundleFilesAt(a.out, plan->num_files), FilesOf(c.info())); !s.ok()) {
+  if (absl::Status s = Storage::For(a.out).CheckNotInputs(BundleFilesAt(a.out, plan->num_files), FilesOf(c.info())); !s.ok()) {
     return ReportError(cmd, s);
   }
   PrintNotes(*plan, a);
@@ -276,9 +276,9 @@ int RunReshard(const ReshardArgs& args) {
                   << f.message << "\n";
       }
       // Never leave an output that does not match its input under the final name.
-      std::error_code ec;
-      fs::remove(a.out + ".index", ec);
-      for (int32_t f = 0; f < plan->num_files; ++f) fs::remove(DataFileName(a.out, f, plan->num_files), ec);
+      Storage& store = Storage::For(a.out);
+      (void)store.Remove(a.out + ".index");
+      for (int32_t f = 0; f < plan->num_files; ++f) (void)store.Remove(DataFileName(a.out, f, plan->num_files));
       ReportError(cmd, DataLossCheck("output.mismatch", StrCat(a.out, ": output does not match the input; removed it")));
       return kExitCheckFailed;
     }

@@ -2,20 +2,10 @@
 // map, and reading payloads with bounds and CRC checks.
 #include "tfckpt/checkpoint.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <glob.h>
-#include <sys/stat.h>
-
-#include <cerrno>
-
 #include <algorithm>
 #include <tuple>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
@@ -31,12 +21,12 @@
 #include "tfckpt/crc32c.h"
 #include "tfckpt/regex.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/file.h"
+#include "tfckpt/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
-
-namespace fs = std::filesystem;
 
 std::string PieceLabel(const TensorEntry& t, const StoredSlice& s) {
   return t.partitioned ? StrCat("slice ", SliceString(s.region, t.shape), ": ") : std::string();
@@ -58,11 +48,11 @@ std::vector<std::string> FilesOf(const CheckpointInfo& info) {
 std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards) {
   std::vector<std::string> files = {prefix + ".index"};
   for (int32_t i = 0; i < num_shards; ++i) files.push_back(DataFileName(prefix, i, num_shards));
-  const std::filesystem::path p(prefix);
-  const std::string stem = p.filename().string() + ".data-";
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(p.has_parent_path() ? p.parent_path() : ".", ec)) {
-    if (e.path().filename().string().rfind(stem, 0) == 0) files.push_back(e.path().string());
+  const std::string stem = Basename(prefix) + ".data-";
+  const std::string dir = Dirname(prefix);
+  auto listing = Storage::For(prefix).List(dir);
+  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+    if (e.name.rfind(stem, 0) == 0) files.push_back(dir.empty() ? e.name : JoinPath(dir, e.name));
   }
   return files;
 }
@@ -87,46 +77,30 @@ int64_t CountSlicesField(std::string_view value) {
   return in.ConsumedEntireMessage() || in.CurrentPosition() == static_cast<int>(value.size()) ? n : -1;
 }
 
-std::string JoinPath(const std::string& dir, const std::string& name) {
-  if (!name.empty() && name[0] == '/') return name;
-  std::string out = dir;
-  if (!out.empty() && out.back() != '/') out += '/';
-  if (name == "." || name == "./") return out;
-  return out + name;
-}
-
 bool IsTableFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return false;
-  const std::streamoff size = in.tellg();
-  if (size < static_cast<std::streamoff>(kFooterSize)) return false;
-  in.seekg(size - 8);
+  auto f = Storage::For(path).OpenForRead(path);
+  if (!f.ok() || (*f)->size() < kFooterSize) return false;
   char magic[8];
-  in.read(magic, 8);
+  if (!(*f)->ReadAt((*f)->size() - 8, 8, magic).ok()) return false;
   uint64_t v;
   std::memcpy(&v, magic, 8);
-  return in && v == kTableMagic;
+  return v == kTableMagic;
 }
 
 std::vector<std::string> Glob(const std::string& pattern) {
-  std::vector<std::string> out;
-  glob_t g{};
-  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
-    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
-  }
-  ::globfree(&g);
+  std::vector<std::string> out = Storage::For(pattern).Glob(pattern);
   std::sort(out.begin(), out.end());
   return out;
 }
+
 
 // Names in `dir` ending in ".index" (hidden ones too: a prefix may be the directory
 // itself, giving a file named ".index").
 std::vector<std::string> IndexFilesIn(const std::string& dir) {
   std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (absl::EndsWith(name, ".index") && e.is_regular_file(ec)) out.push_back(name);
+  auto listing = Storage::For(dir).List(dir);
+  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+    if (absl::EndsWith(e.name, ".index") && e.kind == EntryKind::kFile) out.push_back(e.name);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -156,10 +130,8 @@ absl::Status VisitTable(TableReader& table, std::vector<Finding>* findings, cons
 
 absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes) {
   const std::string path = JoinPath(dir, "checkpoint");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(StrCat(path, ": cannot open"));
-  std::stringstream buf;
-  buf << in.rdbuf();
+  auto text = Storage::For(path).ReadSmallFile(path, kMaxStateFileBytes);
+  if (!text.ok()) return absl::NotFoundError(StrCat(path, ": cannot open"));
   pb::CheckpointState state;
   google::protobuf::TextFormat::Parser parser;
   parser.AllowUnknownField(true);
@@ -170,7 +142,7 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
     }
   } errors;
   parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(buf.str(), &state)) {
+  if (!parser.ParseFromString(*text, &state)) {
     return DataLossAt("state.parse", path, "", -1, StrCat("not a checkpoint state file: ", errors.first));
   }
   if (state.model_checkpoint_path().empty()) {
@@ -181,7 +153,7 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
       !FileExists(prefix + ".index") && !FileExists(prefix)) {
     // An absolute path from the machine that trained: the files were moved since. Look
     // beside the state file, as a user who copied the directory would expect.
-    const std::string local = JoinPath(dir, fs::path(prefix).filename().string());
+    const std::string local = JoinPath(dir, Basename(prefix));
     if (FileExists(local + ".index") || FileExists(local) || !Glob(local + "-?????-of-?????").empty()) {
       if (notes) notes->push_back(StrCat("state file names ", prefix, ", which does not exist; using ", local));
       prefix = local;
@@ -211,9 +183,7 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
   if (FileExists(spec + ".index")) return v2(spec);
   // 3. A directory.
   if (IsDirectory(spec)) {
-    std::error_code listing;
-    fs::directory_iterator probe(spec, listing);
-    if (listing) return ErrnoError(spec, "cannot read directory", listing.value());
+    TFCKPT_ASSIGN_OR_RETURN(const std::vector<DirEntry> listing, Storage::For(spec).List(spec));
     const std::string state = JoinPath(spec, "checkpoint");
     if (FileExists(state) && !IsDirectory(state)) {
       std::vector<std::string> notes;
@@ -251,11 +221,10 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
     if (FileExists(sm + ".index")) return v2(sm);
     // A single V1 checkpoint (one table file, or the shards of one).
     std::set<std::string> v1;
-    std::error_code ec;
     static const Regex kShard = Regex::Fixed(R"((.*)-\d{5}-of-(\d{5}))");
-    for (const auto& e : fs::directory_iterator(spec, ec)) {
-      const std::string path = JoinPath(spec, e.path().filename().string());
-      if (!e.is_regular_file(ec) || !IsTableFile(path)) continue;
+    for (const DirEntry& e : listing) {
+      const std::string path = JoinPath(spec, e.name);
+      if (e.kind != EntryKind::kFile || !IsTableFile(path)) continue;
       std::vector<std::string> m;
       v1.insert(kShard.FullMatch(path, &m) ? StrCat(m[0], "-00000-of-", m[1]) : path);
     }
@@ -302,8 +271,8 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
     return r;
   }
   // Unreachable is not absent: a directory on the way that cannot be searched.
-  if (struct stat st; ::stat((spec + ".index").c_str(), &st) != 0 && errno == EACCES) {
-    return ErrnoError(spec + ".index", "cannot open", errno);
+  if (auto st = Storage::For(spec).Stat(spec + ".index"); absl::IsPermissionDenied(st.status())) {
+    return ErrnoError(spec + ".index", "cannot open", EACCES);
   }
   return absl::NotFoundError(
       StrCat(spec, ": no checkpoint found (looked for ", spec, ".index, a directory, and V1 files)"));
@@ -496,13 +465,13 @@ const TensorEntry* Checkpoint::Find(std::string_view name) const {
   return it != tensors_.end() && it->name == name ? &*it : nullptr;
 }
 
-absl::StatusOr<const MappedFile*> Checkpoint::DataFile(int32_t shard) const {
+absl::StatusOr<const ReadableFile*> Checkpoint::DataFile(int32_t shard) const {
   if (shard < 0 || shard >= info_.num_shards) {
     return absl::OutOfRangeError(StrCat(info_.index_path, ": no data file ", shard));
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!data_files_[shard]) {
-    auto f = MappedFile::Open(info_.data_files[shard]);
+    auto f = Storage::For(info_.data_files[shard]).OpenForRead(info_.data_files[shard]);
     if (!f.ok()) {
       if (absl::IsNotFound(f.status())) {
         return Locate(absl::NotFoundError(StrCat("data file missing (the index lists ", info_.num_shards,
@@ -522,9 +491,12 @@ absl::StatusOr<TensorBytes> Checkpoint::Read(const TensorEntry& t, const StoredS
                       t.defect);
   }
   if (info_.format == Format::kV1) return ReadV1(t, s);
-  TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, DataFile(s.data.shard));
+  TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, DataFile(s.data.shard));
   const std::string label = PieceLabel(t, s);
-  auto range = file->Range(s.data.offset, s.data.size);
+  // A mapped file hands out views of its mapping; elsewhere the bytes are read into `read`.
+  std::shared_ptr<std::string> read = file->mapping() ? nullptr : std::make_shared<std::string>();
+  std::string unused;
+  auto range = file->Range(s.data.offset, s.data.size, read ? read.get() : &unused);
   if (!range.ok()) {
     return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset),
                       StrCat(label, "tensor of ", s.data.size, " bytes runs past the end of the file (",
@@ -541,7 +513,7 @@ absl::StatusOr<TensorBytes> Checkpoint::Read(const TensorEntry& t, const StoredS
                                      absl::Hex(*crc, absl::kZeroPad8), ")"));
     }
   }
-  if (!info_.big_endian) return TensorBytes{*range, nullptr};
+  if (!info_.big_endian) return TensorBytes{*range, std::move(read)};
   // Big-endian bundle: hand out little-endian bytes.
   auto buf = std::make_shared<std::string>();
   if (t.dtype == static_cast<int32_t>(DType::kString)) {
@@ -569,7 +541,7 @@ absl::Status Checkpoint::VerifyCrc(const TensorEntry& t, const StoredSlice& s, s
     auto r = Read(t, s, /*verify=*/true);
     return r.ok() ? absl::OkStatus() : r.status();
   }
-  TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, DataFile(s.data.shard));
+  TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, DataFile(s.data.shard));
   const std::string label = PieceLabel(t, s);
   if (s.data.offset > file->size() || s.data.size > file->size() - s.data.offset) {
     return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset),
@@ -578,11 +550,11 @@ absl::Status Checkpoint::VerifyCrc(const TensorEntry& t, const StoredSlice& s, s
   }
   constexpr size_t kBuffer = 1 << 20;  // fits in L2: the CRC reads what pread just wrote
   if (buffer->size() < kBuffer) buffer->resize(kBuffer);
-  posix_fadvise(file->fd(), static_cast<off_t>(s.data.offset), static_cast<off_t>(s.data.size), POSIX_FADV_SEQUENTIAL);
+  file->WillReadSequentially(s.data.offset, s.data.size);
   uint32_t crc = 0;
   for (uint64_t at = 0; at < s.data.size;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kBuffer, s.data.size - at));
-    TFCKPT_RETURN_IF_ERROR(Locate(PreadFully(file->fd(), file->path(), s.data.offset + at, n, buffer->data()),
+    TFCKPT_RETURN_IF_ERROR(Locate(file->ReadAt(s.data.offset + at, n, buffer->data()),
                                   "entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset + at), label));
     crc = crc32c::Extend(crc, buffer->data(), n);
     at += n;
@@ -599,13 +571,13 @@ absl::Status Checkpoint::VerifyCrc(const TensorEntry& t, const StoredSlice& s, s
 absl::StatusOr<std::string_view> Checkpoint::ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
                                                        uint64_t end, std::string* buffer, TensorBytes* owner) const {
   if (info_.format != Format::kV1 && !info_.big_endian && t.defect.empty()) {
-    TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, DataFile(s.data.shard));
+    TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, DataFile(s.data.shard));
     if (end > s.data.size || s.data.offset > file->size() || end > file->size() - s.data.offset) {
       return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset + begin),
                         StrCat(PieceLabel(t, s), "range runs past the end of the file"));
     }
     buffer->resize(static_cast<size_t>(end - begin));
-    TFCKPT_RETURN_IF_ERROR(PreadFully(file->fd(), file->path(), s.data.offset + begin, buffer->size(), buffer->data()));
+    TFCKPT_RETURN_IF_ERROR(file->ReadAt(s.data.offset + begin, buffer->size(), buffer->data()));
     return std::string_view(*buffer);
   }
   if (owner->data.data() == nullptr) {

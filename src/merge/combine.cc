@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -24,7 +23,6 @@
 
 namespace tfckpt {
 
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -246,7 +244,7 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
   for (const auto& in : inputs) {
     TFCKPT_ASSIGN_OR_RETURN(auto c, Checkpoint::Open(in));
     const CheckpointInfo& info = c->info();
-    TFCKPT_RETURN_IF_ERROR(CheckNotInputs(BundleFilesAt(out, 0), FilesOf(info)));
+    TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckNotInputs(BundleFilesAt(out, 0), FilesOf(info)));
     report.inputs.push_back(info.prefix);
     cs.push_back(c.get());
     owned.push_back(std::move(c));

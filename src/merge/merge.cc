@@ -2,10 +2,6 @@
 #include "tfckpt/merge.h"
 #include "tfckpt/regex.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -17,12 +13,12 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/file.h"
 #include "tfckpt/ordered_code.h"
+#include "tfckpt/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/table.h"
 
 namespace tfckpt {
 
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -51,19 +47,19 @@ class LinkedOrCopied {
     {
       InterruptShield shield;
       f->tracked_ = TrackCreated(f->tmp_);
-      if (::link(src.c_str(), f->tmp_.c_str()) == 0) return f;
+      if (Storage::For(dst).Link(src, f->tmp_).ok()) return f;
       ForgetCreated(f->tracked_);
       f->tracked_ = 0;
     }
-    TFCKPT_ASSIGN_OR_RETURN(auto in, MappedFile::Open(src));
-    TFCKPT_ASSIGN_OR_RETURN(f->copy_, OutputFile::Create(dst));
-    TFCKPT_RETURN_IF_ERROR(f->copy_->AppendFrom(in->fd(), 0, in->size()));
+    TFCKPT_ASSIGN_OR_RETURN(auto in, Storage::For(src).OpenForRead(src));
+    TFCKPT_ASSIGN_OR_RETURN(f->copy_, Storage::For(dst).Create(dst));
+    TFCKPT_RETURN_IF_ERROR(f->copy_->AppendFrom(*in, 0, in->size()));
     TFCKPT_RETURN_IF_ERROR(f->copy_->Close());
     return f;
   }
   ~LinkedOrCopied() {
     if (tracked_ == 0) return;
-    ::unlink(tmp_.c_str());
+    (void)Storage::For(tmp_).Remove(tmp_);
     ForgetCreated(tracked_);
   }
   absl::Status Commit() {
@@ -77,21 +73,13 @@ class LinkedOrCopied {
   LinkedOrCopied() = default;
   std::string dst_, tmp_;
   uint64_t tracked_ = 0;
-  std::unique_ptr<OutputFile> copy_;
+  std::unique_ptr<WritableFile> copy_;
 };
 
-// --move: renames an input's data file to the output's name. When both names are already
-// links to one file (the output of an earlier merge of the same parts), rename() would do
-// nothing and leave the input's name behind, orphaned once its index is gone: remove it.
-absl::Status MoveDataFile(const std::string& src, const std::string& dst) {
-  struct stat a, b;
-  if (::stat(src.c_str(), &a) == 0 && ::stat(dst.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-    if (::unlink(src.c_str()) != 0) return ErrnoError(src, "cannot remove (already linked as the output)", errno);
-    return absl::OkStatus();
-  }
-  if (::rename(src.c_str(), dst.c_str()) != 0) return ErrnoError(dst, "cannot move data file into place", errno);
-  return absl::OkStatus();
-}
+// --move: renames an input's data file to the output's name (Storage::Move: when both
+// names are already links to one file, the output of an earlier merge of the same parts,
+// the input's name is removed rather than left behind, orphaned once its index is gone).
+absl::Status MoveDataFile(const std::string& src, const std::string& dst) { return Storage::For(dst).Move(src, dst); }
 
 }  // namespace
 
@@ -100,9 +88,9 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   MergeReport report;
   if (inputs.empty()) return absl::InvalidArgumentError("merge needs at least one input");
   // Refusals first: an output that exists, or that is one of the inputs.
-  std::error_code ec;
+  Storage& store = Storage::For(out);
   for (const auto& in : inputs) {
-    TFCKPT_RETURN_IF_ERROR(CheckNotInputs({out + ".index"}, {in + ".index"}));
+    TFCKPT_RETURN_IF_ERROR(store.CheckNotInputs({out + ".index"}, {in + ".index"}));
   }
   if (!options.overwrite && (FileExists(out + ".index"))) {
     return absl::AlreadyExistsError(StrCat(out, ".index: output exists (use --force to replace it)"));
@@ -201,8 +189,8 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   const int32_t k = static_cast<int32_t>(files_in_order.size());
   report.num_files = k;
   // Data files first (hard link / copy / rename), then the index.
-  const fs::path out_dir = fs::path(out).has_parent_path() ? fs::path(out).parent_path() : fs::path(".");
-  TFCKPT_RETURN_IF_ERROR(CreateDirectories(out_dir.string()));
+  const std::string out_dir = DirectoryOf(out);
+  TFCKPT_RETURN_IF_ERROR(store.CreateDirectories(out_dir));
   for (const std::string& src : files_in_order) {
     if (!FileExists(src)) return absl::NotFoundError(StrCat(src, ": data file missing"));
   }
@@ -217,7 +205,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     }
     for (auto& f : staged) TFCKPT_RETURN_IF_ERROR(f->Commit());
   }
-  TFCKPT_ASSIGN_OR_RETURN(auto index, OutputFile::Create(out + ".index"));
+  TFCKPT_ASSIGN_OR_RETURN(auto index, store.Create(out + ".index"));
   {
     TableWriter table(index.get());
     pb::BundleHeaderProto h = *first_header;
@@ -239,10 +227,10 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   if (options.move) {
     // TF: delete the input indexes, then the inputs' directories when they differ from
     // the output's and are empty.
-    for (const auto& in : report.inputs_used) ::unlink((in + ".index").c_str());
+    for (const auto& in : report.inputs_used) (void)store.Remove(in + ".index");
     for (const auto& in : report.inputs_used) {
-      const fs::path dir = fs::path(in).has_parent_path() ? fs::path(in).parent_path() : fs::path(".");
-      if (fs::weakly_canonical(dir, ec) != fs::weakly_canonical(out_dir, ec)) fs::remove(dir, ec);  // only if empty
+      const std::string dir = DirectoryOf(in);
+      if (store.Absolute(dir) != store.Absolute(out_dir)) (void)store.Remove(dir);  // only if empty
     }
   }
   return report;
@@ -280,43 +268,45 @@ absl::StatusOr<std::vector<std::string>> DTensorDeviceParts(
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix, std::vector<std::string>* found) {
-  const fs::path p(prefix);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  const std::string base = p.filename().string();
+  const std::string dir = DirectoryOf(prefix);
+  const std::string base = Basename(prefix);
+  Storage& store = Storage::For(prefix);
   // set name -> (count, parts present)
   std::map<std::string, std::pair<int, std::map<int, std::string>>> sets;
   static const Regex part_re = Regex::Fixed(R"((.*)-(\d{5})-of-(\d{5})\.index)");
-  auto consider = [&](const std::string& set, const fs::path& index_path, const std::string& part_prefix_re) {
-    const std::string name = index_path.filename().string();
+  auto consider = [&](const std::string& set, const std::string& index_path, const std::string& part_prefix_re) {
+    const std::string name = Basename(index_path);
     std::vector<std::string> m;
     if (!part_re.FullMatch(name, &m)) return;
     if (!Regex::Fixed(part_prefix_re).FullMatch(m[0])) return;
     const int i = std::stoi(m[1]), n = std::stoi(m[2]);
     auto& s = sets[StrCat(set, " (", n, " parts)")];
     s.first = n;
-    const std::string part_prefix = index_path.string().substr(0, index_path.string().size() - 6);
+    const std::string part_prefix = index_path.substr(0, index_path.size() - 6);
     s.second[i] = part_prefix;
     if (found) found->push_back(part_prefix);
   };
   // DTensor: (device, save op) -> part prefix.
   std::map<std::pair<int64_t, int64_t>, std::string> device_parts;
   const Regex device_re = Regex::Fixed(Regex::Quote(base) + R"(_device_(\d{1,9})_save_op_(\d{1,9})\.index)");
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
+  auto listing = store.List(dir);
+  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+    const std::string& name = e.name;
     if (name.find(".tempstate") != std::string::npos) continue;
-    if (e.is_directory(ec) &&
+    if (e.kind == EntryKind::kDirectory &&
         (name == base + "_temp" || Regex::Fixed(Regex::Quote(base) + R"(_temp_[0-9a-fA-F]+)").FullMatch(name))) {
-      for (const auto& f : fs::directory_iterator(e.path(), ec)) {
-        if (f.path().filename().string().find(".tempstate") != std::string::npos) continue;
-        consider((dir / name).string() + "/part", f.path(), "part");
+      const std::string sub = JoinPath(dir, name);
+      auto inner = store.List(sub);
+      for (const DirEntry& f : inner.ok() ? *inner : std::vector<DirEntry>{}) {
+        if (f.name.find(".tempstate") != std::string::npos) continue;
+        consider(sub + "/part", JoinPath(sub, f.name), "part");
       }
     } else if (name.rfind(base + ".part-", 0) == 0) {
-      consider(StrCat(prefix, ".part"), e.path(), Regex::Quote(base) + R"(\.part)");
+      consider(StrCat(prefix, ".part"), JoinPath(dir, name), Regex::Quote(base) + R"(\.part)");
     } else if (name.rfind(base + "_dev-", 0) == 0) {
-      consider(StrCat(prefix, "_dev"), e.path(), Regex::Quote(base) + R"(_dev)");
+      consider(StrCat(prefix, "_dev"), JoinPath(dir, name), Regex::Quote(base) + R"(_dev)");
     } else if (std::vector<std::string> m; device_re.FullMatch(name, &m)) {
-      const std::string part = (dir / name).string();
+      const std::string part = JoinPath(dir, name);
       device_parts[{std::stoll(m[0]), std::stoll(m[1])}] = part.substr(0, part.size() - 6);
       if (found) found->push_back(device_parts.rbegin()->second);
     }

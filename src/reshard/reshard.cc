@@ -536,7 +536,7 @@ bool MovesInKernel(const Checkpoint& c, const TensorEntry& t, const std::vector<
 // (`crc` unmasked); OK when they do.
 absl::Status CheckCopiedCrc(const Checkpoint& c, const TensorEntry& t, const StoredSlice& s, uint32_t crc) {
   if (crc32c::Mask(crc) == s.data.masked_crc) return absl::OkStatus();
-  TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c.DataFile(s.data.shard));
+  TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, c.DataFile(s.data.shard));
   return DataLossAt("data.crc", file->path(), t.name, static_cast<int64_t>(s.data.offset),
                     StrCat(PieceLabel(t, s), "checksum mismatch while copying (stored ",
                            absl::StrFormat("%08x", crc32c::Unmask(s.data.masked_crc)), ", computed ",
@@ -548,8 +548,8 @@ class EntrySink : public PieceSink {
  public:
   explicit EntrySink(BundleWriter::EntryStream& s) : s_(s) {}
   absl::Status Append(std::string_view bytes) override { return s_.Append(bytes); }
-  absl::Status AppendFrom(int fd, uint64_t offset, std::string_view bytes) override {
-    return s_.AppendFrom(fd, offset, bytes);
+  absl::Status AppendFrom(const ReadableFile& src, uint64_t offset, std::string_view bytes) override {
+    return s_.AppendFrom(src, offset, bytes);
   }
 
  private:
@@ -613,19 +613,19 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
         }
       }
       for (const Run& r : runs) {
-        TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c.DataFile(r.s->data.shard));
+        TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, c.DataFile(r.s->data.shard));
         const uint64_t base = r.s->data.offset + static_cast<uint64_t>(r.src * esize);
         const uint64_t len = static_cast<uint64_t>(r.n * esize);
-        TFCKPT_ASSIGN_OR_RETURN(std::string_view all, file->Range(base, len));
+        if (base > file->size() || len > file->size() - base) return file->PastEndError(base, len);
         const bool check_run = whole.count(r.s) > 0;
         uint32_t crc = 0;
         // Sequential 1 MiB windows of the mapping for the CRC (pages released after each;
         // measured flat), the bytes themselves moved in-kernel.
         for (uint64_t done = 0; done < len;) {
           const uint64_t n = std::min<uint64_t>(len - done, kCopyChunk);
-          const std::string_view window = all.substr(done, n);
+          TFCKPT_ASSIGN_OR_RETURN(const std::string_view window, file->Range(base + done, n, &buf));
           if (check_run) crc = crc32c::Extend(crc, window.data(), window.size());
-          TFCKPT_RETURN_IF_ERROR(sink.AppendFrom(file->fd(), base + done, window));
+          TFCKPT_RETURN_IF_ERROR(sink.AppendFrom(*file, base + done, window));
           file->Release(base + done, n);
           done += n;
           progress(n);
