@@ -324,6 +324,7 @@ TEST_CASE("object graphs: every attribute's key is in the bundle and matches its
 
 #include <regex>
 
+#include "tfckpt/copy.h"
 #include "tfckpt/partition.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/validate.h"
@@ -382,6 +383,7 @@ TEST_CASE("reshard every real case: float tensors with >= 2 rows to fixed:3, bac
   CHECK(cases == 25);  // the 29 cases less the 4 without usable data
 }
 
+#include "tfckpt/bundle_merge.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/merge.h"
 

@@ -10,6 +10,7 @@
 #include "test_util.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/partition.h"
 #include "tfckpt/reshard.h"

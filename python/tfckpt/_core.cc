@@ -22,10 +22,10 @@
 #include "app.h"
 #include "common.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/name_rules.h"
 #include "tfckpt/object_graph.h"
-#include "tfckpt/reshard.h"
 #include "tfckpt/status.h"
 
 namespace py = pybind11;

@@ -11,6 +11,7 @@
 #include "progress.h"
 #include "tfckpt/combine.h"
 #include "tfckpt/convert.h"
+#include "tfckpt/copy.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"

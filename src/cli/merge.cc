@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "common.h"
 #include "progress.h"
+#include "tfckpt/bundle_merge.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/combine.h"
 #include "tfckpt/dtype.h"

@@ -12,6 +12,7 @@
 #include "common.h"
 #include "progress.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
 #include "tfckpt/reshard.h"

@@ -11,11 +11,11 @@
 #include <set>
 
 #include "tfckpt/bundle_writer.h"
+#include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/float_convert.h"
 #include "tfckpt/object_graph.h"
 #include "tfckpt/parallel.h"
-#include "tfckpt/reshard.h"
 #include "tfckpt/status.h"
 #include "tfckpt/tensor_encoding.h"
 #include "tfckpt/validate.h"

@@ -7,11 +7,12 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "tfckpt/bundle_merge.h"
 #include "tfckpt/bundle_writer.h"
+#include "tfckpt/copy.h"
 #include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
-#include "tfckpt/merge.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 #include "tfckpt/validate.h"

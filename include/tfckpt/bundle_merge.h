@@ -1,0 +1,41 @@
+// Merging bundles the way TensorFlow's MergeV2Checkpoints does (docs/FORMAT.md §e.3): a
+// bundle-format operation on raw index entries (tensors are never decoded), used by
+// `merge` and `reshard --finalize`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tfckpt {
+
+struct MergeOptions {
+  bool allow_missing = false;  // skip inputs without an index (at least one must exist)
+  bool move = false;           // TF's behaviour: rename data files, delete input indexes, remove emptied dirs
+  bool overwrite = false;      // replace an existing checkpoint at the output
+  bool keep_empty = false;     // an input with no tensors still brings its (empty) data files, in
+                               // order (reshard --finalize: output file i is task i's file)
+};
+
+struct MergeReport {
+  std::vector<std::string> inputs_used;     // in order
+  std::vector<std::string> inputs_skipped;  // missing (allow_missing) or without entries
+  int32_t num_files = 0;                    // data files of the output
+  int64_t entries = 0;                      // index entries written (header excluded)
+  std::vector<std::string> notes;
+};
+
+// Merges the bundles `inputs` (prefixes, in order) into `out`: headers' num_shards summed,
+// endianness and version must agree, entries unioned in input order, data files renumbered
+// in order of first use, slices of one partitioned tensor concatenated (dtype and full
+// shape must agree), a duplicate unpartitioned key is an error naming both inputs.
+// Inputs are left untouched unless `move`: data files are hard-linked into place when on
+// the same file system, else copied. Output is atomic (data files first, index last).
+// Divergence from TF: an input with no entries is skipped (TF counts its num_shards but
+// renames no data file, which leaves an inconsistent checkpoint).
+absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs, const std::string& out,
+                                         const MergeOptions& options);
+
+}  // namespace tfckpt

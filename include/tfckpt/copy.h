@@ -1,0 +1,158 @@
+// The copy engine: the bytes of regions of a checkpoint's tensors streamed into sinks (a
+// BundleWriter entry, a safetensors file, a zip member), pieces copied into a BundleWriter,
+// and the execution of a plan of output data files and pieces (WritePlan). The planners
+// (reshard.h, combine.h, convert.h, scale_out.h) decide what goes where; this only copies,
+// and includes nothing of theirs.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tfckpt/checkpoint.h"
+
+namespace tfckpt {
+
+// ---------------------------------------------------------------------------------------
+// A plan: which regions of which tensors go to which output data file, in which order.
+// PlanReshard makes one (reshard.h calls it ReshardPlan) and ExecutePlan writes it;
+// combine and scale-out write their PlannedPieces through PieceCopier.
+
+struct PlannedPiece {
+  Region region;  // in the full tensor
+  int32_t file = 0;
+  uint64_t bytes = 0;  // payload bytes (estimated for strings)
+  // How the slice is recorded in the index: a stored piece kept as it is keeps its own
+  // extents, a DTensor layout's piece has "-" on unsharded axes; nullopt: explicit
+  // START,LENGTH everywhere (TF's Python savers). Unused for a piece covering the tensor
+  // (stored as a plain entry).
+  std::optional<SliceExtents> extents;
+};
+
+struct TensorPlan {
+  const TensorEntry* source = nullptr;
+  std::vector<PlannedPiece> pieces;  // one covering piece = stored whole
+  bool resliced = false;             // regions differ from the source's
+  std::string rule;                  // the --partition rule that applied, or ""
+  std::string note;                  // why a matching rule was not applied
+};
+
+struct WritePlan {
+  int32_t num_files = 1;
+  std::vector<TensorPlan> tensors;   // in the input's (name) order
+  std::vector<uint64_t> file_bytes;  // per output file
+  std::vector<std::string> notes;    // e.g. data files that stay empty (fewer pieces than files)
+};
+
+// ---------------------------------------------------------------------------------------
+// Copying.
+
+// Where copied bytes go: an entry of a BundleWriter, a safetensors file, a zip member.
+class PieceSink {
+ public:
+  virtual ~PieceSink() = default;
+  virtual absl::Status Append(std::string_view bytes) = 0;
+  // `bytes` were just read from `src` at `src_offset`: a sink that writes a file may
+  // move them in-kernel instead (WritableFile::AppendFrom).
+  virtual absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, std::string_view bytes) {
+    (void)src;
+    (void)src_offset;
+    return Append(bytes);
+  }
+};
+
+// Converts whole elements of dtype `from` to `to` (see CastElements) on their way to `next`.
+class CastSink : public PieceSink {
+ public:
+  // REQUIRES: CastSupported(from, to).
+  CastSink(int32_t from, int32_t to, PieceSink& next);
+  absl::Status Append(std::string_view bytes) override;
+
+ private:
+  int32_t from_, to_;
+  size_t from_size_, to_size_;
+  PieceSink& next_;
+  std::string out_;
+};
+
+// Streams the bytes of `region` of the fixed-size tensor `t` into `sink`, in row-major
+// order of the region: stored pieces that hold long contiguous runs are handed over with
+// AppendFrom (in-kernel copies), others are gathered through `buffer` (bounded, about
+// 8 MiB). A stored V2 piece that moves whole (the region is that piece, or the piece is
+// one contiguous run of it) has its CRC checked over the bytes that moved, at no extra
+// read, and so does a piece the gather reads whole, front to back (unpartitioning and
+// cuts on axis 0). With `verify_sources`, every other piece the region reads is checked
+// first (VerifyCrc); without, those (parts of pieces read for cuts on other axes) are
+// left to the caller (reshard compares the output with the input afterwards).
+// `progress`, when given, advances by the bytes copied.
+// REQUIRES: region inside t.shape; t's element size > 0.
+absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region& region, PieceSink& sink,
+                        std::string* buffer, std::atomic<uint64_t>* progress = nullptr,
+                        bool verify_sources = false);
+
+// The elements of `region` of the string tensor `t`, in row-major order of the region,
+// as views into payloads kept alive in `keep` (each stored piece read with its CRC
+// checked, decoded, and its part of the region placed).
+absl::StatusOr<std::vector<std::string_view>> GatherStrings(const Checkpoint& c, const TensorEntry& t,
+                                                            const Region& region, std::vector<TensorBytes>* keep);
+
+// The payload of `region` of the string or variant tensor `t` as a writer stores it: a
+// stored piece equal to the region as read (CRC checked, kept alive in `keep`), else the
+// region's strings gathered and encoded into `encoded`. (Variants cannot be resliced.)
+absl::StatusOr<std::string_view> VariablePayload(const Checkpoint& c, const TensorEntry& t, const Region& region,
+                                                 TensorBytes* keep, std::string* encoded);
+
+class BundleWriter;
+
+// Copies pieces of tensors of one checkpoint into a BundleWriter (CopyRegion for
+// fixed-size dtypes; string pieces are re-encoded, others copied whole). The entry is
+// written under `out_name` (default: t.name); `casts` (dtype -> dtype, CastSupported)
+// converts the tensors of those dtypes on the way; `verify_sources` as in CopyRegion.
+// Thread safety: one copier per thread; see BundleWriter for shards.
+class PieceCopier {
+ public:
+  PieceCopier(const Checkpoint& c, BundleWriter& w, std::atomic<uint64_t>* progress = nullptr,
+              std::map<int32_t, int32_t> casts = {}, bool verify_sources = false)
+      : c_(c), w_(w), progress_(progress), casts_(std::move(casts)), verify_sources_(verify_sources) {}
+  // With `at`, the entry is written at that offset of its data file (BundleWriter's
+  // positional forms); the caller has laid the file out with PieceSize.
+  // REQUIRES: piece.region within t.shape; t's slices belong to the checkpoint given.
+  absl::Status Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name = {},
+                     std::optional<uint64_t> at = std::nullopt);
+
+ private:
+  void Progress(uint64_t n);
+  const Checkpoint& c_;
+  BundleWriter& w_;
+  std::atomic<uint64_t>* progress_;
+  std::map<int32_t, int32_t> casts_;
+  bool verify_sources_;
+  std::string buf_;
+};
+
+struct ExecuteOptions {
+  int jobs = 0;           // threads writing work units; 0 = cores
+  bool overwrite = false;
+  std::atomic<uint64_t>* progress = nullptr;  // bytes written so far, if given
+};
+
+// The bytes a writer stores for `region` of `t`: elements x element size, or for strings
+// and variants the payload's size (a stored piece's own size when it is copied as is,
+// else the size of the re-encoded strings, which are gathered to find it).
+absl::StatusOr<uint64_t> PieceSize(const Checkpoint& c, const TensorEntry& t, const Region& region);
+
+// Writes `plan` for checkpoint `c` to `out_prefix` (atomic: temporaries renamed into place,
+// data files first, index last). Bytes that move unchanged and contiguous are copied
+// in-kernel; others are gathered through a bounded buffer; memory does not grow with the
+// checkpoint. The object graph and every tensor the plan does not reslice are carried
+// over byte for byte.
+absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::string& out_prefix,
+                         const ExecuteOptions& options);
+
+}  // namespace tfckpt

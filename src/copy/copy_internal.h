@@ -1,0 +1,36 @@
+// What the files of the copy engine (copy.cc, execute_plan.cc) share; not public.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "tfckpt/checkpoint.h"
+
+namespace tfckpt::copy_internal {
+
+inline constexpr int64_t kChunkBytes = 8 << 20;   // gather buffer
+inline constexpr size_t kCopyChunk = 1 << 20;     // pread for the CRC of in-kernel copies
+inline constexpr int64_t kDirectRun = 256 << 10;  // runs at least this long are copied in-kernel
+inline constexpr int64_t kSpanBytes = 1 << 20;    // the most a gather reads of one source per chunk
+
+// The stored pieces of `t` that hold elements of `region` (for an empty region: a piece
+// equal to it).
+std::vector<const StoredSlice*> SourcesOf(const TensorEntry& t, const Region& region);
+
+// An error (slice.gap) when `sources` hold fewer elements of `region` than it has: some
+// element is in no stored slice, and a copy would make up its value.
+absl::Status CheckCovered(const Checkpoint& c, const TensorEntry& t, const Region& region,
+                          const std::vector<const StoredSlice*>& sources);
+
+// Whether CopyRegion moves `region` in-kernel: a V2 little-endian source whose pieces
+// hold the region in runs of at least kDirectRun bytes. Otherwise it is gathered.
+bool MovesInKernel(const Checkpoint& c, const TensorEntry& t, const std::vector<const StoredSlice*>& sources,
+                   const Region& region);
+
+// The error for a piece whose bytes, as they were copied, do not match its stored CRC
+// (`crc` unmasked); OK when they do.
+absl::Status CheckCopiedCrc(const Checkpoint& c, const TensorEntry& t, const StoredSlice& s, uint32_t crc);
+
+}  // namespace tfckpt::copy_internal

@@ -1,0 +1,209 @@
+// The copy engine's execution of a whole plan (ExecutePlan, see copy.h): every output
+// data file laid out first, then filled by work units on several threads.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <optional>
+
+#include "copy_internal.h"
+#include "tfckpt/bundle_writer.h"
+#include "tfckpt/copy.h"
+#include "tfckpt/crc32c.h"
+#include "tfckpt/dtype.h"
+#include "tfckpt/parallel.h"
+#include "tfckpt/status.h"
+
+namespace tfckpt {
+
+namespace {
+
+using copy_internal::CheckCopiedCrc;
+using copy_internal::kChunkBytes;
+using copy_internal::kSpanBytes;
+using copy_internal::MovesInKernel;
+using copy_internal::SourcesOf;
+
+// Writes every piece of the fixed-size tensor `t` in one pass over its stored pieces:
+// slabs of whole rows (axis 0, about kSpanBytes, so a slab stays in cache between being
+// read and being split) are read once from each stored piece,
+// and each output piece takes its part of the slab (a contiguous part of that piece, as
+// slabs span every other axis). For cuts on other axes this reads the input once instead
+// of once per output piece. Each stored V2 piece is read front to back, so its CRC is
+// checked on the way. `streams[k]` receives piece k.
+// REQUIRES: t.shape has rank >= 1 and rows of at most kChunkBytes.
+absl::Status GatherPieces(const Checkpoint& c, const TensorEntry& t, const std::vector<const PlannedPiece*>& pieces,
+                          std::vector<BundleWriter::EntryStream>& streams, std::atomic<uint64_t>* progress,
+                          const std::atomic<bool>& stop) {
+  const int64_t esize = LookupDType(t.dtype)->element_size;
+  const int64_t rows = t.shape[0];
+  const int64_t row_bytes = rows == 0 ? 0 : *NumElements(t.shape) / rows * esize;
+  const int64_t slab_rows = std::max<int64_t>(1, kSpanBytes / std::max<int64_t>(1, row_bytes));
+  const bool has_crc = c.info().format == Format::kV2 && !c.info().big_endian;
+  struct Source {
+    const StoredSlice* s;
+    int64_t row_elems;
+    crc32c::Cursor crc;
+    TensorBytes owner;
+  };
+  std::vector<Source> sources;
+  for (const StoredSlice& s : t.slices) {
+    if (s.region.empty()) continue;
+    sources.push_back({&s, s.region.num_elements() / s.region.shape[0]});
+  }
+  std::vector<std::string> out(pieces.size());
+  std::vector<std::optional<Region>> part(pieces.size());
+  std::string stage;
+  for (int64_t a = 0; a < rows; a += slab_rows) {
+    if (stop) return absl::OkStatus();
+    Region slab;
+    slab.start.assign(t.shape.size(), 0);
+    slab.shape = t.shape;
+    slab.start[0] = a;
+    slab.shape[0] = std::min(slab_rows, rows - a);
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      part[k] = Intersect(slab, pieces[k]->region);
+      if (part[k]) out[k].resize(static_cast<size_t>(part[k]->num_elements() * esize));
+    }
+    for (Source& src : sources) {
+      const auto inter = Intersect(slab, src.s->region);  // whole rows of the stored piece
+      if (!inter) continue;
+      const int64_t first = (inter->start[0] - src.s->region.start[0]) * src.row_elems;
+      const uint64_t begin = static_cast<uint64_t>(first * esize);
+      const uint64_t end = begin + static_cast<uint64_t>(inter->shape[0] * src.row_elems * esize);
+      TFCKPT_ASSIGN_OR_RETURN(std::string_view bytes, c.ReadRange(t, *src.s, begin, end, &stage, &src.owner));
+      src.crc.Feed(begin, bytes);
+      for (size_t k = 0; k < pieces.size(); ++k) {
+        if (!part[k]) continue;
+        const auto sub = Intersect(*inter, pieces[k]->region);
+        if (!sub) continue;
+        char* dst = out[k].data();
+        ForEachRun(*sub, {&*part[k], &src.s->region}, [&](const int64_t* off, int64_t n) {
+          std::memcpy(dst + off[0] * esize, bytes.data() + (off[1] - first) * esize, static_cast<size_t>(n * esize));
+        });
+      }
+    }
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      if (!part[k]) continue;
+      TFCKPT_RETURN_IF_ERROR(streams[k].Append(out[k]));
+      if (progress) *progress += out[k].size();
+    }
+  }
+  if (has_crc) {
+    for (const Source& src : sources) {
+      if (src.crc.Covered(src.s->data.size)) TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(c, t, *src.s, src.crc.crc));
+    }
+  }
+  for (auto& st : streams) TFCKPT_RETURN_IF_ERROR(st.Close());
+  return absl::OkStatus();
+}
+
+// Whether GatherPieces should write the pieces of `tp` (rather than one CopyRegion per
+// piece): several fixed-size pieces, rows that fit a slab, and some piece that cannot be
+// moved in-kernel (a cut on an axis other than 0).
+bool GathersTogether(const Checkpoint& c, const TensorPlan& tp) {
+  const TensorEntry& t = *tp.source;
+  const DTypeInfo* info = LookupDType(t.dtype);
+  if (tp.pieces.size() < 2 || info == nullptr || info->element_size == 0 || t.shape.empty()) return false;
+  auto n = NumElements(t.shape);
+  if (!n.ok() || *n == 0 || *n / t.shape[0] * info->element_size > kChunkBytes) return false;
+  for (const PlannedPiece& p : tp.pieces) {
+    if (!MovesInKernel(c, t, SourcesOf(t, p.region), p.region)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::string& out_prefix,
+                         const ExecuteOptions& options) {
+  BundleWriterOptions wo;
+  wo.num_shards = plan.num_files;
+  wo.overwrite = options.overwrite;
+  TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(out_prefix, wo));
+  // Every entry's size is known before a byte is written, so each data file is laid out
+  // first (its entries in plan order, as one writer per file would append them) and then
+  // filled positionally by whichever thread is free: work units are tensors written
+  // together (GatherPieces) or single pieces, largest first.
+  struct Unit {
+    const TensorPlan* tp;
+    std::vector<const PlannedPiece*> pieces;
+    std::vector<uint64_t> at;
+    uint64_t bytes = 0;
+  };
+  std::vector<Unit> units;
+  std::vector<uint64_t> end(static_cast<size_t>(plan.num_files), 0);
+  for (const TensorPlan& tp : plan.tensors) {
+    const bool together = GathersTogether(c, tp);
+    for (const PlannedPiece& p : tp.pieces) {
+      TFCKPT_ASSIGN_OR_RETURN(uint64_t size, PieceSize(c, *tp.source, p.region));
+      if (!together || units.empty() || units.back().tp != &tp) units.push_back({&tp, {}, {}, 0});
+      units.back().pieces.push_back(&p);
+      units.back().at.push_back(end[p.file]);
+      units.back().bytes += size;
+      end[p.file] += size;
+    }
+  }
+  std::stable_sort(units.begin(), units.end(), [](const Unit& x, const Unit& y) { return x.bytes > y.bytes; });
+  // A thread takes the largest unit whose data files no other thread is writing (two
+  // writers of one file only take turns on its lock), else the largest left.
+  std::mutex mu;
+  std::vector<char> taken(units.size(), 0);
+  std::vector<int> busy(static_cast<size_t>(plan.num_files), 0);
+  size_t first_left = 0;
+  auto take = [&]() -> std::optional<size_t> {
+    std::lock_guard<std::mutex> lock(mu);
+    while (first_left < units.size() && taken[first_left]) ++first_left;
+    std::optional<size_t> pick;
+    for (size_t i = first_left, seen = 0; i < units.size() && seen < 64; ++i) {
+      if (taken[i]) continue;
+      ++seen;
+      if (!pick) pick = i;
+      bool idle = true;
+      for (const PlannedPiece* p : units[i].pieces) idle = idle && busy[p->file] == 0;
+      if (idle) {
+        pick = i;
+        break;
+      }
+    }
+    if (pick) {
+      taken[*pick] = 1;
+      for (const PlannedPiece* p : units[*pick].pieces) ++busy[p->file];
+    }
+    return pick;
+  };
+  auto done = [&](size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const PlannedPiece* p : units[i].pieces) --busy[p->file];
+  };
+  auto run = [&](const Unit& u, const std::atomic<bool>& stop) -> absl::Status {
+    const TensorEntry& t = *u.tp->source;
+    if (u.pieces.size() == 1) {
+      PieceCopier pw(c, *writer, options.progress);
+      return pw.Write(t, *u.pieces[0], {}, u.at[0]);
+    }
+    std::vector<BundleWriter::EntryStream> streams;
+    for (size_t k = 0; k < u.pieces.size(); ++k) {
+      const PlannedPiece& p = *u.pieces[k];
+      const std::optional<Region> region =
+          p.region.Covers(t.shape) ? std::nullopt : std::optional<Region>(p.region);
+      TFCKPT_ASSIGN_OR_RETURN(auto s, writer->BeginEntryAt(t.name, t.dtype, t.shape, region, p.file, u.at[k],
+                                                           p.extents ? &*p.extents : nullptr));
+      streams.push_back(std::move(s));
+    }
+    return GatherPieces(c, t, u.pieces, streams, options.progress, stop);
+  };
+  const int jobs = std::min<int>(Jobs(options.jobs), static_cast<int>(std::max<size_t>(1, units.size())));
+  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(static_cast<size_t>(jobs), jobs, [&](size_t, const std::atomic<bool>& stop) {
+    while (!stop) {
+      const std::optional<size_t> i = take();
+      if (!i) break;
+      absl::Status st = run(units[*i], stop);
+      done(*i);
+      TFCKPT_RETURN_IF_ERROR(st);
+    }
+    return absl::OkStatus();
+  }));
+  return writer->Finish();
+}
+
+}  // namespace tfckpt
