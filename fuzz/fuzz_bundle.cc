@@ -9,6 +9,7 @@
 #include "fuzz_util.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/open.h"
 #include "tfckpt/validate.h"
 #include "tfckpt/values.h"
 
@@ -23,8 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tfckpt::fuzz::WriteFile(prefix + ".data-00000-of-00001", rest.substr(index_len));
 
   std::vector<tfckpt::Finding> findings;
-  auto tolerant = tfckpt::Checkpoint::OpenV2(prefix, &findings);
-  auto c = tfckpt::Checkpoint::OpenV2(prefix);
+  auto tolerant = tfckpt::OpenResolved({.format = tfckpt::Format::kV2, .prefix = prefix}, &findings);
+  auto c = tfckpt::OpenResolved({.format = tfckpt::Format::kV2, .prefix = prefix});
   if (!c.ok()) return 0;
   tfckpt::ValidateOptions vo;
   vo.jobs = 1;

@@ -6,6 +6,7 @@
 
 #include "fuzz_util.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/open.h"
 #include "tfckpt/safetensors.h"
 #include "tfckpt/values.h"
 
@@ -18,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::string path = tfckpt::fuzz::ScratchDir() + "/m.safetensors";
   tfckpt::fuzz::WriteFile(path, in);
-  auto c = tfckpt::Checkpoint::OpenSafetensors(path);
+  auto c = tfckpt::OpenResolved({.format = tfckpt::Format::kSafetensors, .prefix = path});
   if (!c.ok()) return 0;
   int budget = 16;
   for (const auto& t : (*c)->tensors()) {

@@ -5,6 +5,7 @@
 
 #include "fuzz_util.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/open.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string dir = tfckpt::fuzz::ScratchDir();

@@ -5,14 +5,15 @@
 
 #include "fuzz_util.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/open.h"
 #include "tfckpt/values.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = tfckpt::fuzz::ScratchDir() + "/model.ckpt";
   tfckpt::fuzz::WriteFile(path, {reinterpret_cast<const char*>(data), size});
   std::vector<tfckpt::Finding> findings;
-  (void)tfckpt::Checkpoint::OpenV1(path, {path}, &findings);
-  auto c = tfckpt::Checkpoint::OpenV1(path, {path});
+  (void)tfckpt::OpenResolved({.format = tfckpt::Format::kV1, .prefix = path, .v1_files = {path}}, &findings);
+  auto c = tfckpt::OpenResolved({.format = tfckpt::Format::kV1, .prefix = path, .v1_files = {path}});
   if (!c.ok()) return 0;
   int budget = 16;
   for (const auto& t : (*c)->tensors()) {

@@ -11,6 +11,7 @@
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/float_convert.h"
+#include "tfckpt/open.h"
 #include "tfckpt/tensor_encoding.h"
 #include "tfckpt/validate.h"
 
@@ -52,7 +53,7 @@ std::unique_ptr<tfckpt::Checkpoint> Fixture(const tfckpt::testing::TempDir& dir)
   REQUIRE((*w)->Add("words", 7, {3}, words).ok());
   REQUIRE((*w)->Add("words2", 7, {3}, words2).ok());
   REQUIRE((*w)->Finish().ok());
-  auto c = tfckpt::Checkpoint::Open(prefix);
+  auto c = tfckpt::OpenCheckpoint(prefix);
   REQUIRE(c.ok());
   return std::move(*c);
 }

@@ -15,6 +15,7 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/tensor_encoding.h"
 
@@ -137,7 +138,7 @@ struct Opened {
   std::unique_ptr<tfckpt::Checkpoint> c;
   Opened() {
     WriteFixture(dir / "ckpt");
-    auto opened = tfckpt::Checkpoint::Open(dir / "ckpt");
+    auto opened = tfckpt::OpenCheckpoint(dir / "ckpt");
     REQUIRE(opened.ok());
     c = std::move(*opened);
   }
@@ -191,7 +192,7 @@ TEST_CASE("copy: a byte flipped in a stored piece that moves is a data.crc error
   TempDir dir;
   WriteFixture(dir / "ckpt");
   {
-    auto c = tfckpt::Checkpoint::Open(dir / "ckpt");
+    auto c = tfckpt::OpenCheckpoint(dir / "ckpt");
     REQUIRE(c.ok());
     const tfckpt::StoredSlice& s = (*c)->Find("big")->slices[1];
     const std::string file = tfckpt::DataFileName(dir / "ckpt", s.data.shard, 2);
@@ -199,7 +200,7 @@ TEST_CASE("copy: a byte flipped in a stored piece that moves is a data.crc error
     bytes[s.data.offset + 1000] ^= 1;
     tfckpt::testing::WriteFile(file, bytes);
   }
-  auto c = tfckpt::Checkpoint::Open(dir / "ckpt");
+  auto c = tfckpt::OpenCheckpoint(dir / "ckpt");
   REQUIRE(c.ok());
   const tfckpt::TensorEntry& t = *(*c)->Find("big");
   for (const Region& r : {Region::Full(t.shape), t.slices[1].region}) {

@@ -41,6 +41,7 @@
 
 #include "app.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/open.h"
 
 // Sanitizer reports must not look like exit code 1 ("a check failed").
 extern "C" const char* __asan_default_options() { return "exitcode=86"; }
@@ -288,7 +289,7 @@ int SweepCase(const fs::path& testdata, const Case& c, uint64_t stride, uint64_t
   // Data pieces of the pristine copy: file -> [(offset, end, tensor)].
   std::map<std::string, std::vector<std::tuple<uint64_t, uint64_t, std::string>>> pieces;
   {
-    auto opened = tfckpt::Checkpoint::Open(ckpt);
+    auto opened = tfckpt::OpenCheckpoint(ckpt);
     if (opened.ok() && (*opened)->info().format == tfckpt::Format::kV2) {
       const auto& info = (*opened)->info();
       for (const auto& t : (*opened)->tensors()) {

@@ -48,6 +48,7 @@
 #include "tfckpt/bundle_proto.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/open.h"
 #include "tfckpt/table.h"
 #include "tfckpt/tensor_encoding.h"
 #include "trackable_object_graph.pb.h"
@@ -150,7 +151,7 @@ int Family(const std::string& variant, const std::string& prefix) {
 }
 
 int Mutate(const std::string& mode, const std::string& src, const std::string& dst) {
-  auto c = tfckpt::Checkpoint::Open(src);
+  auto c = tfckpt::OpenCheckpoint(src);
   Check(c.status());
   namespace fs = std::filesystem;
   for (const auto& f : (*c)->info().data_files) {

@@ -9,6 +9,7 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/open.h"
 #include "tfckpt/table.h"
 #include "tfckpt/values.h"
 
@@ -25,7 +26,7 @@ namespace {
 enum class Data { kPresent, kIndexOnly, kShardMissing, kTruncated };
 
 struct Case {
-  std::string path;  // relative to testdata/tf, as given to Checkpoint::Open
+  std::string path;  // relative to testdata/tf, as given to OpenCheckpoint
   tfckpt::Format format;
   size_t tensors;
   std::map<std::string, int> dtypes;
@@ -83,7 +84,7 @@ const std::vector<Case>& Cases() {
 std::string P(const std::string& rel) { return TestDataDir() + "/" + rel; }
 
 std::unique_ptr<tfckpt::Checkpoint> OpenOrDie(const std::string& spec) {
-  auto c = tfckpt::Checkpoint::Open(spec);
+  auto c = tfckpt::OpenCheckpoint(spec);
   INFO(spec, ": ", c.status().ToString());
   REQUIRE(c.ok());
   return std::move(*c);
@@ -234,10 +235,10 @@ TEST_CASE("argument resolution: directories, state files, .index paths, V1 names
   for (const char* n : {"a.index", "b.index"}) {
     std::filesystem::copy_file(P("savedmodel_tfjs_int64/variables/variables.index"), dir / n);
   }
-  auto several = tfckpt::Checkpoint::Open(dir.path());
+  auto several = tfckpt::OpenCheckpoint(dir.path());
   CHECK(absl::IsInvalidArgument(several.status()));
   CHECK(std::string(several.status().message()).find("a.index, b.index") != std::string::npos);
-  CHECK(absl::IsNotFound(tfckpt::Checkpoint::Open(dir / "nothing").status()));
+  CHECK(absl::IsNotFound(tfckpt::OpenCheckpoint(dir / "nothing").status()));
 }
 
 TEST_CASE("fidelity: re-encoding every uncompressed real index gives identical bytes") {

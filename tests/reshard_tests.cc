@@ -12,6 +12,7 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/open.h"
 #include "tfckpt/partition.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/scale_out.h"
@@ -303,7 +304,7 @@ TEST_CASE("property: random tensors, source and target slicings, layouts; output
       }
       REQUIRE((*w)->Finish().ok());
     }
-    auto c = tfckpt::Checkpoint::Open(src);
+    auto c = tfckpt::OpenCheckpoint(src);
     REQUIRE(c.ok());
     tfckpt::ReshardOptions options;
     const std::string target = targets[std::uniform_int_distribution<int>(0, 8)(rng)];
@@ -353,7 +354,7 @@ TEST_CASE("scale-out: a changed source, a missing task, a bad task number are re
     REQUIRE((*w)->AddSlice("emb", 1, {6, 4}, Region{{3, 0}, {3, 4}}, rows.substr(48), 1).ok());
     REQUIRE((*w)->Finish().ok());
   }
-  auto c = tfckpt::Checkpoint::Open(src);
+  auto c = tfckpt::OpenCheckpoint(src);
   REQUIRE(c.ok());
   tfckpt::ReshardOptions options;
   options.rules.push_back(Rule("fixed:3"));

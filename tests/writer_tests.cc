@@ -16,6 +16,7 @@
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
 #include "tfckpt/storage.h"
+#include "tfckpt/open.h"
 #include "tfckpt/table.h"
 #include "tfckpt/tensor_encoding.h"
 #include "tfckpt/values.h"
@@ -86,7 +87,7 @@ TEST_CASE("writer round trip: every fixed-size dtype, scalars and 0-element tens
     }
     REQUIRE((*w)->Finish().ok());
   }
-  auto c = tfckpt::Checkpoint::Open(prefix);
+  auto c = tfckpt::OpenCheckpoint(prefix);
   REQUIRE(c.ok());
   CHECK((*c)->info().num_shards == 3);
   CHECK((*c)->tensors().size() == wants.size());
@@ -121,7 +122,7 @@ TEST_CASE("writer round trip: strings, including empty strings and multi-element
     }
     REQUIRE((*w)->Finish().ok());
   }
-  auto c = tfckpt::Checkpoint::Open(prefix);
+  auto c = tfckpt::OpenCheckpoint(prefix);
   REQUIRE(c.ok());
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto* t = (*c)->Find("s" + std::to_string(i));
@@ -168,7 +169,7 @@ TEST_CASE("writer round trip: partitioned tensors on several axes and files") {
     CHECK_FALSE((*w)->Add("whole", 1, {2}, std::string(8, 'b')).ok());
     REQUIRE((*w)->Finish().ok());
   }
-  auto c = tfckpt::Checkpoint::Open(prefix);
+  auto c = tfckpt::OpenCheckpoint(prefix);
   REQUIRE(c.ok());
   CHECK((*c)->tensors().size() == 2);
   const auto* t = (*c)->Find("emb");
@@ -216,7 +217,7 @@ TEST_CASE("writer refuses to overwrite and leaves no output on failure") {
   REQUIRE(w.ok());
   REQUIRE((*w)->Add("b", 1, {}, std::string(4, '\0')).ok());
   REQUIRE((*w)->Finish().ok());
-  auto c = tfckpt::Checkpoint::Open(prefix);
+  auto c = tfckpt::OpenCheckpoint(prefix);
   REQUIRE(c.ok());
   CHECK((*c)->Find("b") != nullptr);
   CHECK((*c)->Find("a") == nullptr);
@@ -237,7 +238,7 @@ TEST_CASE("streaming entries compute the CRC while writing") {
     REQUIRE(s->Close().ok());
     REQUIRE((*w)->Finish().ok());
   }
-  auto c = tfckpt::Checkpoint::Open(prefix);
+  auto c = tfckpt::OpenCheckpoint(prefix);
   REQUIRE(c.ok());
   const auto* t = (*c)->Find("v");
   CHECK(t->slices[0].data.masked_crc == tfckpt::crc32c::Mask(tfckpt::crc32c::Value(data)));
@@ -435,7 +436,7 @@ TEST_CASE("big-endian bundles are checked on the raw bytes and byte-swapped on r
     REQUIRE((*out)->Close().ok());
     REQUIRE((*out)->Commit().ok());
   }
-  auto c = tfckpt::Checkpoint::Open(prefix);
+  auto c = tfckpt::OpenCheckpoint(prefix);
   REQUIRE(c.ok());
   CHECK((*c)->info().big_endian);
   auto fb = (*c)->Read(*(*c)->Find("f"), (*c)->Find("f")->slices[0]);

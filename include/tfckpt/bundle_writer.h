@@ -24,6 +24,13 @@
 
 namespace tfckpt {
 
+// Name of data file `shard` of `num_shards` for `prefix`: PREFIX.data-00000-of-00002.
+std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards);
+
+// The files a V2 checkpoint written at `prefix` with `num_shards` data files occupies,
+// plus the data files of any other checkpoint already at that prefix.
+std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards);
+
 struct BundleWriterOptions {
   int32_t num_shards = 1;  // data files PREFIX.data-0000i-of-NNNNN, all created
   bool overwrite = false;  // replace an existing checkpoint at the prefix

@@ -3,11 +3,14 @@
 // The slice map lists every *logical* tensor once (partitioned tensors under their own
 // name, never as raw slice keys) with its dtype, full shape, and the stored pieces that
 // hold its bytes. An unpartitioned tensor has exactly one piece covering it.
+//
+// Core knows no format: each format's loader (src/format/<format>/) builds a Checkpoint
+// from its slice map and a PieceReader; open.h decides which loader a CKPT needs.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,7 +20,6 @@
 #include "tfckpt/storage.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/region.h"
-#include "tfckpt/table.h"
 
 namespace tfckpt {
 
@@ -97,33 +99,56 @@ struct TensorBytes {
   std::shared_ptr<const void> owner;  // keeps `data` alive when it is not a file mapping
 };
 
+// One index entry as stored: key, serialized value, file offset of the block holding it.
+// The views are valid only during the call.
+using IndexEntryVisitor =
+    std::function<absl::Status(std::string_view key, std::string_view value, uint64_t block_offset)>;
+
+// What differs per format: how the bytes of a stored piece are read and checked. Each
+// format (src/format/*/) implements it and builds a Checkpoint around it (see open.h).
+// Checkpoint refuses tensors with a `defect` before calling any of these.
+class PieceReader {
+ public:
+  virtual ~PieceReader() = default;
+
+  // See Checkpoint::Read. REQUIRES: t.defect is empty.
+  virtual absl::StatusOr<TensorBytes> Read(const TensorEntry& t, const StoredSlice& s, bool verify) const = 0;
+
+  // See Checkpoint::VerifyCrc. By default the piece is read whole with `verify`.
+  // REQUIRES: t.defect is empty.
+  virtual absl::Status VerifyCrc(const TensorEntry& t, const StoredSlice& s, std::string* buffer) const;
+
+  // See Checkpoint::ReadRange. By default the piece is read whole (unverified) into
+  // `owner` and the range is a view into it. REQUIRES: t.defect is empty, begin <= end <=
+  // payload size.
+  virtual absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
+                                                     uint64_t end, std::string* buffer, TensorBytes* owner) const;
+
+  // See Checkpoint::DataFile. REQUIRES: 0 <= shard < CheckpointInfo::num_shards.
+  virtual absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const;
+
+  // See Checkpoint::ForEachIndexEntry and raw_header (V2 only; others have neither).
+  virtual absl::Status ForEachIndexEntry(const IndexEntryVisitor& visit) const;
+  virtual const std::string& raw_header() const;
+};
+
 class Checkpoint {
  public:
-  // Opens what the user named (see ResolveCheckpoint).
-  //
-  // Without `findings`, the first damaged table block, header or entry fails the open.
-  // With `findings` (validate), such damage is recorded there and the load goes on with
-  // the rest; only an index that cannot be opened at all fails. In both modes, tensors
-  // whose entries are inconsistent are listed with a `defect`.
-  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& spec,
-                                                          std::vector<Finding>* findings = nullptr);
-  static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenV2(const std::string& prefix,
-                                                            std::vector<Finding>* findings = nullptr);
-  // A .safetensors file or a *.safetensors.index.json set, strictly checked.
-  static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenSafetensors(const std::string& path);
-  static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenV1(const std::string& pattern,
-                                                            std::vector<std::string> files,
-                                                            std::vector<Finding>* findings = nullptr);
+  // A checkpoint whose slice map a format has loaded (open.h opens one by name).
+  // REQUIRES: `tensors` sorted by name; `reader` reads the pieces they list.
+  Checkpoint(CheckpointInfo info, std::vector<TensorEntry> tensors, std::unique_ptr<PieceReader> reader);
 
   const CheckpointInfo& info() const { return info_; }
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
   const TensorEntry* Find(std::string_view name) const;
+  // How the argument was resolved (CheckpointInfo::notes).
+  void set_notes(std::vector<std::string> notes) { info_.notes = std::move(notes); }
 
   // Visits every index entry as stored (V2): key and serialized BundleEntryProto, in key
   // order, re-reading the index (nothing is kept in memory). The header (key "") is
   // included. Not thread-safe against other calls of itself.
-  absl::Status ForEachIndexEntry(const TableReader::Visitor& visit) const;
-  const std::string& raw_header() const { return raw_header_; }
+  absl::Status ForEachIndexEntry(const IndexEntryVisitor& visit) const;
+  const std::string& raw_header() const { return reader_->raw_header(); }
 
   // The data file of `shard`, opened (locally: mapped) on first use. Thread-safe.
   absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const;
@@ -147,56 +172,20 @@ class Checkpoint {
                                              uint64_t end, std::string* buffer, TensorBytes* owner) const;
 
  private:
-  Checkpoint() = default;
-  absl::Status LoadV2Entries(TableReader& table, std::vector<Finding>* findings);
-  absl::Status LoadV1(const std::vector<std::string>& files, std::vector<Finding>* findings);
-  absl::StatusOr<TensorBytes> ReadV1(const TensorEntry& t, const StoredSlice& s) const;
+  // The error reading `t` gives when it has a defect; OK when it has none.
+  absl::Status DefectError(const TensorEntry& t) const;
 
   CheckpointInfo info_;
   std::vector<TensorEntry> tensors_;  // sorted by name
-  std::unique_ptr<TableReader> index_;
-  std::string raw_header_;
-
-  mutable std::mutex mu_;
-  mutable std::vector<std::unique_ptr<ReadableFile>> data_files_;
-  mutable std::vector<std::unique_ptr<TableReader>> v1_tables_;
+  std::unique_ptr<PieceReader> reader_;
 };
-
-// What a CKPT argument names. In order: `X` ending in `.index`; `X.index` exists (V2
-// prefix `X`); a directory (its `checkpoint` state file, else its single `*.index`, else
-// `variables/variables`); a V1 table file (a `…-NNNNN-of-MMMMM` name brings in all its
-// shards); a V1 glob pattern or `X-?????-of-?????`.
-struct ResolvedCheckpoint {
-  Format format = Format::kV2;
-  std::string prefix;                 // V2 prefix, or V1 path / pattern
-  std::vector<std::string> v1_files;  // V1 only
-  std::vector<std::string> notes;     // how it was resolved
-  std::string state_dir;              // the directory whose state file was used, or ""
-};
-absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec);
-
-// Walks every entry of `table`. Without `findings`, stops at the first error (of the
-// table or of `visit`); with it, records errors there and continues with the next block.
-absl::Status VisitTable(TableReader& table, std::vector<Finding>* findings, const TableReader::Visitor& visit);
 
 // How errors name a stored piece: "" for an unpartitioned tensor, "slice 0,250:- " for
 // a slice (errors carry the logical tensor name as their key, never raw slice keys).
 std::string PieceLabel(const TensorEntry& t, const StoredSlice& s);
 
-// Name of data file `shard` of `num_shards` for `prefix`: PREFIX.data-00000-of-00002.
-std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards);
-
 // Every file `info`'s checkpoint is made of: V2 index and data files, V1 files, the
 // safetensors file (or index and shards). For refusing outputs over inputs.
 std::vector<std::string> FilesOf(const CheckpointInfo& info);
-
-// The files a V2 checkpoint written at `prefix` with `num_shards` data files occupies,
-// plus the data files of any other checkpoint already at that prefix.
-std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards);
-
-// The newest checkpoint named by the `checkpoint` state file in `dir`.
-// A state file lists a few paths: one larger than this is not read.
-inline constexpr uint64_t kMaxStateFileBytes = 64 << 20;
-absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes);
 
 }  // namespace tfckpt

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,7 +28,7 @@ namespace tfckpt {
 
 struct CombineOptions {
   enum class Conflict { kError, kFirst, kLast };
-  Conflict on_conflict = Conflict::kError;  // the same logical tensor in several inputs
+  Conflict on_conflict = Conflict::kError;  // the same logical tensor in several inputs, values differing
   std::vector<std::string> include, exclude;
   std::vector<RenameRule> renames;          // applied in order
   std::map<int32_t, int32_t> casts;         // dtype -> dtype (CastSupported); not for averaged tensors
@@ -49,7 +50,7 @@ struct CombineOptions {
 struct CombinedTensor {
   std::string name;    // in the output
   std::string origin;  // "input 2 \"old/name\"", "mean of 3 inputs", ...
-  int32_t dtype = 0;
+  int32_t dtype = 0;   // in the output (after a cast)
   Shape shape;
   int32_t file = 0;    // output data file of its first piece
   uint64_t bytes = 0;
@@ -69,10 +70,57 @@ struct CombineReport {
   std::vector<Finding> mismatches;
 };
 
-// Plans (and unless dry_run writes) the combination of `inputs` into `out`. Output is
-// atomic (BundleWriter). Errors: a conflict under kError, a rename collision, an invalid
-// regex, an existing output without overwrite, an output that is one of the inputs,
-// unreadable or damaged inputs (CRCs of every copied piece are checked).
+// A tensor of one input that an output tensor is made from.
+struct CombineSource {
+  size_t input = 0;                    // index into CombinePlan::inputs
+  const TensorEntry* tensor = nullptr; // owned by that input
+};
+
+// One output tensor of a plan: what CombinedTensor reports, and how to write it.
+struct PlannedTensor : CombinedTensor {
+  enum class Kind {
+    kCopy,     // the one source, its stored pieces copied as they are (cast if asked)
+    kAverage,  // element-wise mean of every source (one per input, same slicing)
+    kGraph,    // the object graph of sources[0]'s input, rewritten: graph_payload
+  };
+  Kind kind = Kind::kCopy;
+  std::vector<CombineSource> sources;
+  // The output data file of each stored slice of sources.back() (kGraph: one).
+  std::vector<int32_t> files;
+  std::string graph_payload;  // kGraph: the encoded string tensor to write
+};
+
+// What PlanCombine decided; WriteCombined executes it. Holds the opened inputs, which
+// `tensors` point into.
+struct CombinePlan {
+  std::vector<std::shared_ptr<const Checkpoint>> inputs;  // in order
+  std::vector<PlannedTensor> tensors;                     // the output, by name
+  // Counters, notes and mismatches found while planning; `tensors` and the totals
+  // describe the output. When `report.mismatches` is not empty, nothing may be written.
+  CombineReport report;
+};
+
+// Opens `inputs` and plans their combination into `out`: name rules, conflicts (under
+// kError, tensors of equal value, whatever their slicing, are no conflict: the first is
+// kept), averaging, parallel components and replicas (compared with CompareTensorValues
+// unless the options skip the check; differences become report.mismatches), the object
+// graph rewritten to match, and each output piece's data file (input data files in order
+// of first use, as MergeV2). Reads values only for those comparisons. Errors: a conflict
+// under kError whose values differ, a rename collision, an invalid regex, an existing
+// output without overwrite (unless dry_run), an output that is one of the inputs,
+// unreadable or damaged inputs.
+absl::StatusOr<CombinePlan> PlanCombine(const std::vector<std::string>& inputs, const std::string& out,
+                                        const CombineOptions& options);
+
+// Writes `plan` to `out`, one thread per output data file (options.jobs at most):
+// unchanged pieces through PieceCopier (casts applied, stored CRCs checked against the
+// bytes that moved), averaged ones streamed through a double-precision accumulator.
+// Atomic (BundleWriter); options.overwrite replaces an existing checkpoint.
+// REQUIRES: plan.report.mismatches is empty.
+absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, const CombineOptions& options);
+
+// PlanCombine, then (unless dry_run or the plan has mismatches) WriteCombined; returns
+// the plan's report.
 absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>& inputs, const std::string& out,
                                                  const CombineOptions& options);
 

@@ -22,6 +22,8 @@
 
 namespace tfckpt {
 
+struct Finding;  // checkpoint.h
+
 inline constexpr uint64_t kTableMagic = 0xDB4775248B80FB57ull;
 inline constexpr size_t kFooterSize = 48;
 inline constexpr size_t kBlockTrailerSize = 5;
@@ -85,6 +87,10 @@ class TableReader {
   std::vector<DataBlockInfo> blocks_;
   bool saw_snappy_ = false;
 };
+
+// Walks every entry of `table`. Without `findings`, stops at the first error (of the
+// table or of `visit`); with it, records errors there and continues with the next block.
+absl::Status VisitTable(TableReader& table, std::vector<Finding>* findings, const TableReader::Visitor& visit);
 
 // Options reproducing TensorFlow's table writer (docs/FORMAT.md §a.8).
 struct TableWriterOptions {

@@ -91,7 +91,8 @@ absl::StatusOr<ValidateReport> Compare(const std::string& new_spec, const std::s
 
 // Slice layout checks of one partitioned tensor, appended to `out`: two slices that
 // overlap or are stored twice (slice.overlap), elements no slice holds (slice.gap, with
-// the first such element).
+// the first such element); a slice outside the tensor's shape (slice.bounds) instead of
+// those.
 void CheckSliceLayout(const TensorEntry& t, const std::string& file, std::vector<Finding>* out);
 
 }  // namespace tfckpt

@@ -26,6 +26,7 @@
 #include "tfckpt/dtype.h"
 #include "tfckpt/name_rules.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/open.h"
 #include "tfckpt/status.h"
 
 namespace py = pybind11;
@@ -361,7 +362,7 @@ PYBIND11_MODULE(_core, m) {
         absl::StatusOr<std::unique_ptr<Checkpoint>> c;
         {
           py::gil_scoped_release release;
-          c = Checkpoint::Open(spec);
+          c = OpenCheckpoint(spec);
         }
         if (!c.ok()) Throw(c.status());
         return PyCheckpoint(std::shared_ptr<const Checkpoint>(std::move(*c)));

@@ -151,6 +151,57 @@ CLI::Option* AddJobsOption(CLI::App* sub, int* jobs, const std::string& help) {
   return sub->add_option("-j,--jobs", *jobs, StrCat(help, " (default 0: one per core)"))->check(WholeNumber(0, 1024));
 }
 
+namespace {
+
+std::string WithDetail(std::string_view sentence, const std::string& detail) {
+  return detail.empty() ? std::string(sentence) : StrCat(sentence, " (", detail, ")");
+}
+
+}  // namespace
+
+CLI::Option* AddOutputOption(CLI::App* sub, std::string* out, const std::string& detail) {
+  return sub->add_option("-o,--output", *out, StrCat("Output ", detail, "; OUT.index also names a TF prefix; not a directory"));
+}
+
+CLI::Option* AddForceOption(CLI::App* sub, bool* force) {
+  return sub->add_flag("--force", *force,
+                       "Replace an existing output (an output that is one of the inputs is always refused)");
+}
+
+CLI::Option* AddJsonOption(CLI::App* sub, bool* json, const std::string& detail) {
+  return sub->add_flag("--json", *json,
+                       StrCat("One JSON document on stdout (man tfckpt-", sub->get_name(),
+                              "), also on failure: {\"ok\": false, \"error\": {...}}", detail.empty() ? "" : "; ", detail));
+}
+
+CLI::Option* AddNoVerifyOption(CLI::App* sub, bool* no_verify, const std::string& detail) {
+  return sub->add_flag("--no-verify", *no_verify, WithDetail("Do not verify the output", detail));
+}
+
+CLI::Option* AddQuietOption(CLI::App* sub, bool* quiet, const std::string& detail) {
+  return sub->add_flag("-q,--quiet", *quiet,
+                       StrCat("No progress bar (on a terminal it appears when the work takes more than a second",
+                              detail.empty() ? "" : "; ", detail, ")"));
+}
+
+CLI::Option* AddDryRunOption(CLI::App* sub, bool* dry_run, const std::string& detail) {
+  return sub->add_flag("--dry-run", *dry_run, WithDetail("Print the plan and write nothing", detail));
+}
+
+void AddNameRuleOptions(CLI::App* sub, std::vector<std::string>* include, std::vector<std::string>* exclude,
+                        std::vector<std::string>* renames, const std::string& group) {
+  CLI::Option* options[] = {
+      sub->add_option("--include", *include,
+                      "Keep only tensors whose name contains a match of REGEX (RE2 syntax; repeatable, any may match)"),
+      sub->add_option("--exclude", *exclude, "Drop tensors whose name contains a match of REGEX (repeatable)"),
+      sub->add_option("--rename", *renames,
+                      "REGEX=REPLACEMENT on tensor names, every match replaced ($1..$9 groups, $& the match, $$ a "
+                      "dollar; '=' in REGEX written '\\='); repeatable, applied in order"),
+  };
+  if (group.empty()) return;
+  for (CLI::Option* o : options) o->group(group);
+}
+
 void Warn(std::string_view command, std::string_view message) {
   std::cerr << "tfckpt " << command << ": warning: " << message << std::endl;
 }

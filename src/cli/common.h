@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -55,6 +56,29 @@ void NoteJsonPrinted();
 // Adds "-j,--jobs N" to `sub`, the same in every command: a whole number of threads,
 // 0 (the default) meaning one per core; anything else is a usage error with one message.
 CLI::Option* AddJobsOption(CLI::App* sub, int* jobs, const std::string& help);
+
+// The options several commands share, declared once here so that their names and wording
+// agree (their man pages say the same sentences). Where a command says more, `detail`
+// follows the shared sentence.
+//   -o,--output OUT   "Output DETAIL; OUT.index also names a TF prefix; not a directory"
+//   --force           "Replace an existing output (an output that is one of the inputs is
+//                      always refused)"
+//   --json            "One JSON document on stdout (man tfckpt-CMD), also on failure:
+//                      {"ok": false, "error": {...}}"
+//   --no-verify       "Do not verify the output (DETAIL)"
+//   -q,--quiet        "No progress bar (on a terminal it appears when the work takes more
+//                      than a second)"
+//   --dry-run         "Print the plan and write nothing (DETAIL)"
+CLI::Option* AddOutputOption(CLI::App* sub, std::string* out, const std::string& detail);
+CLI::Option* AddForceOption(CLI::App* sub, bool* force);
+CLI::Option* AddJsonOption(CLI::App* sub, bool* json, const std::string& detail = "");
+CLI::Option* AddNoVerifyOption(CLI::App* sub, bool* no_verify, const std::string& detail);
+CLI::Option* AddQuietOption(CLI::App* sub, bool* quiet, const std::string& detail = "");
+CLI::Option* AddDryRunOption(CLI::App* sub, bool* dry_run, const std::string& detail);
+// --include REGEX, --exclude REGEX, --rename REGEX=REPLACEMENT (NameRules), in `group`
+// when not empty.
+void AddNameRuleOptions(CLI::App* sub, std::vector<std::string>* include, std::vector<std::string>* exclude,
+                        std::vector<std::string>* renames, const std::string& group = "");
 
 // A validator for whole-number options: accepts LO..HI, refuses anything else with
 // "VALUE: not a whole number from LO to HI" (or ">= LO" when HI is INT64_MAX).

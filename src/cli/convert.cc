@@ -12,6 +12,7 @@
 #include "tfckpt/combine.h"
 #include "tfckpt/convert.h"
 #include "tfckpt/copy.h"
+#include "tfckpt/open.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"
@@ -102,7 +103,7 @@ int RunConvert(const ConvertArgs& args) {
                                     "--partition cannot be combined with --cast/--rename/--include/--exclude "
                                     "(convert first, then reshard)"));
       }
-      auto c = Checkpoint::Open(a.src);
+      auto c = OpenCheckpoint(a.src);
       if (!c.ok()) return ReportError(cmd, c.status());
       ReshardOptions ro;
       for (const auto& text : a.partitions) {
@@ -148,7 +149,7 @@ int RunConvert(const ConvertArgs& args) {
     }
     j["files"] = nlohmann::ordered_json::array({a.out + ".index"});
   } else {
-    auto c = Checkpoint::Open(a.src);
+    auto c = OpenCheckpoint(a.src);
     if (!c.ok()) return ReportError(cmd, c.status());
     ConvertOptions o;
     o.include = a.include;
@@ -169,7 +170,7 @@ int RunConvert(const ConvertArgs& args) {
     j["files"] = r->files;
     if (!a.no_verify && format == "safetensors") {
       // Read back what was written with the strict reader: every header and range.
-      auto back = Checkpoint::OpenSafetensors(r->files.back());
+      auto back = OpenResolved({.format = Format::kSafetensors, .prefix = r->files.back()});
       if (!back.ok()) return ReportError(cmd, back.status());
       if (static_cast<int64_t>((*back)->tensors().size()) != tensors) {
         return ReportError(cmd, absl::InternalError(StrCat("bug: ", a.out, " reads back with ",
@@ -211,27 +212,24 @@ std::function<int()> AddConvert(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("convert", "Convert to and from safetensors, to NumPy .npz, V1 to V2, cast dtypes");
   sub->add_option("SRC", args->src, "TF V2 or V1 checkpoint, a .safetensors file or a *.safetensors.index.json set")
       ->required();
-  sub->add_option("-o,--output", args->out, "Output: a .safetensors or .npz path, or a TF prefix (PREFIX.index also names it; not a directory; "
-                  "missing directories are created)")->required();
+  AddOutputOption(sub, &args->out, "path: .safetensors, .npz or a TF prefix (missing directories are created)")->required();
   sub->add_option("--to", args->to, "Output format, whatever the name of -o (default: from its extension, else tf); an extension that "
                   "says another format is a usage error")
       ->check(CLI::IsMember({"tf", "safetensors", "npz"}));
   sub->add_option("--cast", args->casts,
                   "FROM=TO on every tensor of dtype FROM: float32=bfloat16, float32=float16, float32=float64, "
                   "bfloat16=float32, float16=float32, float64=float32 (repeatable)");
-  sub->add_option("--include", args->include, "Keep only tensors whose name matches REGEX (repeatable)");
-  sub->add_option("--exclude", args->exclude, "Drop tensors whose name matches REGEX (repeatable)");
-  sub->add_option("--rename", args->renames, "REGEX=REPLACEMENT on tensor names, in order (repeatable)");
+  AddNameRuleOptions(sub, &args->include, &args->exclude, &args->renames);
   sub->add_option("--max-file-size", args->max_file_size,
                   "safetensors: split into NAME-0000i-of-0000K.safetensors files of at most BYTES (K/M/G suffixes) "
                   "plus NAME.safetensors.index.json");
   sub->add_option("--partition", args->partitions, "TF output: [REGEX=]SPEC rules of 'tfckpt reshard' (repeatable)");
   sub->add_flag("--strict", args->strict, "A tensor the output format cannot hold is an error, not a warning");
-  sub->add_flag("--force", args->force, "Replace existing output");
-  sub->add_flag("--no-verify", args->no_verify, "Skip checking the output");
-  sub->add_flag("--json", args->json, "Machine-readable result; on failure {\"ok\": false, \"error\": {...}}");
+  AddForceOption(sub, &args->force);
+  AddNoVerifyOption(sub, &args->no_verify, "TF: tfckpt validate; safetensors: read back strictly");
+  AddJsonOption(sub, &args->json);
   AddJobsOption(sub, &args->jobs, "TF output: data files written in parallel");
-  sub->add_flag("-q,--quiet", args->quiet, "No progress bar");
+  AddQuietOption(sub, &args->quiet, "labelled 'writing'");
   sub->footer(
       "Examples:\n"
       "  tfckpt convert model.ckpt-1000 -o model.safetensors\n"

@@ -12,6 +12,7 @@
 #include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/open.h"
 #include "tfckpt/regex.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -191,7 +192,7 @@ json ObjectGraphJson(const pb::TrackableObjectGraph& g) {
 }
 
 int RunInspect(const InspectArgs& a) {
-  auto opened = Checkpoint::Open(a.ckpt);
+  auto opened = OpenCheckpoint(a.ckpt);
   if (!opened.ok()) return ReportError("inspect", opened.status());
   std::shared_ptr<const Checkpoint> keep = std::move(*opened);
   KeepUntilExit(keep);
@@ -365,7 +366,7 @@ std::function<int()> AddInspect(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand("inspect", "List tensors, print values and statistics, show the object graph");
   sub->add_option("CKPT", args->ckpt, "Checkpoint: prefix, .index file, directory, or V1 file")->required();
-  sub->add_flag("--json", args->json, "One JSON document on stdout, also on failure (format in man tfckpt-inspect); --tensor values as JSON arrays");
+  AddJsonOption(sub, &args->json, "--tensor values as JSON arrays");
   sub->add_option("--filter", args->filter, "Only tensors whose logical name matches this regular expression");
   CLI::Option* tensor = sub->add_option("--tensor", args->tensors, "Print the values of this tensor (repeatable)");
   sub->add_flag("--all-values", args->all_values, "With --tensor: print every element, never summarise")

@@ -15,6 +15,7 @@
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
 #include "tfckpt/merge.h"
+#include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/validate.h"
 
@@ -85,7 +86,7 @@ absl::StatusOr<CombineReport> PlainMergeReport(const MergeReport& m, const std::
   r.inputs = m.inputs_used;
   r.num_files = m.num_files;
   r.notes = m.notes;
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, Checkpoint::Open(out));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, OpenCheckpoint(out));
   for (const TensorEntry& t : c->tensors()) {
     r.tensors.push_back({t.name, "", t.dtype, t.shape, t.slices.empty() ? 0 : t.slices[0].data.shard, t.bytes});
     r.bytes += t.bytes;
@@ -249,7 +250,7 @@ std::function<int()> AddMerge(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("merge", "Merge bundles like TensorFlow's MergeV2Checkpoints; finish unmerged saves");
   sub->add_option("PREFIX", args->inputs, "Input bundles, in order (with --recover: the checkpoint to finish)")
       ->required();
-  sub->add_option("-o,--output", args->out, "Output prefix (with --recover: defaults to PREFIX); OUT.index also names it; not a directory");
+  AddOutputOption(sub, &args->out, "prefix (with --recover: defaults to PREFIX)");
   sub->add_flag("--recover", args->recover,
                 "Find the parts of an interrupted or unmerged save of PREFIX (PREFIX_temp/part-*, "
                 "PREFIX_temp_<hex>/part-*, PREFIX.part-*, PREFIX_dev-N-of-M, DTensor's "
@@ -257,17 +258,16 @@ std::function<int()> AddMerge(CLI::App& app) {
   sub->add_flag("--allow-missing", args->allow_missing, "Skip inputs without an index (at least one must exist)");
   sub->add_flag("--move", args->move,
                 "TensorFlow's behaviour: rename the data files, delete input indexes and emptied input directories");
-  sub->add_flag("--force", args->force, "Replace an existing checkpoint at the output");
-  sub->add_flag("--no-verify", args->no_verify, "Skip validating the output");
-  sub->add_flag("--json", args->json, "Machine-readable result, one schema for every mode (man tfckpt-merge); on failure {\"ok\": false, \"error\": {...}}");
+  AddForceOption(sub, &args->force);
+  AddNoVerifyOption(sub, &args->no_verify, "every check of tfckpt validate");
+  AddJsonOption(sub, &args->json, "one schema for every mode");
   auto* edits = "Combining (rewrites the data; inputs may be any checkpoint, V1 included)";
-  sub->add_option("--on-conflict", args->on_conflict, "The same tensor in several inputs: error (default), first, last")
+  sub->add_option("--on-conflict", args->on_conflict,
+                  "The same tensor in several inputs with different values: error (default; equal values, whatever "
+                  "their slicing, are kept once), first, last")
       ->check(CLI::IsMember({"error", "first", "last"}))
       ->group(edits);
-  sub->add_option("--include", args->include, "Keep only tensors whose name matches REGEX (repeatable)")->group(edits);
-  sub->add_option("--exclude", args->exclude, "Drop tensors whose name matches REGEX (repeatable)")->group(edits);
-  sub->add_option("--rename", args->renames, "REGEX=REPLACEMENT on tensor names, in order ($1 = group 1; repeatable)")
-      ->group(edits);
+  AddNameRuleOptions(sub, &args->include, &args->exclude, &args->renames, edits);
   sub->add_flag("--drop-optimizer", args->drop_optimizer,
                 "Remove optimizer state (TF2 .OPTIMIZER_SLOT and optimizer/*, TF1 Adam/Momentum/Ftrl/... slots, "
                 "beta1_power, training/<Optimizer>/*)")
@@ -292,10 +292,9 @@ std::function<int()> AddMerge(CLI::App& app) {
   sub->add_flag("--no-check", args->no_check, "With --collapse-replicas (required): do not compare the replicas")
       ->needs(collapse_replicas)
       ->group(edits);
-  sub->add_flag("--dry-run", args->dry_run, "Print what would be written (with --json: as JSON); write nothing")
-      ->group(edits);
+  AddDryRunOption(sub, &args->dry_run, "each output tensor and its source; with --json as JSON")->group(edits);
   AddJobsOption(sub, &args->jobs, "Output data files written in parallel")->group(edits);
-  sub->add_flag("-q,--quiet", args->quiet, "No progress bar")->group(edits);
+  AddQuietOption(sub, &args->quiet, "labelled 'copying'")->group(edits);
   sub->footer(
       "Examples:\n"
       "  tfckpt merge part0/model part1/model part2/model -o merged/model\n"

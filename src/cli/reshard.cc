@@ -11,10 +11,12 @@
 #include "commands.h"
 #include "common.h"
 #include "progress.h"
+#include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
+#include "tfckpt/open.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/scale_out.h"
 #include "tfckpt/status.h"
@@ -219,7 +221,7 @@ int RunReshard(const ReshardArgs& args) {
   if (a.ckpt.empty() || a.out.empty()) {
     return ReportError(cmd, absl::InvalidArgumentError("CKPT and -o OUT are required (except with --execute/--finalize)"));
   }
-  auto opened = Checkpoint::Open(a.ckpt);
+  auto opened = OpenCheckpoint(a.ckpt);
   if (!opened.ok()) return ReportError(cmd, opened.status());
   std::shared_ptr<const Checkpoint> keep = std::move(*opened);
   KeepUntilExit(keep);
@@ -305,7 +307,7 @@ std::function<int()> AddReshard(CLI::App& app) {
   auto args = std::make_shared<ReshardArgs>();
   CLI::App* sub = app.add_subcommand("reshard", "Re-slice partitioned variables and re-split data files");
   sub->add_option("CKPT", args->ckpt, "Input checkpoint");
-  sub->add_option("-o,--output", args->out, "Output prefix (OUT.index, OUT.data-*); OUT.index also names it; not a directory");
+  AddOutputOption(sub, &args->out, "prefix (OUT.index, OUT.data-*)");
   sub->add_option("--partition", args->partitions,
                   "[REGEX=]SPEC (repeatable, first match wins): fixed:N[@AXIS], "
                   "min-size[:BYTES[,MAX_SHARDS]][@AXIS] (TF's defaults 262144,1), "
@@ -315,13 +317,12 @@ std::function<int()> AddReshard(CLI::App& app) {
                   "Which data file each piece goes to: by-task[:N] (default: a piece stored as it is keeps its "
                   "data file modulo N, new pieces go to the files in turn, no file left empty), shards:N, single, "
                   "max-shard-size:BYTES (K/M/G/T suffixes)");
-  CLI::Option* dry_run = sub->add_flag("--dry-run", args->dry_run, "Print the plan, write nothing (not with --plan)");
-  sub->add_flag("--json", args->json, "Machine-readable plan / result; on failure {\"ok\": false, \"error\": {...}}");
+  CLI::Option* dry_run = AddDryRunOption(sub, &args->dry_run, "not with --plan");
+  AddJsonOption(sub, &args->json, "the plan, then the result");
   AddJobsOption(sub, &args->jobs, "Threads copying tensors");
-  sub->add_flag("--force", args->force, "Replace an existing checkpoint at OUT");
-  sub->add_flag("--no-verify", args->no_verify,
-                "Skip checking the output against the input (input checksums are then not checked either)");
-  sub->add_flag("-q,--quiet", args->quiet, "No progress bar (on a terminal: 'copying', then 'verifying')");
+  AddForceOption(sub, &args->force);
+  AddNoVerifyOption(sub, &args->no_verify, "compared with the input; input checksums are then not checked either");
+  AddQuietOption(sub, &args->quiet, "labelled 'copying', then 'verifying'");
   sub->add_option("--bytes-per-string", args->bytes_per_string, "Element size of strings for min-size/max-size (16)")
       ->check(WholeNumber(1));
   auto* scale = "Scale-out (docs/SCALE_OUT.md)";

@@ -142,7 +142,7 @@ std::function<int()> AddValidate(CLI::App& app) {
   sub->add_option("CKPT", args->ckpt, "Checkpoint to check: prefix, .index file, directory, or V1 file")->required();
   sub->add_option("--against", args->against,
                   "Compare with this checkpoint instead: same tensors, dtypes, shapes and values, whatever the slicing");
-  sub->add_flag("--json", args->json, "One JSON report on stdout; on failure {\"ok\": false, \"error\": {...}}");
+  AddJsonOption(sub, &args->json);
   sub->add_flag("--strict", args->strict, "Treat warnings as errors (notes stay notes)");
   sub->add_flag("--quick", args->quick, "Metadata only: skip reading data and checking tensor checksums");
   AddJobsOption(sub, &args->jobs, "Threads for data checks");

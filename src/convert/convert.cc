@@ -91,8 +91,9 @@ std::string SourceFormat(const Checkpoint& c) {
 }
 
 // Outputs may never be input files; existing outputs need --force.
+// REQUIRES: `paths` not empty (all on one storage).
 absl::Status RefuseExisting(const Checkpoint& c, const std::vector<std::string>& paths, bool overwrite) {
-  TFCKPT_RETURN_IF_ERROR(Storage::For(paths.empty() ? std::string() : paths[0]).CheckNotInputs(paths, FilesOf(c.info())));
+  TFCKPT_RETURN_IF_ERROR(Storage::For(paths.front()).CheckNotInputs(paths, FilesOf(c.info())));
   if (overwrite) return absl::OkStatus();
   for (const auto& p : paths) {
     if (FileExists(p)) return absl::AlreadyExistsError(StrCat(p, ": output exists (use --force to replace it)"));

@@ -15,6 +15,7 @@
 #include "tfckpt/dtype.h"
 #include "tfckpt/float_convert.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/open.h"
 #include "tfckpt/parallel.h"
 #include "tfckpt/status.h"
 #include "tfckpt/tensor_encoding.h"
@@ -28,22 +29,7 @@ namespace {
 
 constexpr int64_t kAverageChunk = 1 << 18;  // elements per step when averaging
 
-struct Candidate {
-  size_t input = 0;
-  const TensorEntry* t = nullptr;
-};
-
-enum class Kind { kCopy, kAverage, kGraph };
-
-struct Out {
-  std::string name;
-  Kind kind = Kind::kCopy;
-  std::vector<Candidate> sources;  // copy: one; average: one per input, in input order
-  std::string origin;
-  std::string graph_payload;       // kGraph
-  Candidate graph_source;          // kGraph: where the graph came from (for its file)
-  std::vector<int32_t> files;      // per stored slice of sources.back().t (kGraph: one)
-};
+using Kind = PlannedTensor::Kind;
 
 bool Averageable(int32_t dtype) {
   const auto d = static_cast<DType>(dtype);
@@ -85,21 +71,21 @@ absl::StatusOr<std::string> Difference(const Checkpoint& ca, const TensorEntry& 
 // Element-wise mean of one stored region over every input, streamed into `stream`.
 class Averager {
  public:
-  Averager(const std::vector<const Checkpoint*>& cs, std::atomic<uint64_t>* progress)
+  Averager(const std::vector<std::shared_ptr<const Checkpoint>>& cs, std::atomic<uint64_t>* progress)
       : cs_(cs), progress_(progress) {}
 
-  absl::Status Write(const Out& o, const Region& region, BundleWriter& w, int32_t file) {
-    const TensorEntry& last = *o.sources.back().t;
+  absl::Status Write(const PlannedTensor& o, const Region& region, BundleWriter& w, int32_t file) {
+    const TensorEntry& last = *o.sources.back().tensor;
     const int32_t dtype = last.dtype;
     const int esize = LookupDType(dtype)->element_size;
     const bool whole = region.Covers(last.shape);
     TFCKPT_ASSIGN_OR_RETURN(auto stream, w.BeginEntry(o.name, dtype, last.shape,
                                                       whole ? std::nullopt : std::optional<Region>(region), file));
     std::vector<const StoredSlice*> slices;
-    for (const Candidate& c : o.sources) {
-      const StoredSlice* s = SliceWithRegion(*c.t, region);
+    for (const CombineSource& c : o.sources) {
+      const StoredSlice* s = SliceWithRegion(*c.tensor, region);
       if (s == nullptr) return absl::InternalError(StrCat("bug: no slice to average for \"", o.name, "\""));
-      TFCKPT_RETURN_IF_ERROR(cs_[c.input]->VerifyCrc(*c.t, *s, &buf_));
+      TFCKPT_RETURN_IF_ERROR(cs_[c.input]->VerifyCrc(*c.tensor, *s, &buf_));
       slices.push_back(s);
     }
     const int64_t n = region.num_elements();
@@ -110,7 +96,7 @@ class Averager {
       acc_.assign(static_cast<size_t>(m), 0.0);
       for (size_t j = 0; j < o.sources.size(); ++j) {
         TFCKPT_ASSIGN_OR_RETURN(std::string_view src,
-                                cs_[o.sources[j].input]->ReadRange(*o.sources[j].t, *slices[j], at * esize,
+                                cs_[o.sources[j].input]->ReadRange(*o.sources[j].tensor, *slices[j], at * esize,
                                                                    (at + m) * esize, &buf_, &owners[j]));
         Accumulate(dtype, src.data(), m);
       }
@@ -163,7 +149,7 @@ class Averager {
     }
   }
 
-  const std::vector<const Checkpoint*>& cs_;
+  const std::vector<std::shared_ptr<const Checkpoint>>& cs_;
   std::atomic<uint64_t>* progress_;
   std::vector<double> acc_;
   std::string buf_, out_;
@@ -222,292 +208,355 @@ std::map<const TensorEntry*, const TensorEntry*> ParallelComponents(const std::v
   return out;
 }
 
-}  // namespace
+// PlanCombine's phases, in the order of man tfckpt-merge: open, choose the object graph,
+// names (filters, optimizer state, parallel components, renames), conflicts and
+// averaging, replicas, equality checks, expanded components, the graph rewritten, data
+// files.
+class Planner {
+ public:
+  Planner(const std::vector<std::string>& inputs, const CombineOptions& options, const NameRules& rules)
+      : inputs_(inputs), options_(options), rules_(rules), expand_(options.expand_parallel.value_or(0)) {}
 
-absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>& inputs, const std::string& out,
-                                                 const CombineOptions& options) {
-  CombineReport report;
-  if (inputs.empty()) return absl::InvalidArgumentError("merge needs at least one input");
-  TFCKPT_ASSIGN_OR_RETURN(NameRules rules, NameRules::Create(options.include, options.exclude, options.renames));
-  if (options.expand_parallel && *options.expand_parallel < 2) {
-    return absl::InvalidArgumentError(
-        StrCat("--expand-parallel N needs N >= 2 devices (got ", *options.expand_parallel, ")"));
-  }
-  const int expand = options.expand_parallel.value_or(0);
-  if (expand > 1 && options.collapse_parallel != CombineOptions::Parallel::kKeep) {
-    return absl::InvalidArgumentError("--expand-parallel and --collapse-parallel exclude each other");
+  absl::StatusOr<CombinePlan> Run(const std::string& out) {
+    TFCKPT_RETURN_IF_ERROR(Open(out));
+    TFCKPT_RETURN_IF_ERROR(ChooseGraph());
+    TFCKPT_RETURN_IF_ERROR(CollectNames());
+    TFCKPT_RETURN_IF_ERROR(ResolveNames());
+    PlanReplicas();
+    TFCKPT_RETURN_IF_ERROR(CheckEqual());
+    if (!report().mismatches.empty()) return std::move(plan_);
+    RenameReplicas();
+    ExpandParallel();
+    if (outs_.empty()) return absl::InvalidArgumentError("nothing to write: every tensor was filtered out");
+    if (graph_input_) AddGraph();
+    AssignFiles();
+    Describe();
+    return std::move(plan_);
   }
 
-  // Open every input; refuse an output that is one of them.
-  std::vector<std::unique_ptr<Checkpoint>> owned;
-  std::vector<const Checkpoint*> cs;
-  for (const auto& in : inputs) {
-    TFCKPT_ASSIGN_OR_RETURN(auto c, Checkpoint::Open(in));
-    const CheckpointInfo& info = c->info();
-    TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckNotInputs(BundleFilesAt(out, 0), FilesOf(info)));
-    report.inputs.push_back(info.prefix);
-    cs.push_back(c.get());
-    owned.push_back(std::move(c));
+ private:
+  CombineReport& report() { return plan_.report; }
+  const Checkpoint& input(size_t j) const { return *plan_.inputs[j]; }
+
+  // Opens every input; refuses an output that is one of them, or that exists.
+  absl::Status Open(const std::string& out) {
+    for (const auto& in : inputs_) {
+      TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, OpenCheckpoint(in));
+      const CheckpointInfo& info = c->info();
+      TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckNotInputs(BundleFilesAt(out, 0), FilesOf(info)));
+      report().inputs.push_back(info.prefix);
+      plan_.inputs.push_back(std::move(c));
+    }
+    if (!options_.dry_run && !options_.overwrite && FileExists(out + ".index")) {
+      return absl::AlreadyExistsError(StrCat(out, ".index: output exists (use --force to replace it)"));
+    }
+    return absl::OkStatus();
   }
-  if (!options.dry_run && !options.overwrite && FileExists(out + ".index")) {
-    return absl::AlreadyExistsError(StrCat(out, ".index: output exists (use --force to replace it)"));
-  }
-  const size_t n = cs.size();
 
   // The object graph each input has, and the one the output keeps.
-  std::vector<std::optional<pb::TrackableObjectGraph>> graphs(n);
-  std::optional<size_t> graph_input;
-  for (size_t j = 0; j < n; ++j) {
-    TFCKPT_ASSIGN_OR_RETURN(graphs[j], LoadObjectGraph(*cs[j]));
-    if (graphs[j] && (!graph_input || options.on_conflict == CombineOptions::Conflict::kLast)) graph_input = j;
-  }
-  if (graph_input && rules.Excluded(kObjectGraphKey)) {
-    report.notes.push_back("the object graph is excluded (--exclude matches _CHECKPOINTABLE_OBJECT_GRAPH)");
-    graph_input.reset();
+  absl::Status ChooseGraph() {
+    graphs_.resize(plan_.inputs.size());
+    for (size_t j = 0; j < graphs_.size(); ++j) {
+      TFCKPT_ASSIGN_OR_RETURN(graphs_[j], LoadObjectGraph(input(j)));
+      if (graphs_[j] && (!graph_input_ || options_.on_conflict == CombineOptions::Conflict::kLast)) graph_input_ = j;
+    }
+    if (graph_input_ && rules_.Excluded(kObjectGraphKey)) {
+      report().notes.push_back("the object graph is excluded (--exclude matches _CHECKPOINTABLE_OBJECT_GRAPH)");
+      graph_input_.reset();
+    }
+    return absl::OkStatus();
   }
 
-  // Names: filters, optimizer state, parallel components, renames.
-  struct ComponentCheck {
-    size_t input;
-    const TensorEntry* component;
-    const TensorEntry* value;
-  };
-  std::vector<ComponentCheck> component_checks;
-  std::map<std::string, std::vector<Candidate>> by_name;  // output name -> candidates
-  for (size_t j = 0; j < n; ++j) {
-    const std::vector<std::string> opt_paths = graphs[j] ? OptimizerPaths(*graphs[j]) : std::vector<std::string>{};
-    std::vector<const TensorEntry*> kept;  // what the filters leave, by name
-    for (const TensorEntry& t : cs[j]->tensors()) {
+  // What the filters and --drop-optimizer leave of input j, by name.
+  absl::StatusOr<std::vector<const TensorEntry*>> Kept(size_t j) {
+    const std::vector<std::string> opt_paths = graphs_[j] ? OptimizerPaths(*graphs_[j]) : std::vector<std::string>{};
+    std::vector<const TensorEntry*> kept;
+    for (const TensorEntry& t : input(j).tensors()) {
       if (t.name == kObjectGraphKey) continue;
-      if (!rules.Selected(t.name)) {
-        ++report.dropped_filtered;
-        report.bytes_dropped_filtered += t.bytes;
+      if (!rules_.Selected(t.name)) {
+        ++report().dropped_filtered;
+        report().bytes_dropped_filtered += t.bytes;
         continue;
       }
-      if (options.drop_optimizer && IsOptimizerState(t.name, opt_paths)) {
-        ++report.dropped_optimizer;
-        report.bytes_dropped_optimizer += t.bytes;
+      if (options_.drop_optimizer && IsOptimizerState(t.name, opt_paths)) {
+        ++report().dropped_optimizer;
+        report().bytes_dropped_optimizer += t.bytes;
         continue;
       }
       // A tensor whose entries are inconsistent cannot be copied (its pieces may point
       // nowhere); dropped ones above do not matter.
       if (!t.defect.empty()) {
-        const CheckpointInfo& info = cs[j]->info();
+        const CheckpointInfo& info = input(j).info();
         return DataLossAt(t.defect_check, info.format == Format::kV2 ? info.index_path : info.prefix, t.name, -1,
                           StrCat(t.defect, " (run tfckpt validate)"));
       }
       kept.push_back(&t);
     }
-    const auto components = options.collapse_parallel != CombineOptions::Parallel::kKeep
-                                ? ParallelComponents(kept, inputs[j], &report.notes)
-                                : std::map<const TensorEntry*, const TensorEntry*>{};
-    for (const TensorEntry* tp : kept) {
-      const TensorEntry& t = *tp;
-      if (auto v = components.find(&t); v != components.end()) {
-        if (options.collapse_parallel == CombineOptions::Parallel::kCheck) component_checks.push_back({j, &t, v->second});
-        ++report.collapsed;
-        report.bytes_collapsed += t.bytes;
-        continue;
-      }
-      by_name[rules.Rename(t.name)].push_back({j, &t});
-    }
+    return kept;
   }
 
-  // Conflicts and averaging.
-  std::map<std::string, Out> outs;
-  for (auto& [name, cands] : by_name) {
-    for (size_t a = 0; a < cands.size(); ++a) {
-      for (size_t b = a + 1; b < cands.size(); ++b) {
-        if (cands[a].input == cands[b].input || cands[a].t->name != cands[b].t->name) {
-          return absl::InvalidArgumentError(StrCat("--rename makes \"", cands[a].t->name, "\" (", inputs[cands[a].input],
-                                                   ") and \"", cands[b].t->name, "\" (", inputs[cands[b].input],
-                                                   ") both \"", name, "\""));
-        }
-      }
-    }
-    Out o;
-    o.name = name;
-    if (cands.size() > 1 && options.average) {
-      const TensorEntry& t0 = *cands.front().t;
-      std::string why;
-      if (cands.size() != n) {
-        why = StrCat("in ", cands.size(), " of ", n, " inputs");
-      } else if (!Averageable(t0.dtype)) {
-        why = "";  // not a float tensor: silently from the last input
-      } else {
-        for (const Candidate& c : cands) {
-          if (c.t->dtype != t0.dtype || c.t->shape != t0.shape) why = "dtype or shape differs between inputs";
-          else if (SortedRegions(*c.t) != SortedRegions(t0)) why = "stored with different slicing in the inputs";
-          if (!why.empty()) break;
-        }
-        if (why.empty()) {
-          o.kind = Kind::kAverage;
-          o.sources = cands;
-          o.origin = StrCat("mean of ", n, " inputs");
-          ++report.averaged;
-          outs.emplace(name, std::move(o));
+  // Names: filters, optimizer state, parallel components, renames.
+  absl::Status CollectNames() {
+    for (size_t j = 0; j < plan_.inputs.size(); ++j) {
+      TFCKPT_ASSIGN_OR_RETURN(std::vector<const TensorEntry*> kept, Kept(j));
+      const auto components = options_.collapse_parallel != CombineOptions::Parallel::kKeep
+                                  ? ParallelComponents(kept, inputs_[j], &report().notes)
+                                  : std::map<const TensorEntry*, const TensorEntry*>{};
+      for (const TensorEntry* t : kept) {
+        if (auto v = components.find(t); v != components.end()) {
+          if (options_.collapse_parallel == CombineOptions::Parallel::kCheck) {
+            component_checks_.push_back({j, t, v->second});
+          }
+          ++report().collapsed;
+          report().bytes_collapsed += t->bytes;
           continue;
         }
+        by_name_[rules_.Rename(t->name)].push_back({j, t});
       }
-      if (!why.empty()) report.notes.push_back(StrCat("\"", name, "\" not averaged (", why, "); taken from the last input"));
-      o.sources = {cands.back()};
-    } else if (cands.size() > 1) {
-      switch (options.on_conflict) {
-        case CombineOptions::Conflict::kError:
-          return absl::InvalidArgumentError(StrCat("tensor \"", name, "\" is in both ", inputs[cands[0].input], " and ",
-                                                   inputs[cands[1].input], " (--on-conflict first|last chooses)"));
-        case CombineOptions::Conflict::kFirst:
-          o.sources = {cands.front()};
-          break;
-        case CombineOptions::Conflict::kLast:
-          o.sources = {cands.back()};
-          break;
-      }
-    } else {
-      o.sources = cands;
     }
-    const Candidate& src = o.sources.front();
-    o.origin = src.t->name == name ? inputs[src.input] : StrCat(inputs[src.input], " \"", src.t->name, "\"");
-    outs.emplace(name, std::move(o));
+    return absl::OkStatus();
   }
 
-  // TPU replicas NAME/0 .. NAME/K-1 -> NAME.
-  std::map<std::string, std::optional<std::string>> replica_map;  // output name -> new name / dropped
-  struct ReplicaCheck {
-    std::string name;
-    const Out* first;
-    const Out* other;
-  };
-  std::vector<ReplicaCheck> replica_checks;
-  if (options.collapse_replicas) {
+  // Conflicts and averaging: one output tensor per name.
+  absl::Status ResolveNames() {
+    for (auto& [name, cands] : by_name_) {
+      TFCKPT_RETURN_IF_ERROR(CheckCollisions(name, cands));
+      PlannedTensor o;
+      o.name = name;
+      if (cands.size() > 1 && options_.average) {
+        if (PlanAverage(cands, &o)) {
+          outs_.emplace(name, std::move(o));
+          continue;
+        }
+      } else if (cands.size() > 1) {
+        TFCKPT_ASSIGN_OR_RETURN(o.sources, ChooseAmongConflicting(name, cands));
+      } else {
+        o.sources = cands;
+      }
+      const CombineSource& src = o.sources.front();
+      o.origin = src.tensor->name == name ? inputs_[src.input]
+                                          : StrCat(inputs_[src.input], " \"", src.tensor->name, "\"");
+      outs_.emplace(name, std::move(o));
+    }
+    return absl::OkStatus();
+  }
+
+  // Two tensors of one input, or of different names, that renames make one name.
+  absl::Status CheckCollisions(const std::string& name, const std::vector<CombineSource>& cands) const {
+    for (size_t a = 0; a < cands.size(); ++a) {
+      for (size_t b = a + 1; b < cands.size(); ++b) {
+        if (cands[a].input == cands[b].input || cands[a].tensor->name != cands[b].tensor->name) {
+          return absl::InvalidArgumentError(StrCat("--rename makes \"", cands[a].tensor->name, "\" (",
+                                                   inputs_[cands[a].input], ") and \"", cands[b].tensor->name, "\" (",
+                                                   inputs_[cands[b].input], ") both \"", name, "\""));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // --average of `cands` (several): true when `o` is planned as their mean; otherwise
+  // `o` takes the last input's (with a note saying why, for a float tensor).
+  bool PlanAverage(const std::vector<CombineSource>& cands, PlannedTensor* o) {
+    const size_t n = plan_.inputs.size();
+    const TensorEntry& t0 = *cands.front().tensor;
+    std::string why;
+    if (cands.size() != n) {
+      why = StrCat("in ", cands.size(), " of ", n, " inputs");
+    } else if (Averageable(t0.dtype)) {
+      for (const CombineSource& c : cands) {
+        if (c.tensor->dtype != t0.dtype || c.tensor->shape != t0.shape) why = "dtype or shape differs between inputs";
+        else if (SortedRegions(*c.tensor) != SortedRegions(t0)) why = "stored with different slicing in the inputs";
+        if (!why.empty()) break;
+      }
+      if (why.empty()) {
+        o->kind = Kind::kAverage;
+        o->sources = cands;
+        o->origin = StrCat("mean of ", n, " inputs");
+        ++report().averaged;
+        return true;
+      }
+    }  // else not a float tensor: silently from the last input
+    if (!why.empty()) {
+      report().notes.push_back(StrCat("\"", o->name, "\" not averaged (", why, "); taken from the last input"));
+    }
+    o->sources = {cands.back()};
+    return false;
+  }
+
+  // The source of a tensor several inputs hold: --on-conflict's choice; under kError the
+  // first, when every other input's values equal it (whatever the slicing), else an error
+  // naming the tensor, both inputs and the first difference.
+  absl::StatusOr<std::vector<CombineSource>> ChooseAmongConflicting(const std::string& name,
+                                                                    const std::vector<CombineSource>& cands) {
+    switch (options_.on_conflict) {
+      case CombineOptions::Conflict::kFirst: return std::vector<CombineSource>{cands.front()};
+      case CombineOptions::Conflict::kLast: return std::vector<CombineSource>{cands.back()};
+      case CombineOptions::Conflict::kError: break;
+    }
+    const CombineSource& first = cands.front();
+    for (size_t k = 1; k < cands.size(); ++k) {
+      TFCKPT_ASSIGN_OR_RETURN(std::string diff, Difference(input(first.input), *first.tensor,
+                                                           input(cands[k].input), *cands[k].tensor));
+      if (!diff.empty()) {
+        return absl::InvalidArgumentError(StrCat("tensor \"", name, "\" is in both ", inputs_[first.input], " and ",
+                                                 inputs_[cands[k].input], " with different values (", diff,
+                                                 "; --on-conflict first|last chooses)"));
+      }
+    }
+    return std::vector<CombineSource>{first};
+  }
+
+  // TPU replicas NAME/0 .. NAME/K-1 -> NAME: which output names become which, and the
+  // checks to run first.
+  void PlanReplicas() {
+    if (!options_.collapse_replicas) return;
     static const Regex replica_re = Regex::Fixed(R"((.*)/(0|[1-9]\d{0,8}))");
     std::map<std::string, std::map<int64_t, std::string>> groups;
-    for (const auto& [name, o] : outs) {
+    for (const auto& [name, o] : outs_) {
       std::vector<std::string> m;
       if (replica_re.FullMatch(name, &m)) groups[m[0]][std::stoll(m[1])] = name;
     }
     for (const auto& [base, members] : groups) {
-      std::string why;
-      if (members.size() < 2) why = StrCat("only \"", members.begin()->second, "\" (K >= 2 replicas needed)");
-      else if (members.rbegin()->first != static_cast<int64_t>(members.size()) - 1) why = "indices are not consecutive from 0";
-      if (why.empty() && outs.count(base)) why = StrCat("\"", base, "\" exists too");
-      const Out& first = outs.at(members.begin()->second);
-      for (const auto& [i, name] : members) {
-        const Out& o = outs.at(name);
-        if (!why.empty()) break;
-        if (o.kind != Kind::kCopy || first.kind != Kind::kCopy) why = "averaged";
-        else if (o.sources[0].t->dtype != first.sources[0].t->dtype || o.sources[0].t->shape != first.sources[0].t->shape)
-          why = "dtype or shape differs";
-      }
+      const std::string why = WhyNotReplicas(base, members);
       if (!why.empty()) {
-        report.notes.push_back(StrCat("replicas of \"", base, "\" not collapsed: ", why));
+        report().notes.push_back(StrCat("replicas of \"", base, "\" not collapsed: ", why));
         continue;
       }
+      const PlannedTensor& first = outs_.at(members.begin()->second);
       for (const auto& [i, name] : members) {
-        replica_map[name] = i == 0 ? std::optional<std::string>(base) : std::nullopt;
-        if (i > 0) {
-          if (options.check_replicas) replica_checks.push_back({name, &first, &outs.at(name)});
-          ++report.collapsed;
-          report.bytes_collapsed += outs.at(name).sources[0].t->bytes;
-        }
+        replica_map_[name] = i == 0 ? std::optional<std::string>(base) : std::nullopt;
+        if (i == 0) continue;
+        const PlannedTensor& other = outs_.at(name);
+        if (options_.check_replicas) replica_checks_.push_back({&first, &other});
+        ++report().collapsed;
+        report().bytes_collapsed += other.sources[0].tensor->bytes;
       }
     }
   }
 
-  // Equality checks before anything is written.
-  for (const auto& k : component_checks) {
-    TFCKPT_ASSIGN_OR_RETURN(std::string diff, Difference(*cs[k.input], *k.value, *cs[k.input], *k.component));
-    if (!diff.empty()) {
-      report.mismatches.push_back(Finding{"merge.parallel-differs", Severity::kError, report.inputs[k.input], k.component->name, -1,
-                                          StrCat("differs from component 0 \"", k.value->name, "\": ", diff)});
+  // Why the replicas `members` (index -> output name) of `base` cannot be collapsed; ""
+  // when they can.
+  std::string WhyNotReplicas(const std::string& base, const std::map<int64_t, std::string>& members) const {
+    if (members.size() < 2) return StrCat("only \"", members.begin()->second, "\" (K >= 2 replicas needed)");
+    if (members.rbegin()->first != static_cast<int64_t>(members.size()) - 1) return "indices are not consecutive from 0";
+    if (outs_.count(base)) return StrCat("\"", base, "\" exists too");
+    const PlannedTensor& first = outs_.at(members.begin()->second);
+    for (const auto& [i, name] : members) {
+      const PlannedTensor& o = outs_.at(name);
+      if (o.kind != Kind::kCopy || first.kind != Kind::kCopy) return "averaged";
+      const TensorEntry& a = *first.sources[0].tensor;
+      const TensorEntry& b = *o.sources[0].tensor;
+      if (b.dtype != a.dtype || b.shape != a.shape) return "dtype or shape differs";
     }
+    return "";
   }
-  for (const auto& k : replica_checks) {
-    const Candidate& a = k.first->sources[0];
-    const Candidate& b = k.other->sources[0];
-    TFCKPT_ASSIGN_OR_RETURN(std::string diff, Difference(*cs[a.input], *a.t, *cs[b.input], *b.t));
-    if (!diff.empty()) {
-      report.mismatches.push_back(Finding{"merge.replica-differs", Severity::kError, report.inputs[b.input], b.t->name, -1,
-                                          StrCat("differs from replica 0 \"", a.t->name, "\": ", diff)});
+
+  // Parallel components and replicas must equal component / replica 0; differences
+  // become mismatches (nothing is written then).
+  absl::Status CheckEqual() {
+    for (const auto& k : component_checks_) {
+      TFCKPT_ASSIGN_OR_RETURN(std::string diff, Difference(input(k.input), *k.value, input(k.input), *k.component));
+      if (!diff.empty()) {
+        report().mismatches.push_back(Finding{"merge.parallel-differs", Severity::kError, report().inputs[k.input],
+                                              k.component->name, -1,
+                                              StrCat("differs from component 0 \"", k.value->name, "\": ", diff)});
+      }
     }
+    for (const auto& k : replica_checks_) {
+      const CombineSource& a = k.first->sources[0];
+      const CombineSource& b = k.other->sources[0];
+      TFCKPT_ASSIGN_OR_RETURN(std::string diff, Difference(input(a.input), *a.tensor, input(b.input), *b.tensor));
+      if (!diff.empty()) {
+        report().mismatches.push_back(Finding{"merge.replica-differs", Severity::kError, report().inputs[b.input],
+                                              b.tensor->name, -1,
+                                              StrCat("differs from replica 0 \"", a.tensor->name, "\": ", diff)});
+      }
+    }
+    return absl::OkStatus();
   }
-  if (!report.mismatches.empty()) return report;
-  for (const auto& [from, to] : replica_map) {
-    auto node = outs.extract(from);
-    if (to) {
+
+  void RenameReplicas() {
+    for (const auto& [from, to] : replica_map_) {
+      auto node = outs_.extract(from);
+      if (!to) continue;
       node.key() = *to;
       node.mapped().name = *to;
       node.mapped().origin += StrCat(" (", from, " of ", "its replicas)");
-      outs.insert(std::move(node));
+      outs_.insert(std::move(node));
     }
   }
 
-  // Parallel components from component 0.
-  std::set<std::string> expanded_values;  // output names of VARIABLE_VALUE keys that got components
-  if (expand > 1) {
+  // Parallel components copied from component 0 (--expand-parallel).
+  void ExpandParallel() {
+    if (expand_ < 2) return;
     static const std::string kValue = "/.ATTRIBUTES/VARIABLE_VALUE";
-    std::vector<Out> added;
-    for (const auto& [name, o] : outs) {
+    std::vector<PlannedTensor> added;
+    for (const auto& [name, o] : outs_) {
       if (name.size() < kValue.size() || name.compare(name.size() - kValue.size(), kValue.size(), kValue) != 0) continue;
       const std::string base = name.substr(0, name.size() - std::string("VARIABLE_VALUE").size());
       bool has_any = false;
-      for (int k = 1; k < expand; ++k) has_any = has_any || outs.count(StrCat(base, "parallel_component_", k));
+      for (int k = 1; k < expand_; ++k) has_any = has_any || outs_.count(StrCat(base, "parallel_component_", k));
       if (has_any) {
-        report.notes.push_back(StrCat("\"", name, "\" already has parallel components; left as it is"));
+        report().notes.push_back(StrCat("\"", name, "\" already has parallel components; left as it is"));
         continue;
       }
-      for (int k = 1; k < expand; ++k) {
-        Out c = o;
+      for (int k = 1; k < expand_; ++k) {
+        PlannedTensor c = o;
         c.name = StrCat(base, "parallel_component_", k);
         c.origin = StrCat("copy of \"", name, "\"");
         added.push_back(std::move(c));
-        ++report.expanded;
+        ++report().expanded;
       }
-      expanded_values.insert(name);
+      expanded_values_.insert(name);
     }
     for (auto& c : added) {
       std::string key = c.name;
-      outs.emplace(std::move(key), std::move(c));
+      outs_.emplace(std::move(key), std::move(c));
     }
   }
 
-  if (outs.empty()) return absl::InvalidArgumentError("nothing to write: every tensor was filtered out");
+  // The attributes of one graph node rewritten to the output's names (renames, collapsed
+  // replicas, expanded components); attributes without a tensor removed.
+  void RewriteAttributes(pb::TrackableObjectGraph::TrackableObject* node, const std::set<std::string>& names) {
+    google::protobuf::RepeatedPtrField<pb::TrackableObjectGraph::TrackableObject::SerializedTensor> kept;
+    for (const auto& a : node->attributes()) {
+      const std::string& key = a.checkpoint_key();
+      std::string new_key = rules_.Rename(key);
+      if (auto r = replica_map_.find(new_key); r != replica_map_.end()) new_key = r->second.value_or("");
+      if (new_key.empty() || !HoldsAttribute(names, new_key)) {
+        ++report().graph_attributes_removed;
+        continue;
+      }
+      auto* k = kept.Add();
+      *k = a;
+      if (new_key != key) {
+        k->set_checkpoint_key(new_key);
+        ++report().graph_attributes_renamed;
+      }
+      if (a.name() == "VARIABLE_VALUE" && expanded_values_.count(new_key)) {
+        const std::string base = new_key.substr(0, new_key.size() - std::string("VARIABLE_VALUE").size());
+        for (int c = 1; c < expand_; ++c) {
+          auto* p = kept.Add();
+          *p = a;
+          p->set_name(StrCat("parallel_component_", c));
+          p->set_checkpoint_key(StrCat(base, "parallel_component_", c));
+        }
+      }
+    }
+    node->mutable_attributes()->Swap(&kept);
+  }
 
   // The object graph, rewritten to match the output.
-  if (graph_input) {
-    pb::TrackableObjectGraph g = *graphs[*graph_input];
+  void AddGraph() {
+    pb::TrackableObjectGraph g = *graphs_[*graph_input_];
     std::set<std::string> names;
-    for (const auto& [name, o] : outs) names.insert(name);
+    for (const auto& [name, o] : outs_) names.insert(name);
     std::vector<bool> emptied(g.nodes_size(), false);
     for (int i = 0; i < g.nodes_size(); ++i) {
       auto* node = g.mutable_nodes(i);
       const bool had = node->attributes_size() > 0;
-      google::protobuf::RepeatedPtrField<pb::TrackableObjectGraph::TrackableObject::SerializedTensor> kept;
-      for (const auto& a : node->attributes()) {
-        const std::string& key = a.checkpoint_key();
-        std::string new_key = rules.Rename(key);
-        if (auto r = replica_map.find(new_key); r != replica_map.end()) new_key = r->second.value_or("");
-        if (new_key.empty() || !HoldsAttribute(names, new_key)) {
-          ++report.graph_attributes_removed;
-          continue;
-        }
-        auto* k = kept.Add();
-        *k = a;
-        if (new_key != key) {
-          k->set_checkpoint_key(new_key);
-          ++report.graph_attributes_renamed;
-        }
-        if (a.name() == "VARIABLE_VALUE" && expanded_values.count(new_key)) {
-          const std::string base = new_key.substr(0, new_key.size() - std::string("VARIABLE_VALUE").size());
-          for (int c = 1; c < expand; ++c) {
-            auto* p = kept.Add();
-            *p = a;
-            p->set_name(StrCat("parallel_component_", c));
-            p->set_checkpoint_key(StrCat(base, "parallel_component_", c));
-          }
-        }
-      }
-      node->mutable_attributes()->Swap(&kept);
+      RewriteAttributes(node, names);
       emptied[i] = had && node->attributes_size() == 0;
     }
     for (int i = 0; i < g.nodes_size(); ++i) {
@@ -519,93 +568,148 @@ absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>&
                                     return gone(s.slot_variable_node_id()) || gone(s.original_variable_node_id());
                                   }),
                    slots->end());
-      report.graph_slots_removed += before - slots->size();
+      report().graph_slots_removed += before - slots->size();
     }
-    Out o;
+    PlannedTensor o;
     o.name = kObjectGraphKey;
     o.kind = Kind::kGraph;
     std::string serialized;
     g.SerializeToString(&serialized);
     EncodeStrings({std::string_view(serialized)}, &o.graph_payload);
-    o.graph_source = {graph_input.value(), cs[graph_input.value()]->Find(kObjectGraphKey)};
-    o.origin = StrCat("object graph of ", inputs[*graph_input]);
-    outs.emplace(o.name, std::move(o));
+    o.sources = {{*graph_input_, input(*graph_input_).Find(kObjectGraphKey)}};
+    o.origin = StrCat("object graph of ", inputs_[*graph_input_]);
+    outs_.emplace(o.name, std::move(o));
   }
-  // Output data files: (input, data file) pairs in order of first use, like MergeV2.
-  std::map<std::pair<size_t, int32_t>, int32_t> file_ids;
-  auto file_of = [&](size_t input, int32_t shard) {
-    return file_ids.try_emplace({input, shard}, static_cast<int32_t>(file_ids.size())).first->second;
-  };
-  for (auto& [name, o] : outs) {
-    if (o.kind == Kind::kGraph) {
-      o.files = {file_of(o.graph_source.input, o.graph_source.t->slices.front().data.shard)};
-      continue;
-    }
-    const Candidate& src = o.sources.back();
-    for (const auto& s : src.t->slices) o.files.push_back(file_of(src.input, s.data.v1_file >= 0 ? 0 : s.data.shard));
-  }
-  report.num_files = static_cast<int32_t>(file_ids.size());
-  for (const auto& [name, o] : outs) {
-    CombinedTensor ct;
-    ct.name = name;
-    ct.origin = o.origin;
-    ct.file = o.files.front();
-    if (o.kind == Kind::kGraph) {
-      ct.dtype = static_cast<int32_t>(DType::kString);
-      ct.bytes = o.graph_payload.size();
-    } else {
-      ct.dtype = o.sources.back().t->dtype;
-      ct.shape = o.sources.back().t->shape;
-      ct.bytes = o.sources.back().t->bytes;
-      if (auto cast = options.casts.find(ct.dtype); cast != options.casts.end() && o.kind == Kind::kCopy) {
-        ct.dtype = cast->second;
-        ct.bytes = static_cast<uint64_t>(NumElements(ct.shape).value_or(0)) * LookupDType(ct.dtype)->element_size;
-      }
-    }
-    report.bytes += ct.bytes;
-    report.tensors.push_back(std::move(ct));
-  }
-  if (options.dry_run) return report;
 
-  // Write: one thread per output data file.
-  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(report.bytes) : nullptr;
+  // Output data files: (input, data file) pairs in order of first use, like MergeV2.
+  void AssignFiles() {
+    std::map<std::pair<size_t, int32_t>, int32_t> file_ids;
+    auto file_of = [&](size_t input, int32_t shard) {
+      return file_ids.try_emplace({input, shard}, static_cast<int32_t>(file_ids.size())).first->second;
+    };
+    for (auto& [name, o] : outs_) {
+      const CombineSource& src = o.sources.back();
+      if (o.kind == Kind::kGraph) {
+        o.files = {file_of(src.input, src.tensor->slices.front().data.shard)};
+        continue;
+      }
+      for (const auto& s : src.tensor->slices) o.files.push_back(file_of(src.input, s.data.v1_file >= 0 ? 0 : s.data.shard));
+    }
+    report().num_files = static_cast<int32_t>(file_ids.size());
+  }
+
+  // Each output tensor's dtype, shape, size and first file; the plan's tensors and the
+  // report's, by name.
+  void Describe() {
+    for (auto& [name, o] : outs_) {
+      o.file = o.files.front();
+      if (o.kind == Kind::kGraph) {
+        o.dtype = static_cast<int32_t>(DType::kString);
+        o.bytes = o.graph_payload.size();
+      } else {
+        const TensorEntry& t = *o.sources.back().tensor;
+        o.dtype = t.dtype;
+        o.shape = t.shape;
+        o.bytes = t.bytes;
+        if (auto cast = options_.casts.find(o.dtype); cast != options_.casts.end() && o.kind == Kind::kCopy) {
+          o.dtype = cast->second;
+          o.bytes = static_cast<uint64_t>(NumElements(o.shape).value_or(0)) * LookupDType(o.dtype)->element_size;
+        }
+      }
+      report().bytes += o.bytes;
+      report().tensors.push_back(o);
+      plan_.tensors.push_back(std::move(o));
+    }
+  }
+
+  struct ComponentCheck {
+    size_t input;
+    const TensorEntry* component;
+    const TensorEntry* value;
+  };
+  struct ReplicaCheck {
+    const PlannedTensor* first;
+    const PlannedTensor* other;
+  };
+
+  const std::vector<std::string>& inputs_;
+  const CombineOptions& options_;
+  const NameRules& rules_;
+  const int expand_;
+  CombinePlan plan_;
+  std::vector<std::optional<pb::TrackableObjectGraph>> graphs_;
+  std::optional<size_t> graph_input_;
+  std::vector<ComponentCheck> component_checks_;
+  std::map<std::string, std::vector<CombineSource>> by_name_;  // output name -> candidates
+  std::map<std::string, PlannedTensor> outs_;                  // output name -> plan
+  std::map<std::string, std::optional<std::string>> replica_map_;  // output name -> new name / dropped
+  std::vector<ReplicaCheck> replica_checks_;
+  std::set<std::string> expanded_values_;  // output names of VARIABLE_VALUE keys that got components
+};
+
+}  // namespace
+
+absl::StatusOr<CombinePlan> PlanCombine(const std::vector<std::string>& inputs, const std::string& out,
+                                        const CombineOptions& options) {
+  if (inputs.empty()) return absl::InvalidArgumentError("merge needs at least one input");
+  TFCKPT_ASSIGN_OR_RETURN(NameRules rules, NameRules::Create(options.include, options.exclude, options.renames));
+  if (options.expand_parallel && *options.expand_parallel < 2) {
+    return absl::InvalidArgumentError(
+        StrCat("--expand-parallel N needs N >= 2 devices (got ", *options.expand_parallel, ")"));
+  }
+  if (options.expand_parallel && options.collapse_parallel != CombineOptions::Parallel::kKeep) {
+    return absl::InvalidArgumentError("--expand-parallel and --collapse-parallel exclude each other");
+  }
+  return Planner(inputs, options, rules).Run(out);
+}
+
+absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, const CombineOptions& options) {
+  if (!plan.report.mismatches.empty()) return absl::InternalError("bug: writing a combine plan whose checks failed");
+  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(plan.report.bytes) : nullptr;
   BundleWriterOptions wo;
-  wo.num_shards = report.num_files;
+  wo.num_shards = plan.report.num_files;
   wo.overwrite = options.overwrite;
   TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(out, wo));
   struct Work {
-    const Out* o;
+    const PlannedTensor* o;
     size_t slice;
   };
-  std::vector<std::vector<Work>> per_file(report.num_files);
-  for (const auto& [name, o] : outs) {
+  std::vector<std::vector<Work>> per_file(plan.report.num_files);
+  for (const PlannedTensor& o : plan.tensors) {
     for (size_t i = 0; i < o.files.size(); ++i) per_file[o.files[i]].push_back({&o, i});
   }
   TFCKPT_RETURN_IF_ERROR(ParallelForStatus(per_file.size(), Jobs(options.jobs), [&](size_t f, const std::atomic<bool>& stop) {
     std::map<size_t, std::unique_ptr<PieceCopier>> copiers;  // per input, keeping their buffers
-    Averager averager(cs, progress);
+    Averager averager(plan.inputs, progress);
     const int32_t file = static_cast<int32_t>(f);
     for (const Work& w : per_file[f]) {
       if (stop) return absl::OkStatus();
-      const Out& o = *w.o;
+      const PlannedTensor& o = *w.o;
+      const CombineSource& src = o.sources.back();
       if (o.kind == Kind::kGraph) {
         TFCKPT_RETURN_IF_ERROR(writer->Add(o.name, static_cast<int32_t>(DType::kString), {}, o.graph_payload, file));
       } else if (o.kind == Kind::kAverage) {
-        TFCKPT_RETURN_IF_ERROR(averager.Write(o, o.sources.back().t->slices[w.slice].region, *writer, file));
+        TFCKPT_RETURN_IF_ERROR(averager.Write(o, src.tensor->slices[w.slice].region, *writer, file));
       } else {
-        const Candidate& src = o.sources.back();
-        const StoredSlice& sl = src.t->slices[w.slice];
+        const StoredSlice& sl = src.tensor->slices[w.slice];
         auto& copier = copiers[src.input];
-        if (!copier) copier = std::make_unique<PieceCopier>(*cs[src.input], *writer, progress, options.casts,
-                                                       /*verify_sources=*/true);
-        TFCKPT_RETURN_IF_ERROR(
-            copier->Write(*src.t, PlannedPiece{sl.region, file, sl.data.size, std::nullopt}, o.name));
+        if (!copier) {
+          copier = std::make_unique<PieceCopier>(*plan.inputs[src.input], *writer, progress, options.casts,
+                                                 /*verify_sources=*/true);
+        }
+        TFCKPT_RETURN_IF_ERROR(copier->Write(*src.tensor, PlannedPiece{sl.region, file, sl.data.size, std::nullopt}, o.name));
       }
     }
     return absl::OkStatus();
   }));
-  TFCKPT_RETURN_IF_ERROR(writer->Finish());
-  return report;
+  return writer->Finish();
+}
+
+absl::StatusOr<CombineReport> CombineCheckpoints(const std::vector<std::string>& inputs, const std::string& out,
+                                                 const CombineOptions& options) {
+  TFCKPT_ASSIGN_OR_RETURN(CombinePlan plan, PlanCombine(inputs, out, options));
+  if (plan.report.mismatches.empty() && !options.dry_run) TFCKPT_RETURN_IF_ERROR(WriteCombined(plan, out, options));
+  return std::move(plan.report);
 }
 
 }  // namespace tfckpt

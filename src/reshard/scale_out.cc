@@ -1,6 +1,7 @@
 // Scale-out resharding: the plan document, one task, finalize (see the header).
 #include "tfckpt/scale_out.h"
 
+
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
+#include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 #include "tfckpt/validate.h"
@@ -122,7 +124,7 @@ auto WithPlan(const std::string& plan_path, Fn&& fn) -> decltype(fn(std::declval
 
 // Checks that the part at `prefix` holds exactly the planned entries of `task`.
 absl::Status CheckPart(const std::string& prefix, const json& task) {
-  TFCKPT_ASSIGN_OR_RETURN(auto part, Checkpoint::OpenV2(prefix));
+  TFCKPT_ASSIGN_OR_RETURN(auto part, OpenResolved({.format = Format::kV2, .prefix = prefix}));
   int64_t pieces = 0;
   for (const auto& t : part->tensors()) pieces += static_cast<int64_t>(t.slices.size());
   const json& entries = task.at("entries");
@@ -234,7 +236,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
       return absl::InvalidArgumentError(StrCat(plan_path, ": task ", task, " out of range (0..", n - 1, ")"));
     }
     TFCKPT_RETURN_IF_ERROR(CheckSourceUnchanged(plan.at("source")));
-    TFCKPT_ASSIGN_OR_RETURN(auto c, Checkpoint::OpenV2(plan.at("source").at("prefix").get<std::string>()));
+    TFCKPT_ASSIGN_OR_RETURN(auto c, OpenResolved({.format = Format::kV2, .prefix = plan.at("source").at("prefix").get<std::string>()}));
     const json& t = plan.at("tasks").at(task);
     TaskReport r;
     r.task = task;

@@ -1,5 +1,6 @@
 // tfckpt validate: every check of a checkpoint, and logical comparison of two.
 #include "tfckpt/validate.h"
+#include "tfckpt/open.h"
 #include "tfckpt/regex.h"
 
 #include <algorithm>
@@ -281,6 +282,18 @@ void CheckSliceLayout(const TensorEntry& t, const std::string& file, std::vector
   if (!t.partitioned || t.slices.empty()) return;
   const auto total = NumElements(t.shape);
   if (!total.ok()) return;
+  // The sweep below needs every slice inside the tensor (the loader keeps those that are
+  // not out of the slice map, as a slice.bounds defect).
+  bool outside = false;
+  for (const auto& s : t.slices) {
+    if (s.region.InsideOf(t.shape)) continue;
+    outside = true;
+    const std::string slice = s.region.rank() == t.shape.size() ? SliceString(s.region, t.shape)
+                                                                 : StrCat("of rank ", s.region.rank());
+    out->push_back(Make("slice.bounds", Severity::kError, file, t.name, -1,
+                        StrCat("slice ", slice, " lies outside the shape ", ShapeString(t.shape))));
+  }
+  if (outside) return;
   std::vector<size_t> order(t.slices.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const bool scalar = t.shape.empty();
@@ -366,9 +379,7 @@ absl::StatusOr<ValidateReport> Validate(const std::string& spec, const ValidateO
   report.path = resolved->prefix;
   std::vector<Finding>& out = report.findings;
   if (!resolved->state_dir.empty()) CheckStateFile(resolved->state_dir, resolved->notes, &out);
-  auto opened = resolved->format == Format::kV2            ? Checkpoint::OpenV2(resolved->prefix, &out)
-                : resolved->format == Format::kSafetensors ? Checkpoint::OpenSafetensors(resolved->prefix)
-                                                           : Checkpoint::OpenV1(resolved->prefix, resolved->v1_files, &out);
+  auto opened = OpenResolved(*resolved, &out);
   if (!opened.ok()) {
     if (absl::IsDataLoss(opened.status())) {
       out.push_back(FindingOf(opened.status()));
@@ -646,9 +657,9 @@ absl::StatusOr<ValidateReport> Compare(const std::string& new_spec, const std::s
                                        const CompareOptions& options) {
   ValidateReport report;
   std::vector<Finding>& out = report.findings;
-  auto nc = Checkpoint::Open(new_spec, &out);
+  auto nc = OpenCheckpoint(new_spec, &out);
   if (!nc.ok()) return nc.status();
-  auto oc = Checkpoint::Open(old_spec, &out);
+  auto oc = OpenCheckpoint(old_spec, &out);
   if (!oc.ok()) return oc.status();
   const Checkpoint& a = **nc;
   const Checkpoint& b = **oc;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "tensor_bundle.pb.h"
 #include "tfckpt/bundle_proto.h"
+#include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/file.h"
 #include "tfckpt/ordered_code.h"

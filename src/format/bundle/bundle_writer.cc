@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "tensor_bundle.pb.h"
 #include "tfckpt/bundle_proto.h"
 #include "tfckpt/checkpoint.h"
@@ -23,6 +24,21 @@
 
 namespace tfckpt {
 
+std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards) {
+  return absl::StrFormat("%s.data-%05d-of-%05d", prefix, shard, num_shards);
+}
+
+std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards) {
+  std::vector<std::string> files = {prefix + ".index"};
+  for (int32_t i = 0; i < num_shards; ++i) files.push_back(DataFileName(prefix, i, num_shards));
+  const std::string stem = Basename(prefix) + ".data-";
+  const std::string dir = Dirname(prefix);
+  auto listing = Storage::For(prefix).List(dir);
+  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+    if (e.name.rfind(stem, 0) == 0) files.push_back(dir.empty() ? e.name : JoinPath(dir, e.name));
+  }
+  return files;
+}
 
 struct BundleWriter::Pending {
   pb::BundleEntryProto entry;

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "format/bundle/bundle_reader.h"
+#include "format/safetensors/safetensors_reader.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/coding.h"
 #include "tfckpt/dtype.h"
@@ -255,10 +257,11 @@ absl::Status SafetensorsWriter::Commit() { return out_->Commit(); }
 // ---------------------------------------------------------------------------------------
 // A file or a sharded set as a Checkpoint: one stored piece per tensor, no CRCs.
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenSafetensors(const std::string& path) {
-  std::unique_ptr<Checkpoint> c(new Checkpoint());
-  c->info_.format = Format::kSafetensors;
-  c->info_.prefix = path;
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenSafetensors(const std::string& path) {
+  CheckpointInfo info;
+  std::vector<TensorEntry> tensors;
+  info.format = Format::kSafetensors;
+  info.prefix = path;
   std::vector<std::string> files;
   std::map<std::string, std::string> expected;  // tensor -> file, for a set
   static const std::string kIndexSuffix = ".index.json";
@@ -272,8 +275,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenSafetensors(const st
   } else {
     files.push_back(path);
   }
-  c->info_.data_files = files;
-  c->info_.num_shards = static_cast<int32_t>(files.size());
+  info.data_files = files;
+  info.num_shards = static_cast<int32_t>(files.size());
   std::set<std::string> seen;
   for (size_t i = 0; i < files.size(); ++i) {
     TFCKPT_ASSIGN_OR_RETURN(SafetensorsHeader h, ReadSafetensorsHeader(files[i]));
@@ -301,16 +304,17 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenSafetensors(const st
       s.data.offset = h.data_start + st.begin;
       s.data.size = st.end - st.begin;
       t.slices.push_back(std::move(s));
-      c->tensors_.push_back(std::move(t));
+      tensors.push_back(std::move(t));
     }
   }
   for (const auto& [t, f] : expected) {
     if (!seen.count(t)) return DataLossAt("safetensors.index", path, t, -1, StrCat("tensor is not in ", f));
   }
-  std::sort(c->tensors_.begin(), c->tensors_.end(),
+  std::sort(tensors.begin(), tensors.end(),
             [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
-  c->data_files_.resize(files.size());
-  return c;
+  auto reader = std::make_unique<BundleReader>(
+      BundleReader::DataFiles{info.data_files, info.num_shards, /*big_endian=*/false, /*checksums=*/false});
+  return std::make_unique<Checkpoint>(std::move(info), std::move(tensors), std::move(reader));
 }
 
 }  // namespace tfckpt

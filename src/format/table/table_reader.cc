@@ -3,6 +3,7 @@
 #include <snappy.h>
 
 #include "absl/strings/str_cat.h"
+#include "tfckpt/checkpoint.h"
 #include "tfckpt/coding.h"
 #include "tfckpt/crc32c.h"
 #include "tfckpt/status.h"
@@ -216,6 +217,21 @@ absl::StatusOr<std::optional<std::string>> TableReader::Get(std::string_view key
                                       return absl::OkStatus();
                                     }));
   return found;
+}
+
+absl::Status VisitTable(TableReader& table, std::vector<Finding>* findings, const TableReader::Visitor& visit) {
+  if (findings == nullptr) return table.ForEach(visit);
+  // Lenient: a damaged block or entry is recorded and the walk goes on with the next.
+  TableReader::KeyOrder order;
+  for (size_t i = 0; i < table.data_blocks().size(); ++i) {
+    absl::Status s = table.VisitBlock(i, &order, [&](std::string_view k, std::string_view v, uint64_t off) {
+      absl::Status r = visit(k, v, off);
+      if (!r.ok()) findings->push_back(FindingOf(r));
+      return absl::OkStatus();
+    });
+    if (!s.ok()) findings->push_back(FindingOf(s));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tfckpt

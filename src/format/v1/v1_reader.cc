@@ -1,13 +1,16 @@
 // V1 checkpoints (docs/FORMAT.md §h): one or more tables whose "" entry lists the tensors and
 // their slices, and whose other entries hold each slice's values in a TensorProto.
+#include "format/v1/v1_reader.h"
+
 #include <map>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "saved_tensor_slice.pb.h"
 #include "tfckpt/bundle_proto.h"
-#include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
+#include "tfckpt/table.h"
 #include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
@@ -96,20 +99,44 @@ absl::StatusOr<std::string> PayloadFromTensorProto(int32_t dtype, const pb::Tens
   return out;
 }
 
+// The slice map of V1 tables, filled in the way Checkpoint members used to be.
+struct V1Loader {
+  absl::Status LoadV1(const std::vector<std::string>& files, std::vector<Finding>* findings);
+
+  CheckpointInfo info_;
+  std::vector<TensorEntry> tensors_;  // sorted by name
+  std::vector<std::unique_ptr<TableReader>> v1_tables_;
+};
+
+// Reads a slice by looking its key up in its table and decoding the TensorProto there.
+class V1Reader : public PieceReader {
+ public:
+  V1Reader(std::vector<std::string> files, std::vector<std::unique_ptr<TableReader>> tables)
+      : v1_files_(std::move(files)), v1_tables_(std::move(tables)) {}
+
+  // V1 has no checksums: `verify` changes nothing.
+  absl::StatusOr<TensorBytes> Read(const TensorEntry& t, const StoredSlice& s, bool verify) const override;
+
+ private:
+  std::vector<std::string> v1_files_;
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<TableReader>> v1_tables_;
+};
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenV1(const std::string& pattern,
-                                                               std::vector<std::string> files,
-                                                               std::vector<Finding>* findings) {
-  std::unique_ptr<Checkpoint> c(new Checkpoint());
-  c->info_.format = Format::kV1;
-  c->info_.prefix = pattern;
-  c->info_.v1_files = files;
-  TFCKPT_RETURN_IF_ERROR(c->LoadV1(files, findings));
-  return c;
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenV1(const std::string& pattern, std::vector<std::string> files,
+                                                   std::vector<Finding>* findings) {
+  V1Loader c;
+  c.info_.format = Format::kV1;
+  c.info_.prefix = pattern;
+  c.info_.v1_files = files;
+  TFCKPT_RETURN_IF_ERROR(c.LoadV1(files, findings));
+  auto reader = std::make_unique<V1Reader>(std::move(files), std::move(c.v1_tables_));
+  return std::make_unique<Checkpoint>(std::move(c.info_), std::move(c.tensors_), std::move(reader));
 }
 
-absl::Status Checkpoint::LoadV1(const std::vector<std::string>& files, std::vector<Finding>* findings) {
+absl::Status V1Loader::LoadV1(const std::vector<std::string>& files, std::vector<Finding>* findings) {
   std::map<std::string, TensorEntry> by_name;
   for (size_t fi = 0; fi < files.size(); ++fi) {
     TFCKPT_ASSIGN_OR_RETURN(auto table, TableReader::Open(files[fi]));
@@ -177,13 +204,13 @@ absl::Status Checkpoint::LoadV1(const std::vector<std::string>& files, std::vect
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorBytes> Checkpoint::ReadV1(const TensorEntry& t, const StoredSlice& s) const {
+absl::StatusOr<TensorBytes> V1Reader::Read(const TensorEntry& t, const StoredSlice& s, bool) const {
   std::unique_ptr<TableReader>* table;
   {
     std::lock_guard<std::mutex> lock(mu_);
     table = &v1_tables_.at(s.data.v1_file);
   }
-  const std::string& file = info_.v1_files[s.data.v1_file];
+  const std::string& file = v1_files_[s.data.v1_file];
   std::optional<std::string> value;
   {
     std::lock_guard<std::mutex> lock(mu_);  // TableReader::Get is not thread-safe

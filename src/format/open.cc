@@ -1,0 +1,226 @@
+// Opening checkpoints by name: resolving what the user named (a prefix, an index file,
+// a directory and its state file, V1 files or patterns, safetensors) and handing it to
+// the format's loader. The one place that decides which format a CKPT is.
+#include "tfckpt/open.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include <algorithm>
+#include <set>
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint_state.pb.h"
+#include "format/bundle/bundle_reader.h"
+#include "format/safetensors/safetensors_reader.h"
+#include "format/v1/v1_reader.h"
+#include "tfckpt/file.h"
+#include "tfckpt/path.h"
+#include "tfckpt/regex.h"
+#include "tfckpt/status.h"
+#include "tfckpt/table.h"
+
+namespace tfckpt {
+
+namespace {
+
+bool IsTableFile(const std::string& path) {
+  auto f = Storage::For(path).OpenForRead(path);
+  if (!f.ok() || (*f)->size() < kFooterSize) return false;
+  char magic[8];
+  if (!(*f)->ReadAt((*f)->size() - 8, 8, magic).ok()) return false;
+  uint64_t v;
+  std::memcpy(&v, magic, 8);
+  return v == kTableMagic;
+}
+
+std::vector<std::string> Glob(const std::string& pattern) {
+  std::vector<std::string> out = Storage::For(pattern).Glob(pattern);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Names in `dir` ending in ".index" (hidden ones too: a prefix may be the directory
+// itself, giving a file named ".index").
+std::vector<std::string> IndexFilesIn(const std::string& dir) {
+  std::vector<std::string> out;
+  auto listing = Storage::For(dir).List(dir);
+  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+    if (absl::EndsWith(e.name, ".index") && e.kind == EntryKind::kFile) out.push_back(e.name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes) {
+  const std::string path = JoinPath(dir, "checkpoint");
+  auto text = Storage::For(path).ReadSmallFile(path, kMaxStateFileBytes);
+  if (!text.ok()) return absl::NotFoundError(StrCat(path, ": cannot open"));
+  pb::CheckpointState state;
+  google::protobuf::TextFormat::Parser parser;
+  parser.AllowUnknownField(true);
+  struct Quiet : google::protobuf::io::ErrorCollector {
+    std::string first;
+    void AddError(int line, int col, const std::string& m) override {
+      if (first.empty()) first = StrCat("line ", line + 1, " column ", col + 1, ": ", m);
+    }
+  } errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(*text, &state)) {
+    return DataLossAt("state.parse", path, "", -1, StrCat("not a checkpoint state file: ", errors.first));
+  }
+  if (state.model_checkpoint_path().empty()) {
+    return DataLossAt("state.parse", path, "", -1, "model_checkpoint_path is empty");
+  }
+  std::string prefix = JoinPath(dir, state.model_checkpoint_path());
+  if (!state.model_checkpoint_path().empty() && state.model_checkpoint_path()[0] == '/' &&
+      !FileExists(prefix + ".index") && !FileExists(prefix)) {
+    // An absolute path from the machine that trained: the files were moved since. Look
+    // beside the state file, as a user who copied the directory would expect.
+    const std::string local = JoinPath(dir, Basename(prefix));
+    if (FileExists(local + ".index") || FileExists(local) || !Glob(local + "-?????-of-?????").empty()) {
+      if (notes) notes->push_back(StrCat("state file names ", prefix, ", which does not exist; using ", local));
+      prefix = local;
+    }
+  }
+  return prefix;
+}
+
+absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
+  if (spec.empty()) return absl::InvalidArgumentError("empty checkpoint path");
+  ResolvedCheckpoint r;
+  if ((absl::EndsWith(spec, ".safetensors") || absl::EndsWith(spec, ".safetensors.index.json")) && FileExists(spec)) {
+    r.format = Format::kSafetensors;
+    r.prefix = spec;
+    return r;
+  }
+  auto v2 = [&r](std::string prefix) {
+    r.format = Format::kV2;
+    r.prefix = std::move(prefix);
+    return r;
+  };
+  // 1. PREFIX.index named directly.
+  if (absl::EndsWith(AV(spec), ".index") && FileExists(spec) && !IsDirectory(spec)) {
+    return v2(spec.substr(0, spec.size() - 6));
+  }
+  // 2. A V2 prefix.
+  if (FileExists(spec + ".index")) return v2(spec);
+  // 3. A directory.
+  if (IsDirectory(spec)) {
+    TFCKPT_ASSIGN_OR_RETURN(const std::vector<DirEntry> listing, Storage::For(spec).List(spec));
+    const std::string state = JoinPath(spec, "checkpoint");
+    if (FileExists(state) && !IsDirectory(state)) {
+      std::vector<std::string> notes;
+      TFCKPT_ASSIGN_OR_RETURN(std::string prefix, ReadCheckpointState(spec, &notes));
+      notes.insert(notes.begin(), StrCat("resolved ", spec, " through its checkpoint state file to ", prefix));
+      absl::StatusOr<ResolvedCheckpoint> inner = absl::NotFoundError("");
+      if (IsDirectory(prefix) && FileExists(JoinPath(prefix, ".index"))) {
+        inner = ResolvedCheckpoint{Format::kV2, JoinPath(prefix, "."), {}, {}, ""};
+      } else if (FileExists(prefix + ".index")) {
+        inner = ResolvedCheckpoint{Format::kV2, prefix, {}, {}, ""};
+      } else if (!IsDirectory(prefix)) {
+        inner = ResolveCheckpoint(prefix);
+      }
+      if (!inner.ok()) {
+        return absl::NotFoundError(StrCat(state, ": names ", prefix, ", which is not a checkpoint",
+                                          inner.status().message().empty() ? "" : " (",
+                                          SV(inner.status().message()),
+                                          inner.status().message().empty() ? "" : ")"));
+      }
+      inner->state_dir = spec;
+      for (auto& n : inner->notes) notes.push_back(std::move(n));
+      inner->notes = std::move(notes);
+      return inner;
+    }
+    std::vector<std::string> indexes = IndexFilesIn(spec);
+    if (indexes.size() == 1) {
+      const std::string& name = indexes[0];
+      return v2(JoinPath(spec, name.size() == 6 ? "." : name.substr(0, name.size() - 6)));
+    }
+    if (indexes.size() > 1) {
+      return absl::InvalidArgumentError(StrCat(spec, ": holds several checkpoints and no state file: ",
+                                               absl::StrJoin(indexes, ", "), " (name one of them)"));
+    }
+    const std::string sm = JoinPath(spec, "variables/variables");
+    if (FileExists(sm + ".index")) return v2(sm);
+    // A single V1 checkpoint (one table file, or the shards of one).
+    std::set<std::string> v1;
+    static const Regex kShard = Regex::Fixed(R"((.*)-\d{5}-of-(\d{5}))");
+    for (const DirEntry& e : listing) {
+      const std::string path = JoinPath(spec, e.name);
+      if (e.kind != EntryKind::kFile || !IsTableFile(path)) continue;
+      std::vector<std::string> m;
+      v1.insert(kShard.FullMatch(path, &m) ? StrCat(m[0], "-00000-of-", m[1]) : path);
+    }
+    if (v1.size() == 1) return ResolveCheckpoint(*v1.begin());
+    if (v1.size() > 1) {
+      return absl::InvalidArgumentError(StrCat(spec, ": holds several V1 checkpoints: ", absl::StrJoin(v1, ", "),
+                                               " (name one of them)"));
+    }
+    return absl::NotFoundError(StrCat(spec, ": directory holds no checkpoint (no state file, no *.index)"));
+  }
+  r.format = Format::kV1;
+  // 4. A V1 file, possibly one shard of a sharded V1 checkpoint.
+  if (FileExists(spec) && IsTableFile(spec)) {
+    static const Regex kSharded = Regex::Fixed(R"((.*)-(\d{5})-of-(\d{5}))");
+    std::vector<std::string> m;
+    if (kSharded.FullMatch(spec, &m)) {
+      const std::string base = m[0];
+      const int n = std::stoi(m[2]);
+      for (int i = 0; i < n; ++i) {
+        std::string f = absl::StrFormat("%s-%05d-of-%05d", base, i, n);
+        if (!FileExists(f)) return absl::NotFoundError(StrCat(f, ": V1 shard missing"));
+        r.v1_files.push_back(f);
+      }
+      r.prefix = absl::StrFormat("%s-?????-of-%05d", base, n);
+      return r;
+    }
+    r.prefix = spec;
+    r.v1_files = {spec};
+    return r;
+  }
+  if (FileExists(spec)) {
+    return DataLossAt("table.footer", spec, "", -1,
+                      StrCat("not a checkpoint (no ", spec, ".index beside it, and not a V1 table file)"));
+  }
+  // 5. A V1 pattern.
+  std::vector<std::string> files =
+      Glob(spec.find_first_of("*?[") != std::string::npos ? spec : spec + "-?????-of-?????");
+  if (!files.empty()) {
+    for (const auto& f : files) {
+      if (!IsTableFile(f)) return DataLossAt("table.footer", f, "", -1, "not a V1 checkpoint table");
+    }
+    r.prefix = spec;
+    r.v1_files = std::move(files);
+    return r;
+  }
+  // Unreachable is not absent: a directory on the way that cannot be searched.
+  if (auto st = Storage::For(spec).Stat(spec + ".index"); absl::IsPermissionDenied(st.status())) {
+    return ErrnoError(spec + ".index", "cannot open", EACCES);
+  }
+  return absl::NotFoundError(
+      StrCat(spec, ": no checkpoint found (looked for ", spec, ".index, a directory, and V1 files)"));
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenResolved(const ResolvedCheckpoint& r, std::vector<Finding>* findings) {
+  return r.format == Format::kV2            ? OpenBundle(r.prefix, findings)
+         : r.format == Format::kSafetensors ? OpenSafetensors(r.prefix)
+                                            : OpenV1(r.prefix, r.v1_files, findings);
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const std::string& spec, std::vector<Finding>* findings) {
+  TFCKPT_ASSIGN_OR_RETURN(ResolvedCheckpoint r, ResolveCheckpoint(spec));
+  absl::StatusOr<std::unique_ptr<Checkpoint>> c = OpenResolved(r, findings);
+  if (c.ok()) (*c)->set_notes(std::move(r.notes));
+  return c;
+}
+
+}  // namespace tfckpt

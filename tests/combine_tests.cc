@@ -1,0 +1,265 @@
+// Unit tests of PlanCombine / WriteCombined (merge with edits) on generated inputs:
+// renames, conflicts decided by value whatever the slicing, averaging; and of
+// FindSaveParts (merge --recover) on each of TensorFlow's part layouts.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "tfckpt/bundle_writer.h"
+#include "tfckpt/checkpoint.h"
+#include "tfckpt/open.h"
+#include "tfckpt/combine.h"
+#include "tfckpt/merge.h"
+
+namespace {
+
+using tfckpt::CombineOptions;
+using tfckpt::PlannedTensor;
+using tfckpt::Region;
+
+constexpr int32_t kFloat = 1, kInt64 = 9;
+
+std::string Floats(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+std::string Int64(int64_t v) { return std::string(reinterpret_cast<const char*>(&v), sizeof v); }
+
+// "x" [4, 3] float32 = scale * i (whole, or in two row slices [0, 1) and [1, 4)),
+// "enc/w" [2] float32, "step" int64.
+std::string Write(const tfckpt::testing::TempDir& dir, const std::string& name, float scale, bool sliced,
+                  int64_t step) {
+  std::vector<float> x(12);
+  for (int i = 0; i < 12; ++i) x[i] = scale * static_cast<float>(i);
+  const std::string prefix = dir / name;
+  auto w = tfckpt::BundleWriter::Create(prefix);
+  REQUIRE(w.ok());
+  const std::string bytes = Floats(x);
+  if (sliced) {
+    REQUIRE((*w)->AddSlice("x", kFloat, {4, 3}, Region{{0, 0}, {1, 3}}, bytes.substr(0, 12)).ok());
+    REQUIRE((*w)->AddSlice("x", kFloat, {4, 3}, Region{{1, 0}, {3, 3}}, bytes.substr(12)).ok());
+  } else {
+    REQUIRE((*w)->Add("x", kFloat, {4, 3}, bytes).ok());
+  }
+  REQUIRE((*w)->Add("enc/w", kFloat, {2}, Floats({scale, -scale})).ok());
+  REQUIRE((*w)->Add("step", kInt64, {}, Int64(step)).ok());
+  REQUIRE((*w)->Finish().ok());
+  return prefix;
+}
+
+const PlannedTensor& Planned(const tfckpt::CombinePlan& plan, const std::string& name) {
+  auto it = std::find_if(plan.tensors.begin(), plan.tensors.end(), [&](const auto& t) { return t.name == name; });
+  REQUIRE(it != plan.tensors.end());
+  return *it;
+}
+
+// The float32 values of tensor `name` of the checkpoint at `prefix`, row-major, whatever
+// its slicing.
+std::vector<float> Values(const std::string& prefix, const std::string& name) {
+  auto c = tfckpt::OpenCheckpoint(prefix);
+  REQUIRE(c.ok());
+  const tfckpt::TensorEntry* t = (*c)->Find(name);
+  REQUIRE(t != nullptr);
+  const int64_t cols = t->shape.size() == 2 ? t->shape[1] : 1;
+  std::vector<float> out(static_cast<size_t>(t->bytes / sizeof(float)));
+  for (const auto& s : t->slices) {
+    auto b = (*c)->Read(*t, s);
+    REQUIRE(b.ok());
+    REQUIRE(s.region.shape.size() == t->shape.size());
+    const int64_t row0 = s.region.start.empty() ? 0 : s.region.start[0];
+    REQUIRE((s.region.shape.size() < 2 || s.region.shape[1] == cols));
+    std::memcpy(out.data() + row0 * cols, b->data.data(), b->data.size());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("PlanCombine: renames name the output tensors and their sources; the write follows the plan") {
+  tfckpt::testing::TempDir dir;
+  const std::string a = Write(dir, "a", 1, false, 7);
+  CombineOptions o;
+  o.renames.push_back({"^enc/", "dec/"});
+  auto plan = tfckpt::PlanCombine({a}, dir / "out", o);
+  REQUIRE(plan.ok());
+  std::vector<std::string> names;
+  for (const auto& t : plan->tensors) names.push_back(t.name);
+  CHECK(names == std::vector<std::string>{"dec/w", "step", "x"});
+  const PlannedTensor& w = Planned(*plan, "dec/w");
+  CHECK(w.kind == PlannedTensor::Kind::kCopy);
+  REQUIRE(w.sources.size() == 1);
+  CHECK(w.sources[0].tensor->name == "enc/w");
+  CHECK(w.origin == a + " \"enc/w\"");
+  CHECK(w.files == std::vector<int32_t>{0});
+  CHECK(plan->report.num_files == 1);
+  CHECK(plan->report.bytes == 8 + 8 + 48);
+  // Planning wrote nothing; the write makes what was planned.
+  CHECK_FALSE(std::filesystem::exists(dir / "out.index"));
+  REQUIRE(tfckpt::WriteCombined(*plan, dir / "out", o).ok());
+  CHECK(Values(dir / "out", "dec/w") == std::vector<float>{1, -1});
+  CHECK(Values(dir / "out", "x") == Values(a, "x"));
+}
+
+TEST_CASE("PlanCombine: a tensor in two inputs is a conflict only when the values differ") {
+  tfckpt::testing::TempDir dir;
+  const std::string whole = Write(dir, "whole", 1, false, 7);
+  const std::string rows = Write(dir, "rows", 1, true, 7);    // equal values, other slicing
+  const std::string other = Write(dir, "other", 1, true, 8);  // "step" differs
+  SUBCASE("equal values, different slicing: no conflict, the first input's is kept") {
+    auto plan = tfckpt::PlanCombine({rows, whole}, dir / "out", CombineOptions{});
+    REQUIRE(plan.ok());
+    const PlannedTensor& x = Planned(*plan, "x");
+    REQUIRE(x.sources.size() == 1);
+    CHECK(x.sources[0].input == 0);
+    CHECK(x.files.size() == 2);  // the two row slices of the first input
+    CHECK(x.origin == rows);
+  }
+  SUBCASE("different values: an error naming the tensor, both inputs and the first difference") {
+    auto plan = tfckpt::PlanCombine({whole, other}, dir / "out", CombineOptions{});
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.status().code() == absl::StatusCode::kInvalidArgument);
+    const std::string m(plan.status().message());
+    CHECK(m.find("tensor \"step\" is in both " + whole + " and " + other + " with different values") == 0);
+    CHECK(m.find("first at []: 8 vs 7") != std::string::npos);
+  }
+  SUBCASE("--on-conflict last takes the last input's without comparing") {
+    CombineOptions o;
+    o.on_conflict = CombineOptions::Conflict::kLast;
+    auto plan = tfckpt::PlanCombine({whole, other}, dir / "out", o);
+    REQUIRE(plan.ok());
+    CHECK(Planned(*plan, "step").sources[0].input == 1);
+  }
+}
+
+TEST_CASE("PlanCombine: --average plans the mean of every input; the write computes it") {
+  tfckpt::testing::TempDir dir;
+  const std::string a = Write(dir, "a", 1, true, 1);
+  const std::string b = Write(dir, "b", 3, true, 2);
+  const std::string whole = Write(dir, "whole", 5, false, 3);
+  CombineOptions o;
+  o.average = true;
+  auto plan = tfckpt::PlanCombine({a, b}, dir / "out", o);
+  REQUIRE(plan.ok());
+  const PlannedTensor& x = Planned(*plan, "x");
+  CHECK(x.kind == PlannedTensor::Kind::kAverage);
+  CHECK(x.sources.size() == 2);
+  CHECK(x.origin == "mean of 2 inputs");
+  CHECK(Planned(*plan, "step").kind == PlannedTensor::Kind::kCopy);  // int64: from the last
+  CHECK(Planned(*plan, "step").sources[0].input == 1);
+  CHECK(plan->report.averaged == 2);
+  REQUIRE(tfckpt::WriteCombined(*plan, dir / "out", o).ok());
+  std::vector<float> want(12);
+  for (int i = 0; i < 12; ++i) want[i] = 2.0f * static_cast<float>(i);
+  CHECK(Values(dir / "out", "x") == want);
+  CHECK(Values(dir / "out", "enc/w") == std::vector<float>{2, -2});
+  // Different slicing is not averaged: a note, and the last input's values.
+  auto mixed = tfckpt::PlanCombine({a, whole}, dir / "mixed", o);
+  REQUIRE(mixed.ok());
+  CHECK(Planned(*mixed, "x").kind == PlannedTensor::Kind::kCopy);
+  CHECK(Planned(*mixed, "x").sources[0].input == 1);
+  CHECK(std::find(mixed->report.notes.begin(), mixed->report.notes.end(),
+                  "\"x\" not averaged (stored with different slicing in the inputs); taken from the last input") !=
+        mixed->report.notes.end());
+}
+
+TEST_CASE("PlanCombine: an existing output, or one that is an input, is refused before planning") {
+  tfckpt::testing::TempDir dir;
+  const std::string a = Write(dir, "a", 1, false, 7);
+  auto exists = tfckpt::PlanCombine({a}, a, CombineOptions{});
+  REQUIRE_FALSE(exists.ok());
+  CHECK(std::string(exists.status().message()).find("one of the inputs") != std::string::npos);
+  const std::string b = Write(dir, "b", 1, false, 7);
+  auto over = tfckpt::PlanCombine({a}, b, CombineOptions{});
+  CHECK(over.status().code() == absl::StatusCode::kAlreadyExists);
+  CombineOptions dry;
+  dry.dry_run = true;
+  CHECK(tfckpt::PlanCombine({a}, b, dry).ok());
+}
+
+// ---------------------------------------------------------------------------------------
+// FindSaveParts
+
+namespace {
+
+// An empty bundle's index at PREFIX.index (FindSaveParts looks at names only).
+void Touch(const std::string& path) { tfckpt::testing::WriteFile(path, ""); }
+
+std::vector<std::string> Parts(const std::string& prefix) {
+  auto p = tfckpt::FindSaveParts(prefix, nullptr);
+  REQUIRE(p.ok());
+  return *p;
+}
+
+std::string Missing(const std::string& prefix) {
+  auto p = tfckpt::FindSaveParts(prefix, nullptr);
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.status().code() == absl::StatusCode::kNotFound);
+  return std::string(p.status().message());
+}
+
+}  // namespace
+
+TEST_CASE("FindSaveParts: TF2's PREFIX_temp/part-I-of-N, in part order; a missing part named") {
+  tfckpt::testing::TempDir dir;
+  const std::string prefix = dir / "ckpt-1";
+  std::filesystem::create_directory(prefix + "_temp");
+  Touch(prefix + "_temp/part-00001-of-00002.index");
+  Touch(prefix + "_temp/part-00000-of-00002.index");
+  Touch(prefix + "_temp/part-00000-of-00002.tempstate123.index");  // debris: ignored
+  CHECK(Parts(prefix) ==
+        std::vector<std::string>{prefix + "_temp/part-00000-of-00002", prefix + "_temp/part-00001-of-00002"});
+  std::filesystem::remove(prefix + "_temp/part-00000-of-00002.index");
+  const std::string m = Missing(prefix);
+  CHECK(m.find("part 00000-of-00002 is missing") != std::string::npos);
+}
+
+TEST_CASE("FindSaveParts: TF1's PREFIX_temp_<hex>/part-*, object stores' PREFIX.part-*, PREFIX_dev-I-of-N") {
+  tfckpt::testing::TempDir dir;
+  SUBCASE("_temp_<hex>") {
+    const std::string prefix = dir / "model.ckpt-5";
+    std::filesystem::create_directory(prefix + "_temp_0a1b2c");
+    Touch(prefix + "_temp_0a1b2c/part-00000-of-00001.index");
+    CHECK(Parts(prefix) == std::vector<std::string>{prefix + "_temp_0a1b2c/part-00000-of-00001"});
+  }
+  SUBCASE(".part-") {
+    const std::string prefix = dir / "m";
+    Touch(prefix + ".part-00000-of-00002.index");
+    Touch(prefix + ".part-00001-of-00002.index");
+    CHECK(Parts(prefix) == std::vector<std::string>{prefix + ".part-00000-of-00002", prefix + ".part-00001-of-00002"});
+  }
+  SUBCASE("_dev-") {
+    const std::string prefix = dir / "d";
+    Touch(prefix + "_dev-00000-of-00003.index");
+    Touch(prefix + "_dev-00002-of-00003.index");
+    CHECK(Missing(prefix).find("part 00001-of-00003 is missing") != std::string::npos);
+    Touch(prefix + "_dev-00001-of-00003.index");
+    CHECK(Parts(prefix).size() == 3);
+  }
+}
+
+TEST_CASE("FindSaveParts: DTensor's PREFIX_device_D_save_op_K by device, then save op; gaps named") {
+  tfckpt::testing::TempDir dir;
+  const std::string prefix = dir / "ckpt-5";
+  for (const char* p : {"_device_1_save_op_0", "_device_0_save_op_1", "_device_0_save_op_0", "_device_10_save_op_0"}) {
+    Touch(prefix + p + ".index");
+  }
+  CHECK(Parts(prefix) == std::vector<std::string>{prefix + "_device_0_save_op_0", prefix + "_device_0_save_op_1",
+                                                  prefix + "_device_1_save_op_0", prefix + "_device_10_save_op_0"});
+  Touch(prefix + "_device_1_save_op_2.index");  // save op 1 of device 1 is missing
+  CHECK(Missing(prefix).find(prefix + "_device_1_save_op_1: DTensor save part is missing") == 0);
+}
+
+TEST_CASE("FindSaveParts: no parts, or two sets of parts, are refused") {
+  tfckpt::testing::TempDir dir;
+  const std::string prefix = dir / "p";
+  CHECK(Missing(prefix).find("no parts of an unmerged save") != std::string::npos);
+  Touch(prefix + ".part-00000-of-00001.index");
+  Touch(prefix + "_dev-00000-of-00001.index");
+  auto p = tfckpt::FindSaveParts(prefix, nullptr);
+  CHECK(p.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(p.status().message()).find("several sets of save parts") != std::string::npos);
+}

@@ -1,0 +1,153 @@
+// Unit tests of tfckpt convert's library: WriteSafetensors and WriteNpz of a small
+// checkpoint read back byte for byte (casts too), what each format cannot hold, and
+// ParseCast's errors.
+#include <doctest/doctest.h>
+
+#include <zip.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "tfckpt/bundle_writer.h"
+#include "tfckpt/checkpoint.h"
+#include "tfckpt/open.h"
+#include "tfckpt/convert.h"
+#include "tfckpt/float_convert.h"
+#include "tfckpt/tensor_encoding.h"
+
+namespace {
+
+using tfckpt::Region;
+
+constexpr int32_t kFloat = 1, kInt64 = 9, kString = 7, kBFloat16 = 14;
+
+template <typename T>
+std::string BytesOf(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+// "rows" [4, 3] float32 = i / 4 in two row slices, "step" int64 = 42, "bf" [2] bfloat16,
+// "words" [2] strings.
+std::unique_ptr<tfckpt::Checkpoint> Source(const tfckpt::testing::TempDir& dir, std::string* rows_bytes) {
+  std::vector<float> rows(12);
+  for (int i = 0; i < 12; ++i) rows[i] = static_cast<float>(i) / 4;
+  *rows_bytes = BytesOf(rows);
+  auto w = tfckpt::BundleWriter::Create(dir / "src");
+  REQUIRE(w.ok());
+  REQUIRE((*w)->AddSlice("rows", kFloat, {4, 3}, Region{{0, 0}, {1, 3}}, rows_bytes->substr(0, 12)).ok());
+  REQUIRE((*w)->AddSlice("rows", kFloat, {4, 3}, Region{{1, 0}, {3, 3}}, rows_bytes->substr(12)).ok());
+  REQUIRE((*w)->Add("step", kInt64, {}, BytesOf(std::vector<int64_t>{42})).ok());
+  REQUIRE((*w)->Add("bf", kBFloat16, {2}, BytesOf(std::vector<uint16_t>{0x3F80, 0xC040})).ok());  // 1, -3
+  std::string words;
+  tfckpt::EncodeStrings({"ab", "c"}, &words);
+  REQUIRE((*w)->Add("words", kString, {2}, words).ok());
+  REQUIRE((*w)->Finish().ok());
+  auto c = tfckpt::OpenCheckpoint(dir / "src");
+  REQUIRE(c.ok());
+  return std::move(*c);
+}
+
+// The payload of tensor `name` of a one-piece checkpoint (a safetensors file).
+std::string Payload(const tfckpt::Checkpoint& c, const std::string& name) {
+  const tfckpt::TensorEntry* t = c.Find(name);
+  REQUIRE(t != nullptr);
+  REQUIRE(t->slices.size() == 1);
+  auto b = c.Read(*t, t->slices[0]);
+  REQUIRE(b.ok());
+  return std::string(b->data);
+}
+
+// Member NAME.npy of the archive at `path`: its header dictionary and its data.
+struct Npy {
+  std::string header, data;
+};
+
+Npy ReadNpy(const std::string& path, const std::string& name) {
+  int err = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_RDONLY, &err);
+  REQUIRE(z != nullptr);
+  zip_stat_t st;
+  REQUIRE(zip_stat(z, (name + ".npy").c_str(), 0, &st) == 0);
+  std::string bytes(static_cast<size_t>(st.size), '\0');
+  zip_file_t* f = zip_fopen(z, (name + ".npy").c_str(), 0);
+  REQUIRE(f != nullptr);
+  REQUIRE(zip_fread(f, bytes.data(), st.size) == static_cast<zip_int64_t>(st.size));
+  zip_fclose(f);
+  zip_close(z);
+  REQUIRE(bytes.compare(0, 6, "\x93NUMPY") == 0);
+  REQUIRE(bytes[6] == 1);  // format 1.0: a 2-byte header length
+  const size_t len = static_cast<uint8_t>(bytes[8]) | static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8;
+  return {bytes.substr(10, len), bytes.substr(10 + len)};
+}
+
+}  // namespace
+
+TEST_CASE("WriteSafetensors: values read back equal, partitioned tensors assembled, casts applied") {
+  tfckpt::testing::TempDir dir;
+  std::string rows;
+  auto c = Source(dir, &rows);
+  tfckpt::ConvertOptions o;
+  o.casts[kBFloat16] = kFloat;
+  const std::string out = dir / "out.safetensors";
+  auto r = tfckpt::WriteSafetensors(*c, out, o);
+  REQUIRE(r.ok());
+  CHECK(r->tensors == 3);
+  CHECK(r->files == std::vector<std::string>{out});
+  REQUIRE(r->skipped.size() == 1);
+  CHECK(r->skipped[0].rfind("words: ", 0) == 0);  // strings: safetensors has none
+  auto back = tfckpt::OpenCheckpoint(out);
+  REQUIRE(back.ok());
+  CHECK((*back)->Find("rows")->shape == tfckpt::Shape{4, 3});
+  CHECK(Payload(**back, "rows") == rows);
+  CHECK(Payload(**back, "step") == BytesOf(std::vector<int64_t>{42}));
+  CHECK((*back)->Find("bf")->dtype == kFloat);
+  CHECK(Payload(**back, "bf") == BytesOf(std::vector<float>{1, -3}));
+  // strict: what the format cannot hold is an error, and nothing is left.
+  o.strict = true;
+  auto strict = tfckpt::WriteSafetensors(*c, dir / "strict.safetensors", o);
+  CHECK_FALSE(strict.ok());
+  CHECK_FALSE(std::filesystem::exists(dir / "strict.safetensors"));
+}
+
+TEST_CASE("WriteNpz: each tensor a .npy member whose data reads back equal; bfloat16 needs a cast") {
+  tfckpt::testing::TempDir dir;
+  std::string rows;
+  auto c = Source(dir, &rows);
+  tfckpt::ConvertOptions o;
+  auto refused = tfckpt::WriteNpz(*c, dir / "no.npz", o);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(std::string(refused.status().message()).find("bfloat16 has no NumPy dtype") == 0);
+  CHECK_FALSE(std::filesystem::exists(dir / "no.npz"));
+  o.casts[kBFloat16] = kFloat;
+  const std::string out = dir / "out.npz";
+  auto r = tfckpt::WriteNpz(*c, out, o);
+  REQUIRE(r.ok());
+  CHECK(r->tensors == 4);
+  const Npy x = ReadNpy(out, "rows");
+  CHECK(x.header.find("'descr': '<f4'") != std::string::npos);
+  CHECK(x.header.find("'shape': (4, 3)") != std::string::npos);
+  CHECK(x.data == rows);
+  CHECK(ReadNpy(out, "step").data == BytesOf(std::vector<int64_t>{42}));
+  CHECK(ReadNpy(out, "bf").data == BytesOf(std::vector<float>{1, -3}));
+  const Npy words = ReadNpy(out, "words");
+  CHECK(words.header.find("'descr': '|S2'") != std::string::npos);
+  CHECK(words.data == std::string("abc\0", 4));  // "ab", "c" padded to 2 bytes
+}
+
+TEST_CASE("ParseCast: FROM=TO names, unknown dtypes and casts not offered are errors") {
+  auto ok = tfckpt::ParseCast("float32=bfloat16");
+  REQUIRE(ok.ok());
+  CHECK(*ok == std::make_pair(kFloat, kBFloat16));
+  auto message = [](const std::string& text) {
+    auto r = tfckpt::ParseCast(text);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    return std::string(r.status().message());
+  };
+  CHECK(message("float32") == "--cast \"float32\": expected FROM=TO");
+  CHECK(message("float32=nosuch") == "--cast \"float32=nosuch\": unknown dtype");
+  CHECK(message("int64=float32").rfind("--cast \"int64=float32\": not offered", 0) == 0);
+  CHECK(message("bfloat16=float16").rfind("--cast \"bfloat16=float16\": not offered", 0) == 0);
+}
