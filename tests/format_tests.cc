@@ -121,6 +121,9 @@ TEST_CASE("V2 bundle opener: a written bundle opens and reads; a damaged index o
     CHECK((*c)->info().format == tfckpt::Format::kV2);
     CHECK((*c)->info().index_path == prefix + ".index");
     CHECK((*c)->info().data_files == std::vector<std::string>{tfckpt::DataFileName(prefix, 0, 1)});
+    CHECK((*c)->DataFile(0).ok());
+    CHECK(absl::IsOutOfRange((*c)->DataFile(1).status()));  // a shard the index does not list
+    CHECK(absl::IsOutOfRange((*c)->DataFile(-1).status()));
     REQUIRE((*c)->tensors().size() == 2);
     CHECK(ReadWhole(**c, "a") == Floats({1, 2}));
     CHECK(ReadWhole(**c, "b") == Floats({3, 4, 5}));

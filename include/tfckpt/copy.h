@@ -50,6 +50,15 @@ struct WritePlan {
   std::vector<std::string> notes;    // e.g. data files that stay empty (fewer pieces than files)
 };
 
+// The slice string a piece is (or will be) stored under (ExtentsString of its extents):
+// "" for a piece stored as a plain entry (the whole tensor), as TF's shape_and_slice.
+std::string StoredSpec(const TensorEntry& t, const PlannedPiece& p);
+// The slice string of a stored slice of `t` ("" when `t` is not partitioned).
+std::string StoredSpec(const TensorEntry& t, const StoredSlice& s);
+
+// The stored slice of `t` whose region is `region`, or nullptr.
+const StoredSlice* StoredSliceOf(const TensorEntry& t, const Region& region);
+
 // ---------------------------------------------------------------------------------------
 // Copying.
 

@@ -29,15 +29,6 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view text);
 // What PlanReshard returns (the plan types are the copy engine's, copy.h).
 using ReshardPlan = WritePlan;
 
-// The slice string a piece is (or will be) stored under (ExtentsString of its extents):
-// "" for a piece stored as a plain entry (the whole tensor), as TF's shape_and_slice.
-std::string StoredSpec(const TensorEntry& t, const PlannedPiece& p);
-// The slice string of a stored slice of `t` ("" when `t` is not partitioned).
-std::string StoredSpec(const TensorEntry& t, const StoredSlice& s);
-
-// The stored slice of `t` whose region is `region`, or nullptr.
-const StoredSlice* StoredSliceOf(const TensorEntry& t, const Region& region);
-
 struct ReshardOptions {
   std::vector<PartitionRule> rules;  // first match wins; no pattern = tensors partitioned today
   Policy policy;

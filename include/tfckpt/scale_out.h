@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/reshard.h"
+#include "tfckpt/copy.h"
 
 namespace tfckpt {
 
@@ -36,7 +36,7 @@ struct TaskPlanOptions {
 };
 
 // The plan document for `plan` (made by PlanReshard on `c`). REQUIRES: c is V2.
-absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const ReshardPlan& plan, const TaskPlanOptions& o);
+absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& plan, const TaskPlanOptions& o);
 
 struct TaskReport {
   int task = 0, num_tasks = 0;

@@ -263,8 +263,7 @@ std::function<int()> AddMerge(CLI::App& app) {
   AddJsonOption(sub, &args->json, "one schema for every mode");
   auto* edits = "Combining (rewrites the data; inputs may be any checkpoint, V1 included)";
   sub->add_option("--on-conflict", args->on_conflict,
-                  "The same tensor in several inputs with different values: error (default; equal values, whatever "
-                  "their slicing, are kept once), first, last")
+                  "The same tensor in several inputs: error (default), first, last")
       ->check(CLI::IsMember({"error", "first", "last"}))
       ->group(edits);
   AddNameRuleOptions(sub, &args->include, &args->exclude, &args->renames, edits);

@@ -310,4 +310,20 @@ absl::StatusOr<uint64_t> PieceSize(const Checkpoint& c, const TensorEntry& t, co
   return static_cast<uint64_t>(payload.size());
 }
 
+std::string StoredSpec(const TensorEntry& t, const PlannedPiece& p) {
+  if (p.region.Covers(t.shape)) return "";
+  return ExtentsString(p.extents ? *p.extents : ExtentsOf(p.region, t.shape));
+}
+
+std::string StoredSpec(const TensorEntry& t, const StoredSlice& s) {
+  return t.partitioned ? ExtentsString(s.extents) : "";
+}
+
+const StoredSlice* StoredSliceOf(const TensorEntry& t, const Region& region) {
+  for (const StoredSlice& s : t.slices) {
+    if (s.region == region) return &s;
+  }
+  return nullptr;
+}
+
 }  // namespace tfckpt

@@ -45,13 +45,6 @@ std::vector<Region> SortedRegions(const TensorEntry& t) {
   return r;
 }
 
-const StoredSlice* SliceWithRegion(const TensorEntry& t, const Region& r) {
-  for (const auto& s : t.slices) {
-    if (s.region == r) return &s;
-  }
-  return nullptr;
-}
-
 // How `b` differs from `a` (its component 0 or replica 0), whatever either's slicing,
 // with validate --against's comparison (bitwise); "" when equal.
 absl::StatusOr<std::string> Difference(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb,
@@ -83,7 +76,7 @@ class Averager {
                                                       whole ? std::nullopt : std::optional<Region>(region), file));
     std::vector<const StoredSlice*> slices;
     for (const CombineSource& c : o.sources) {
-      const StoredSlice* s = SliceWithRegion(*c.tensor, region);
+      const StoredSlice* s = StoredSliceOf(*c.tensor, region);
       if (s == nullptr) return absl::InternalError(StrCat("bug: no slice to average for \"", o.name, "\""));
       TFCKPT_RETURN_IF_ERROR(cs_[c.input]->VerifyCrc(*c.tensor, *s, &buf_));
       slices.push_back(s);
@@ -384,9 +377,10 @@ class Planner {
     return false;
   }
 
-  // The source of a tensor several inputs hold: --on-conflict's choice; under kError the
-  // first, when every other input's values equal it (whatever the slicing), else an error
-  // naming the tensor, both inputs and the first difference.
+  // The source of a tensor several inputs hold: --on-conflict's choice; under kError an
+  // error naming the tensor and the first two inputs that hold it. (Equal values are not
+  // enough to take one silently: each input may hold only some slices of the tensor, as
+  // the parts of a distributed save do, and their values compare equal where they overlap.)
   absl::StatusOr<std::vector<CombineSource>> ChooseAmongConflicting(const std::string& name,
                                                                     const std::vector<CombineSource>& cands) {
     switch (options_.on_conflict) {
@@ -394,17 +388,8 @@ class Planner {
       case CombineOptions::Conflict::kLast: return std::vector<CombineSource>{cands.back()};
       case CombineOptions::Conflict::kError: break;
     }
-    const CombineSource& first = cands.front();
-    for (size_t k = 1; k < cands.size(); ++k) {
-      TFCKPT_ASSIGN_OR_RETURN(std::string diff, Difference(input(first.input), *first.tensor,
-                                                           input(cands[k].input), *cands[k].tensor));
-      if (!diff.empty()) {
-        return absl::InvalidArgumentError(StrCat("tensor \"", name, "\" is in both ", inputs_[first.input], " and ",
-                                                 inputs_[cands[k].input], " with different values (", diff,
-                                                 "; --on-conflict first|last chooses)"));
-      }
-    }
-    return std::vector<CombineSource>{first};
+    return absl::InvalidArgumentError(StrCat("tensor \"", name, "\" is in both ", inputs_[cands[0].input], " and ",
+                                             inputs_[cands[1].input], " (--on-conflict first|last chooses)"));
   }
 
   // TPU replicas NAME/0 .. NAME/K-1 -> NAME: which output names become which, and the

@@ -295,22 +295,6 @@ void NoteEmptyFiles(ReshardPlan* plan) {
 
 }  // namespace
 
-std::string StoredSpec(const TensorEntry& t, const PlannedPiece& p) {
-  if (p.region.Covers(t.shape)) return "";
-  return ExtentsString(p.extents ? *p.extents : ExtentsOf(p.region, t.shape));
-}
-
-std::string StoredSpec(const TensorEntry& t, const StoredSlice& s) {
-  return t.partitioned ? ExtentsString(s.extents) : "";
-}
-
-const StoredSlice* StoredSliceOf(const TensorEntry& t, const Region& region) {
-  for (const StoredSlice& s : t.slices) {
-    if (s.region == region) return &s;
-  }
-  return nullptr;
-}
-
 absl::StatusOr<std::vector<std::vector<std::pair<size_t, Region>>>> MaxShardSizeShards(
     const std::vector<ShardablePiece>& pieces, int64_t max_bytes,
     const std::function<std::pair<int64_t, int64_t>(size_t, const Region&)>& sizes,

@@ -147,7 +147,7 @@ absl::Status CheckPart(const std::string& prefix, const json& task) {
 
 }  // namespace
 
-absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const ReshardPlan& plan, const TaskPlanOptions& o) {
+absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& plan, const TaskPlanOptions& o) {
   if (c.info().format != Format::kV2) {
     return absl::InvalidArgumentError(
         StrCat(c.info().prefix, ": scale-out plans read V2 checkpoints (tfckpt convert can make one)"));

@@ -235,6 +235,9 @@ absl::Status BundleLoader::LoadV2Entries(TableReader& table, std::vector<Finding
 BundleReader::BundleReader(DataFiles files) : info_(std::move(files)), data_files_(info_.data_files.size()) {}
 
 absl::StatusOr<const ReadableFile*> BundleReader::DataFile(int32_t shard) const {
+  if (shard < 0 || static_cast<size_t>(shard) >= data_files_.size()) {
+    return absl::OutOfRangeError(StrCat("no data file ", shard, " (the index lists ", info_.num_shards, ")"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!data_files_[shard]) {
     auto f = Storage::For(info_.data_files[shard]).OpenForRead(info_.data_files[shard]);
