@@ -18,12 +18,12 @@
 
 #include "absl/strings/str_format.h"
 #include "tensor_bundle.pb.h"
-#include "tfckpt/bundle_proto.h"
+#include "format/bundle/bundle_proto.h"
+#include "format/table/table.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/file.h"
 #include "tfckpt/ordered_code.h"
-#include "tfckpt/table.h"
 
 namespace {
 

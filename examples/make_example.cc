@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor_encoding.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/tensor_encoding.h"
 
 namespace {
 

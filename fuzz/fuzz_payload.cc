@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/tensor_encoding.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "fuzz_util.h"
-#include "tfckpt/table.h"
+#include "format/table/table.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = tfckpt::fuzz::ScratchDir() + "/table";

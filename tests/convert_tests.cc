@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "test_util.h"
+#include "core/float_convert.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/open.h"
 #include "tfckpt/convert.h"
-#include "tfckpt/float_convert.h"
-#include "tfckpt/tensor_encoding.h"
+#include "tfckpt/open.h"
 
 namespace {
 

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "test_util.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 
 using tfckpt::Region;
 using tfckpt::Shape;

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "tfckpt/float_convert.h"
+#include "core/float_convert.h"
 #include "tfckpt/name_rules.h"
 
 namespace {

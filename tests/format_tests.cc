@@ -9,7 +9,8 @@
 
 #include "saved_tensor_slice.pb.h"
 #include "test_util.h"
-#include "tfckpt/bundle_proto.h"
+#include "format/bundle/bundle_proto.h"
+#include "format/table/table.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
@@ -18,7 +19,6 @@
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/safetensors.h"
 #include "tfckpt/status.h"
-#include "tfckpt/table.h"
 
 using tfckpt::testing::ReadFile;
 using tfckpt::testing::TempDir;

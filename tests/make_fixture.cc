@@ -45,12 +45,12 @@
 #include <map>
 #include <optional>
 
-#include "tfckpt/bundle_proto.h"
+#include "core/tensor_encoding.h"
+#include "format/bundle/bundle_proto.h"
+#include "format/table/table.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
-#include "tfckpt/table.h"
-#include "tfckpt/tensor_encoding.h"
 #include "trackable_object_graph.pb.h"
 
 namespace {

@@ -5,12 +5,12 @@
 #include <map>
 
 #include "test_util.h"
-#include "tfckpt/bundle_proto.h"
+#include "format/bundle/bundle_proto.h"
+#include "format/table/table.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/object_graph.h"
 #include "tfckpt/open.h"
-#include "tfckpt/table.h"
 #include "tfckpt/values.h"
 
 namespace tfckpt::testing {

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "test_util.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/copy.h"
@@ -16,7 +17,6 @@
 #include "tfckpt/partition.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/scale_out.h"
-#include "tfckpt/tensor_encoding.h"
 #include "tfckpt/validate.h"
 
 using tfckpt::Region;

@@ -4,12 +4,12 @@
 #include <cstring>
 
 #include "test_util.h"
-#include "tfckpt/coding.h"
-#include "tfckpt/crc32c.h"
+#include "core/coding.h"
+#include "core/crc32c.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/region.h"
-#include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt::testing {
 bool NeedsTestData() { return false; }

@@ -9,16 +9,16 @@
 #include <atomic>
 
 #include "test_util.h"
-#include "tfckpt/bundle_proto.h"
+#include "core/crc32c.h"
+#include "core/tensor_encoding.h"
+#include "format/bundle/bundle_proto.h"
+#include "format/table/table.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
 #include "tfckpt/storage.h"
 #include "tfckpt/open.h"
-#include "tfckpt/table.h"
-#include "tfckpt/tensor_encoding.h"
 #include "tfckpt/values.h"
 
 using tfckpt::testing::ReadFile;

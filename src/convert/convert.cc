@@ -17,15 +17,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/float_convert.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
-#include "tfckpt/float_convert.h"
 #include "tfckpt/object_graph.h"
 #include "tfckpt/path.h"
 #include "tfckpt/safetensors.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
 

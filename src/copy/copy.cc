@@ -9,12 +9,12 @@
 
 #include "absl/strings/str_format.h"
 #include "copy_internal.h"
+#include "core/crc32c.h"
+#include "core/float_convert.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/bundle_writer.h"
-#include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/float_convert.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
 

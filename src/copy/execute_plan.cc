@@ -6,11 +6,11 @@
 #include <optional>
 
 #include "copy_internal.h"
+#include "core/crc32c.h"
+#include "core/parallel.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/copy.h"
-#include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/parallel.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {

@@ -1,4 +1,4 @@
-#include "tfckpt/coding.h"
+#include "core/coding.h"
 
 #include <bit>
 

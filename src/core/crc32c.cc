@@ -1,4 +1,4 @@
-#include "tfckpt/crc32c.h"
+#include "core/crc32c.h"
 
 #include <isa-l/crc.h>
 

@@ -4,9 +4,9 @@
 #include <deque>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
 

@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
 namespace {

@@ -19,12 +19,12 @@
 #include "checkpoint_state.pb.h"
 #include "format/bundle/bundle_reader.h"
 #include "format/safetensors/safetensors_reader.h"
+#include "format/table/table.h"
 #include "format/v1/v1_reader.h"
 #include "tfckpt/file.h"
 #include "tfckpt/path.h"
 #include "tfckpt/regex.h"
 #include "tfckpt/status.h"
-#include "tfckpt/table.h"
 
 namespace tfckpt {
 

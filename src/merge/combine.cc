@@ -10,15 +10,15 @@
 #include <optional>
 #include <set>
 
+#include "core/float_convert.h"
+#include "core/parallel.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/float_convert.h"
 #include "tfckpt/object_graph.h"
 #include "tfckpt/open.h"
-#include "tfckpt/parallel.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 #include "tfckpt/validate.h"
 #include "tfckpt/values.h"
 

@@ -8,10 +8,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/regex.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
 

@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/crc32c.h"
 #include "tfckpt/bundle_merge.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/copy.h"
-#include "tfckpt/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
 #include "tfckpt/open.h"

@@ -15,13 +15,13 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "tfckpt/crc32c.h"
+#include "core/crc32c.h"
+#include "core/parallel.h"
+#include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/object_graph.h"
-#include "tfckpt/parallel.h"
 #include "tfckpt/path.h"
 #include "tfckpt/status.h"
-#include "tfckpt/tensor_encoding.h"
 #include "tfckpt/values.h"
 
 namespace tfckpt {

@@ -6,14 +6,14 @@
 
 #include "absl/strings/str_join.h"
 #include "tensor_bundle.pb.h"
-#include "tfckpt/bundle_proto.h"
+#include "format/bundle/bundle_proto.h"
+#include "format/table/table.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/file.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/path.h"
 #include "tfckpt/status.h"
-#include "tfckpt/table.h"
 
 namespace tfckpt {
 

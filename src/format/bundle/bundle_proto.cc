@@ -1,5 +1,5 @@
 #include "tfckpt/strings.h"
-#include "tfckpt/bundle_proto.h"
+#include "format/bundle/bundle_proto.h"
 
 #include <algorithm>
 

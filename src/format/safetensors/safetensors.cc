@@ -7,10 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/coding.h"
 #include "format/bundle/bundle_reader.h"
 #include "format/safetensors/safetensors_reader.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/coding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/path.h"
 #include "tfckpt/status.h"

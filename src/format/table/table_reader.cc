@@ -3,11 +3,11 @@
 #include <snappy.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/coding.h"
+#include "core/crc32c.h"
+#include "format/table/table.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/coding.h"
-#include "tfckpt/crc32c.h"
 #include "tfckpt/status.h"
-#include "tfckpt/table.h"
 
 namespace tfckpt {
 namespace {

@@ -6,8 +6,8 @@
 #include <leveldb/table_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "format/table/table.h"
 #include "tfckpt/status.h"
-#include "tfckpt/table.h"
 
 namespace tfckpt {
 namespace {

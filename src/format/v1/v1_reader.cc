@@ -7,11 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "saved_tensor_slice.pb.h"
-#include "tfckpt/bundle_proto.h"
+#include "core/tensor_encoding.h"
+#include "format/bundle/bundle_proto.h"
+#include "format/table/table.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
-#include "tfckpt/table.h"
-#include "tfckpt/tensor_encoding.h"
 
 namespace tfckpt {
 namespace {
