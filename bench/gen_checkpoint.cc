@@ -3,6 +3,9 @@
 //   gen_checkpoint tables PREFIX MIB N_TABLES SLICES
 //                                    N_TABLES embedding tables of MIB MiB float32 each, in
 //                                    SLICES row slices over SLICES data files, plus dense layers
+//   gen_checkpoint one-file PREFIX N_TABLES ROWS COLS SLICES
+//                                    N_TABLES float32 tables [ROWS, COLS], each in SLICES row
+//                                    slices, all in ONE data file (no dense layers)
 //   gen_checkpoint index-only PREFIX GIB N_TABLES SLICES
 //                                    the index of N_TABLES float32 tables totalling GIB GiB, in
 //                                    SLICES row slices over SLICES data files that are sparse
@@ -32,11 +35,41 @@ int Fail(const absl::Status& s) {
   return 3;
 }
 
+// Writes table NAME [ROWS, COLS] float32 in SLICES row slices, slice s into data file
+// s % FILES, its bytes repeated from CHUNK.
+absl::Status AddTable(tfckpt::BundleWriter& w, const std::string& name, int64_t rows, int64_t cols, int64_t slices,
+                      int64_t files, const std::string& chunk) {
+  int64_t at = 0;
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t n = rows / slices + (s < rows % slices ? 1 : 0);
+    tfckpt::Region r{{at, 0}, {n, cols}};
+    auto stream = w.BeginEntry(name, 1, {rows, cols}, r, static_cast<int32_t>(s % files));
+    if (!stream.ok()) return stream.status();
+    int64_t left = n * cols * 4;
+    while (left > 0) {
+      const int64_t k = std::min<int64_t>(left, chunk.size());
+      if (auto st = stream->Append(std::string_view(chunk).substr(0, k)); !st.ok()) return st;
+      left -= k;
+    }
+    if (auto st = stream->Close(); !st.ok()) return st;
+    at += n;
+  }
+  return absl::OkStatus();
+}
+
+// 1 MiB of pseudo-random bytes (the same every run).
+std::string RandomChunk() {
+  std::mt19937 rng(1);
+  std::string chunk(1 << 20, '\0');
+  for (auto& c : chunk) c = static_cast<char>(rng());
+  return chunk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr << "usage: gen_checkpoint many PREFIX N | tables PREFIX MIB N_TABLES SLICES\n";
+    std::cerr << "usage: gen_checkpoint many PREFIX N | tables PREFIX MIB N_TABLES SLICES | one-file PREFIX N_TABLES ROWS COLS SLICES\n";
     return 2;
   }
   const std::string mode = argv[1], prefix = argv[2];
@@ -61,32 +94,29 @@ int main(int argc, char** argv) {
     if (!w.ok()) return Fail(w.status());
     const int64_t cols = 64;
     const int64_t rows = mib * 1024 * 1024 / (cols * 4);
-    std::mt19937 rng(1);
-    std::string chunk(1 << 20, '\0');
-    for (auto& c : chunk) c = static_cast<char>(rng());
+    const std::string chunk = RandomChunk();
     for (long t = 0; t < tables; ++t) {
       const std::string name = absl::StrFormat("embedding_%d/embeddings", t);
-      int64_t at = 0;
-      for (long s = 0; s < slices; ++s) {
-        const int64_t n = rows / slices + (s < rows % slices ? 1 : 0);
-        tfckpt::Region r{{at, 0}, {n, cols}};
-        auto stream = (*w)->BeginEntry(name, 1, {rows, cols}, r, static_cast<int32_t>(s));
-        if (!stream.ok()) return Fail(stream.status());
-        int64_t left = n * cols * 4;
-        while (left > 0) {
-          const int64_t k = std::min<int64_t>(left, chunk.size());
-          if (auto st = stream->Append(std::string_view(chunk).substr(0, k)); !st.ok()) return Fail(st);
-          left -= k;
-        }
-        if (auto st = stream->Close(); !st.ok()) return Fail(st);
-        at += n;
-      }
+      if (auto s = AddTable(**w, name, rows, cols, slices, slices, chunk); !s.ok()) return Fail(s);
     }
     for (int d = 0; d < 4; ++d) {
       const std::string name = absl::StrFormat("dense_%d/kernel", d);
       if (auto s = (*w)->Add(name, 1, {512, 512}, std::string_view(chunk).substr(0, 512 * 512 * 4)); !s.ok()) {
         return Fail(s);
       }
+    }
+    if (auto s = (*w)->Finish(); !s.ok()) return Fail(s);
+    return 0;
+  }
+  if (mode == "one-file" && argc == 7) {
+    const int64_t tables = std::stoll(argv[3]), rows = std::stoll(argv[4]), cols = std::stoll(argv[5]),
+                  slices = std::stoll(argv[6]);
+    auto w = tfckpt::BundleWriter::Create(prefix, o);
+    if (!w.ok()) return Fail(w.status());
+    const std::string chunk = RandomChunk();
+    for (int64_t t = 0; t < tables; ++t) {
+      const std::string name = absl::StrFormat("embedding_%d/embeddings", t);
+      if (auto s = AddTable(**w, name, rows, cols, slices, 1, chunk); !s.ok()) return Fail(s);
     }
     if (auto s = (*w)->Finish(); !s.ok()) return Fail(s);
     return 0;

@@ -20,27 +20,13 @@
 #include "tfckpt/storage.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/region.h"
+#include "tfckpt/status.h"
 
 namespace tfckpt {
 
 // kSafetensors: a .safetensors file or a sharded set (safetensors.h), read through the
 // same slice map (one piece per tensor; no CRCs).
 enum class Format { kV2, kV1, kSafetensors };
-
-enum class Severity { kError, kWarning, kNote };  // a note is information, never a failure
-
-// One problem found in a checkpoint: a stable check id (man tfckpt-validate), where it
-// is, and what is wrong.
-struct Finding {
-  std::string check;
-  Severity severity = Severity::kError;
-  std::string file, key;
-  int64_t offset = -1;
-  std::string message;
-};
-
-// The finding an error status describes (its check id and location payloads).
-Finding FindingOf(const absl::Status& s, Severity severity = Severity::kError);
 
 // Where the bytes of one stored piece live.
 struct StoredData {

@@ -2,6 +2,8 @@
 // absl::Status or absl::StatusOr<T>; these macros keep the call sites short.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -61,5 +63,20 @@ absl::Status Annotate(const absl::Status& status, std::string_view context);
 
 // Printable form of a key that may hold arbitrary bytes (C escapes for non-printables).
 std::string PrintableKey(std::string_view key);
+
+enum class Severity { kError, kWarning, kNote };  // a note is information, never a failure
+
+// One problem found in a checkpoint: a stable check id (man tfckpt-validate), where it
+// is, and what is wrong.
+struct Finding {
+  std::string check;
+  Severity severity = Severity::kError;
+  std::string file, key;
+  int64_t offset = -1;
+  std::string message;
+};
+
+// The finding an error status describes (its check id and location payloads).
+Finding FindingOf(const absl::Status& s, Severity severity = Severity::kError);
 
 }  // namespace tfckpt

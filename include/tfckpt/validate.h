@@ -61,6 +61,14 @@ struct CompareOptions {
   double tolerance = 0;  // absolute; floating-point dtypes only
   int jobs = 0;
   std::atomic<uint64_t>* progress = nullptr;  // if given, advances by the bytes compared
+  // For checking a copy against its source: where both sides hold one fixed-size dtype as
+  // raw V2 bytes cut on axis 0 only (or whole), first try to prove equality by CRCs
+  // alone, reading the new side once (its pieces' CRCs, and the CRC of its bytes over
+  // each old piece's range against that piece's stored CRC), and read the old side, to
+  // compare as below and report, only when that fails. The old side's data is then
+  // checked only through the new side: damage to it that the new side does not share is
+  // not reported.
+  bool by_checksum = false;
 };
 
 // Compares the logical values of `a` (new, in `ca`) with those of `b` (old, in `cb`),
@@ -69,7 +77,8 @@ struct CompareOptions {
 // and variants: one tensor at a time). Elements are equal when bitwise equal; with the
 // tolerance, floating-point ones also when |new - old| <= tolerance (NaN equals NaN), and
 // tensors of two floating-point dtypes compare by value. Every stored piece's CRC is
-// checked; a damaged piece, or one that cannot be read, is the error returned.
+// checked (see options.by_checksum); a damaged piece, or one that cannot be read, is the
+// error returned.
 // REQUIRES: a.shape == b.shape; a.dtype == b.dtype, or both floating-point (float16,
 // bfloat16, float32, float64, float8) with options.use_tolerance; neither has a defect.
 absl::StatusOr<ValueDifference> CompareTensorValues(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb,

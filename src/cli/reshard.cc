@@ -267,6 +267,7 @@ int RunReshard(const ReshardArgs& args) {
   if (!a.no_verify) {
     CompareOptions co;
     co.jobs = a.jobs;
+    co.by_checksum = true;  // the output is a copy: its CRCs against the input's
     auto report = [&] {
       Progress progress(total, !a.quiet, "verifying");
       co.progress = progress.counter();

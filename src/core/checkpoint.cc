@@ -22,11 +22,6 @@ std::vector<std::string> FilesOf(const CheckpointInfo& info) {
   return files;
 }
 
-Finding FindingOf(const absl::Status& s, Severity severity) {
-  ErrorInfo e = ErrorInfoOf(s);
-  return Finding{e.check.empty() ? "input" : e.check, severity, e.file, e.key, e.offset, e.what};
-}
-
 absl::Status PieceReader::VerifyCrc(const TensorEntry& t, const StoredSlice& s, std::string*) const {
   auto r = Read(t, s, /*verify=*/true);
   return r.ok() ? absl::OkStatus() : r.status();

@@ -103,4 +103,9 @@ absl::Status Annotate(const absl::Status& status, std::string_view context) {
   return absl::Status(status.code(), StrCat(context, ": ", status.message()));
 }
 
+Finding FindingOf(const absl::Status& s, Severity severity) {
+  ErrorInfo e = ErrorInfoOf(s);
+  return Finding{e.check.empty() ? "input" : e.check, severity, e.file, e.key, e.offset, e.what};
+}
+
 }  // namespace tfckpt

@@ -18,11 +18,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tfckpt/status.h"
 #include "tfckpt/storage.h"
 
 namespace tfckpt {
-
-struct Finding;  // checkpoint.h
 
 inline constexpr uint64_t kTableMagic = 0xDB4775248B80FB57ull;
 inline constexpr size_t kFooterSize = 48;

@@ -6,7 +6,6 @@
 #include "core/coding.h"
 #include "core/crc32c.h"
 #include "format/table/table.h"
-#include "tfckpt/checkpoint.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {
