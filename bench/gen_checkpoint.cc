@@ -25,6 +25,7 @@
 #include "format/table/table.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/file.h"
 #include "tfckpt/ordered_code.h"
 
 namespace {
@@ -148,7 +149,7 @@ int main(int argc, char** argv) {
       }
       put(name, meta);
     }
-    auto index = tfckpt::OutputFile::Create(prefix + ".index");
+    auto index = tfckpt::Storage::Local().Create(prefix + ".index");
     if (!index.ok()) return Fail(index.status());
     tfckpt::TableWriter table(index->get());
     std::string header;

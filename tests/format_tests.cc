@@ -188,7 +188,7 @@ void WriteV1(const std::string& path, const std::string& name, const std::vector
   for (float v : values) p->add_float_val(v);
   const std::string key = tfckpt::EncodeSliceKey(name, tfckpt::ExtentsFromProto(m->slice(0)));
 
-  auto out = tfckpt::OutputFile::Create(path);
+  auto out = tfckpt::Storage::Local().Create(path);
   REQUIRE(out.ok());
   {
     tfckpt::TableWriter w(out->get());

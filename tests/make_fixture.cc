@@ -157,7 +157,7 @@ int Mutate(const std::string& mode, const std::string& src, const std::string& d
   for (const auto& f : (*c)->info().data_files) {
     fs::copy_file(f, dst + f.substr(src.size()), fs::copy_options::overwrite_existing);
   }
-  auto out = tfckpt::OutputFile::Create(dst + ".index");
+  auto out = tfckpt::Storage::Local().Create(dst + ".index");
   Check(out.status());
   tfckpt::TableWriter table(out->get());
   bool done = false;

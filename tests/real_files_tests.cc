@@ -249,7 +249,7 @@ TEST_CASE("fidelity: re-encoding every uncompressed real index gives identical b
     auto c = OpenOrDie(P(k.path));
     TempDir dir;
     const std::string out_path = dir / "re.index";
-    auto out = tfckpt::OutputFile::Create(out_path);
+    auto out = tfckpt::Storage::Local().Create(out_path);
     REQUIRE(out.ok());
     {
       tfckpt::TableWriter w(out->get());
@@ -282,7 +282,7 @@ TEST_CASE("fidelity: V1 tables re-encode byte for byte") {
     auto t = tfckpt::TableReader::Open(P(rel));
     REQUIRE(t.ok());
     TempDir dir;
-    auto out = tfckpt::OutputFile::Create(dir / "v1");
+    auto out = tfckpt::Storage::Local().Create(dir / "v1");
     REQUIRE(out.ok());
     {
       tfckpt::TableWriter w(out->get());

@@ -17,6 +17,7 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
+#include "tfckpt/storage.h"
 #include "tfckpt/open.h"
 #include "tfckpt/values.h"
 
@@ -319,7 +320,7 @@ TEST_CASE("tables: many blocks, a big entry in a block of its own, and point loo
   kv.emplace_back("zbig", std::string(600 * 1024, 'B'));
   kv.emplace_back("zz", "after");
   {
-    auto out = tfckpt::OutputFile::Create(path);
+    auto out = tfckpt::Storage::Local().Create(path);
     REQUIRE(out.ok());
     tfckpt::TableWriter w(out->get());
     for (const auto& [k, v] : kv) REQUIRE(w.Add(k, v).ok());
@@ -356,7 +357,7 @@ TEST_CASE("table reader rejects damaged files with the offset in the message") {
   TempDir dir;
   const std::string path = dir / "t";
   {
-    auto out = tfckpt::OutputFile::Create(path);
+    auto out = tfckpt::Storage::Local().Create(path);
     REQUIRE(out.ok());
     tfckpt::TableWriter w(out->get());
     REQUIRE(w.Add("a", "1").ok());
@@ -416,7 +417,7 @@ TEST_CASE("big-endian bundles are checked on the raw bytes and byte-swapped on r
   sc = tfckpt::crc32c::Extend(sc, "ab", 2);
   WriteFile(prefix + ".data-00000-of-00001", f + i16 + str);
   {
-    auto out = tfckpt::OutputFile::Create(prefix + ".index");
+    auto out = tfckpt::Storage::Local().Create(prefix + ".index");
     REQUIRE(out.ok());
     tfckpt::TableWriter w(out->get());
     std::string v;
@@ -464,9 +465,9 @@ TEST_CASE("big-endian bundles are checked on the raw bytes and byte-swapped on r
 
 namespace {
 
-// A committed OutputFile holding "data".
+// A committed WritableFile holding "data".
 std::string Committed(const std::string& path) {
-  auto out = tfckpt::OutputFile::Create(path);
+  auto out = tfckpt::Storage::Local().Create(path);
   REQUIRE(out.ok());
   REQUIRE((*out)->Append("data").ok());
   REQUIRE((*out)->Close().ok());
@@ -482,7 +483,7 @@ TEST_CASE("a failed run removes the outputs and directories it made, newest firs
   TempDir dir;
   const std::string existing = dir / "old";
   WriteFile(existing, "not ours");
-  REQUIRE(tfckpt::CreateParentDirectories(dir / "a/b/f").ok());
+  REQUIRE(tfckpt::Storage::Local().CreateParentDirectories(dir / "a/b/f").ok());
   const std::string f = Committed(dir / "a/b/f");
   const std::string g = Committed(dir / "g");
   {
@@ -492,7 +493,7 @@ TEST_CASE("a failed run removes the outputs and directories it made, newest firs
   WriteFile(dir / "z.tmp1", "libzip's");
   WriteFile(dir / "zz", "other");
   {
-    auto abandoned = tfckpt::OutputFile::Create(dir / "h");  // destroyed uncommitted
+    auto abandoned = tfckpt::Storage::Local().Create(dir / "h");  // destroyed uncommitted
     REQUIRE(abandoned.ok());
   }
   tfckpt::RemoveAllCreated();
@@ -515,15 +516,15 @@ TEST_CASE("a directory that already exists is not tracked, nor removed") {
   tfckpt::TrackOutputsUntilDone();
   TempDir dir;
   std::filesystem::create_directories(dir / "have");
-  REQUIRE(tfckpt::CreateDirectories(dir / "have").ok());
-  REQUIRE(tfckpt::CreateDirectories(dir / "have/new/").ok());
+  REQUIRE(tfckpt::Storage::Local().CreateDirectories(dir / "have").ok());
+  REQUIRE(tfckpt::Storage::Local().CreateDirectories(dir / "have/new/").ok());
   CHECK(std::filesystem::is_directory(dir / "have/new"));
   tfckpt::RemoveAllCreated();
   CHECK_FALSE(std::filesystem::exists(dir / "have/new"));
   CHECK(std::filesystem::is_directory(dir / "have"));
   // A file where a directory should be: an error naming it.
   WriteFile(dir / "file", "x");
-  auto s = tfckpt::CreateDirectories(dir / "file/sub");
+  auto s = tfckpt::Storage::Local().CreateDirectories(dir / "file/sub");
   CHECK_FALSE(s.ok());
   CHECK(std::string(s.message()).find("file") != std::string::npos);
   tfckpt::ForgetAllCreated();

@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "tfckpt/file.h"
+#include "tfckpt/storage.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/region.h"
 
@@ -65,9 +65,9 @@ class BundleWriter {
   class EntryStream {
    public:
     absl::Status Append(std::string_view bytes);
-    // Appends `bytes`, which the caller has just read from `src_fd` at `src_offset`:
+    // Appends `bytes`, which the caller has just read from `src` at `src_offset`:
     // the CRC is computed on `bytes`, the data moved in-kernel (copy_file_range).
-    absl::Status AppendFrom(int src_fd, uint64_t src_offset, std::string_view bytes);
+    absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, std::string_view bytes);
     // Completes the entry. REQUIRES: exactly the announced number of bytes appended.
     absl::Status Close();
 
@@ -119,7 +119,7 @@ class BundleWriter {
 
   std::string prefix_;
   BundleWriterOptions options_;
-  std::vector<std::unique_ptr<OutputFile>> data_;
+  std::vector<std::unique_ptr<WritableFile>> data_;
   struct Pending;
   std::map<std::string, std::unique_ptr<Pending>> entries_;   // table key -> entry
   std::map<std::string, std::string> partitioned_;            // name -> metadata key (= name)

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tfckpt/file.h"
+#include "tfckpt/storage.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/region.h"
 #include "tfckpt/status.h"
@@ -111,7 +111,7 @@ class PieceReader {
                                                      uint64_t end, std::string* buffer, TensorBytes* owner) const;
 
   // See Checkpoint::DataFile. REQUIRES: 0 <= shard < CheckpointInfo::num_shards.
-  virtual absl::StatusOr<const MappedFile*> DataFile(int32_t shard) const;
+  virtual absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const;
 
   // See Checkpoint::ForEachIndexEntry and raw_header (V2 only; others have neither).
   virtual absl::Status ForEachIndexEntry(const IndexEntryVisitor& visit) const;
@@ -136,8 +136,8 @@ class Checkpoint {
   absl::Status ForEachIndexEntry(const IndexEntryVisitor& visit) const;
   const std::string& raw_header() const { return reader_->raw_header(); }
 
-  // The data file of `shard`, mapped on first use. Thread-safe.
-  absl::StatusOr<const MappedFile*> DataFile(int32_t shard) const;
+  // The data file of `shard`, opened (locally: mapped) on first use. Thread-safe.
+  absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const;
 
   // The payload of one piece of `t`. V2: a view into the mapped data file, bounds-checked
   // and (when `verify`) checked against the stored CRC; big-endian bundles are

@@ -67,10 +67,10 @@ class PieceSink {
  public:
   virtual ~PieceSink() = default;
   virtual absl::Status Append(std::string_view bytes) = 0;
-  // `bytes` were just read from `src_fd` at `src_offset`: a sink that writes a file may
-  // move them in-kernel instead.
-  virtual absl::Status AppendFrom(int src_fd, uint64_t src_offset, std::string_view bytes) {
-    (void)src_fd;
+  // `bytes` were just read from `src` at `src_offset`: a sink that writes a file may
+  // move them in-kernel instead (WritableFile::AppendFrom).
+  virtual absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, std::string_view bytes) {
+    (void)src;
     (void)src_offset;
     return Append(bytes);
   }

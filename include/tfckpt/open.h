@@ -26,6 +26,8 @@ struct ResolvedCheckpoint {
 absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec);
 
 // The newest checkpoint named by the `checkpoint` state file in `dir`.
+// A state file lists a few paths: one larger than this is not read.
+inline constexpr uint64_t kMaxStateFileBytes = 64 << 20;
 absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes);
 
 // Opens what the user named (see ResolveCheckpoint); its notes become the checkpoint's.

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tfckpt/file.h"
+#include "tfckpt/storage.h"
 #include "tfckpt/region.h"
 
 namespace tfckpt {
@@ -81,7 +81,7 @@ class SafetensorsWriter {
                                                                    const std::vector<Entry>& entries,
                                                                    const std::map<std::string, std::string>& metadata);
   absl::Status Append(std::string_view bytes);
-  absl::Status AppendFrom(int src_fd, uint64_t src_offset, uint64_t n);
+  absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, uint64_t n);
   // Closes the temporary. REQUIRES: exactly the declared bytes appended.
   absl::Status Finish();
   // Renames the file into place. REQUIRES: Finish() succeeded.
@@ -92,7 +92,7 @@ class SafetensorsWriter {
   static uint64_t EntryBytes(const Entry& e);
 
  private:
-  std::unique_ptr<OutputFile> out_;
+  std::unique_ptr<WritableFile> out_;
   uint64_t header_end_ = 0, data_size_ = 0;
 };
 

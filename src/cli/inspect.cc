@@ -1,5 +1,4 @@
 // tfckpt inspect: list tensors, print values and statistics, show the object graph.
-#include <sys/stat.h>
 
 #include <iostream>
 
@@ -83,11 +82,11 @@ std::vector<std::string> DataFileProblems(const Checkpoint& c) {
   }
   std::vector<std::string> problems;
   for (size_t i = 0; i < info.data_files.size(); ++i) {
-    struct stat st;
-    if (::stat(info.data_files[i].c_str(), &st) != 0) {
+    auto st = Storage::For(info.data_files[i]).Stat(info.data_files[i]);
+    if (!st.ok()) {
       problems.push_back(StrCat(info.data_files[i], ": data file missing; values cannot be read"));
-    } else if (static_cast<uint64_t>(st.st_size) < need[i]) {
-      problems.push_back(StrCat(info.data_files[i], ": ", st.st_size, " bytes, but the index needs ", need[i],
+    } else if (st->size < need[i]) {
+      problems.push_back(StrCat(info.data_files[i], ": ", st->size, " bytes, but the index needs ", need[i],
                                 " (truncated?)"));
     }
   }

@@ -13,6 +13,7 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/combine.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/file.h"
 #include "tfckpt/merge.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"

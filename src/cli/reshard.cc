@@ -15,6 +15,7 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/file.h"
 #include "tfckpt/open.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/scale_out.h"
@@ -127,8 +128,9 @@ int WritePlan(const Checkpoint& c, const ReshardPlan& plan, const ReshardArgs& a
   o.verify = !a.no_verify;
   auto doc = MakeTaskPlan(c, plan, o);
   if (!doc.ok()) return ReportError(cmd, doc.status());
-  if (absl::Status s = CreateParentDirectories(a.plan_out); !s.ok()) return ReportError(cmd, s);
-  auto f = OutputFile::Create(a.plan_out);
+  Storage& store = Storage::For(a.plan_out);
+  if (absl::Status s = store.CreateParentDirectories(a.plan_out); !s.ok()) return ReportError(cmd, s);
+  auto f = store.Create(a.plan_out);
   absl::Status s = f.ok() ? (*f)->Append(*doc) : f.status();
   if (s.ok()) s = (*f)->Close();
   if (s.ok()) s = (*f)->Commit();
@@ -235,7 +237,7 @@ int RunReshard(const ReshardArgs& args) {
   auto plan = PlanReshard(c, options);
   if (!plan.ok()) return ReportError(cmd, plan.status());
   // OUT may not be (or reach through a symlink or hard link) any file of the input.
-  if (absl::Status s = CheckNotInputs(BundleFilesAt(a.out, plan->num_files), FilesOf(c.info())); !s.ok()) {
+  if (absl::Status s = Storage::For(a.out).CheckNotInputs(BundleFilesAt(a.out, plan->num_files), FilesOf(c.info())); !s.ok()) {
     return ReportError(cmd, s);
   }
   PrintNotes(*plan, a);

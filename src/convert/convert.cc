@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <set>
 
@@ -26,12 +25,11 @@
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/path.h"
 #include "tfckpt/safetensors.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -97,8 +95,9 @@ std::string SourceFormat(const Checkpoint& c) {
 }
 
 // Outputs may never be input files; existing outputs need --force.
+// REQUIRES: `paths` not empty (all on one storage).
 absl::Status RefuseExisting(const Checkpoint& c, const std::vector<std::string>& paths, bool overwrite) {
-  TFCKPT_RETURN_IF_ERROR(CheckNotInputs(paths, FilesOf(c.info())));
+  TFCKPT_RETURN_IF_ERROR(Storage::For(paths.front()).CheckNotInputs(paths, FilesOf(c.info())));
   if (overwrite) return absl::OkStatus();
   for (const auto& p : paths) {
     if (FileExists(p)) return absl::AlreadyExistsError(StrCat(p, ": output exists (use --force to replace it)"));
@@ -110,8 +109,8 @@ class SafetensorsSink : public PieceSink {
  public:
   explicit SafetensorsSink(SafetensorsWriter& w) : w_(w) {}
   absl::Status Append(std::string_view bytes) override { return w_.Append(bytes); }
-  absl::Status AppendFrom(int fd, uint64_t offset, std::string_view bytes) override {
-    return w_.AppendFrom(fd, offset, bytes.size());
+  absl::Status AppendFrom(const ReadableFile& src, uint64_t offset, std::string_view bytes) override {
+    return w_.AppendFrom(src, offset, bytes.size());
   }
 
  private:
@@ -193,7 +192,7 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
   std::vector<std::string> all = paths;
   if (groups.size() > 1) all.push_back(index_path);
   TFCKPT_RETURN_IF_ERROR(RefuseExisting(c, all, options.overwrite));
-  TFCKPT_RETURN_IF_ERROR(CreateParentDirectories(out));
+  TFCKPT_RETURN_IF_ERROR(Storage::For(out).CreateParentDirectories(out));
   uint64_t total = 0;
   for (const Planned& p : plan) total += p.bytes;
   std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total) : nullptr;
@@ -209,19 +208,19 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
     SafetensorsSink sink(*w);
     for (const Planned* p : groups[i]) {
       TFCKPT_RETURN_IF_ERROR(CopyCast(c, *p->t, Region::Full(p->t->shape), p->dtype, sink, &buf, progress));
-      weight_map[p->name] = fs::path(paths[i]).filename().string();
+      weight_map[p->name] = Basename(paths[i]);
       ++report.tensors;
       report.bytes += p->bytes;
     }
     TFCKPT_RETURN_IF_ERROR(w->Finish());
     writers.push_back(std::move(w));
   }
-  std::unique_ptr<OutputFile> index;
+  std::unique_ptr<WritableFile> index;
   if (groups.size() > 1) {
     nlohmann::ordered_json j = {{"metadata", {{"total_size", report.bytes}, {"source", c.info().prefix},
                                               {"source_format", SourceFormat(c)}, {"converted_by", "tfckpt"}}},
                                 {"weight_map", weight_map}};
-    TFCKPT_ASSIGN_OR_RETURN(index, OutputFile::Create(index_path));
+    TFCKPT_ASSIGN_OR_RETURN(index, Storage::For(index_path).Create(index_path));
     TFCKPT_RETURN_IF_ERROR(index->Append(j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"));
     TFCKPT_RETURN_IF_ERROR(index->Close());
   }
@@ -354,7 +353,7 @@ class NpzTemporary {
   ~NpzTemporary() {
     ForgetCreated(libzip_);  // libzip removes its temporary when zip_close fails
     if (file_ == 0) return;
-    ::unlink(path_.c_str());
+    (void)Storage::Local().Remove(path_);
     ForgetCreated(file_);
   }
   const std::string& path() const { return path_; }
@@ -392,7 +391,7 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
                                              "); add --cast bfloat16=float32"));
   }
   TFCKPT_RETURN_IF_ERROR(RefuseExisting(c, {out}, options.overwrite));
-  TFCKPT_RETURN_IF_ERROR(CreateParentDirectories(out));
+  TFCKPT_RETURN_IF_ERROR(Storage::For(out).CreateParentDirectories(out));
   std::vector<std::unique_ptr<Member>> members;
   uint64_t total = 0;
   std::string buf;

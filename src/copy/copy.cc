@@ -60,7 +60,7 @@ bool MovesInKernel(const Checkpoint& c, const TensorEntry& t, const std::vector<
 
 absl::Status CheckCopiedCrc(const Checkpoint& c, const TensorEntry& t, const StoredSlice& s, uint32_t crc) {
   if (crc32c::Mask(crc) == s.data.masked_crc) return absl::OkStatus();
-  TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c.DataFile(s.data.shard));
+  TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, c.DataFile(s.data.shard));
   return DataLossAt("data.crc", file->path(), t.name, static_cast<int64_t>(s.data.offset),
                     StrCat(PieceLabel(t, s), "checksum mismatch while copying (stored ",
                            absl::StrFormat("%08x", crc32c::Unmask(s.data.masked_crc)), ", computed ",
@@ -84,8 +84,8 @@ class EntrySink : public PieceSink {
  public:
   explicit EntrySink(BundleWriter::EntryStream& s) : s_(s) {}
   absl::Status Append(std::string_view bytes) override { return s_.Append(bytes); }
-  absl::Status AppendFrom(int fd, uint64_t offset, std::string_view bytes) override {
-    return s_.AppendFrom(fd, offset, bytes);
+  absl::Status AppendFrom(const ReadableFile& src, uint64_t offset, std::string_view bytes) override {
+    return s_.AppendFrom(src, offset, bytes);
   }
 
  private:
@@ -149,7 +149,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
         }
       }
       for (const Run& r : runs) {
-        TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, c.DataFile(r.s->data.shard));
+        TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, c.DataFile(r.s->data.shard));
         const uint64_t begin = static_cast<uint64_t>(r.src * esize);
         const uint64_t len = static_cast<uint64_t>(r.n * esize);
         const bool check_run = whole.count(r.s) > 0;
@@ -163,7 +163,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
           const uint64_t n = std::min<uint64_t>(len - done, kCopyChunk);
           TFCKPT_ASSIGN_OR_RETURN(std::string_view window, c.ReadRange(t, *r.s, begin + done, begin + done + n, &buf, &unused));
           if (check_run) crc = crc32c::Extend(crc, window.data(), window.size());
-          TFCKPT_RETURN_IF_ERROR(sink.AppendFrom(file->fd(), r.s->data.offset + begin + done, window));
+          TFCKPT_RETURN_IF_ERROR(sink.AppendFrom(*file, r.s->data.offset + begin + done, window));
           done += n;
           progress(n);
         }

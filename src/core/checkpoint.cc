@@ -35,7 +35,7 @@ absl::StatusOr<std::string_view> PieceReader::ReadRange(const TensorEntry& t, co
   return owner->data.substr(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
 }
 
-absl::StatusOr<const MappedFile*> PieceReader::DataFile(int32_t shard) const {
+absl::StatusOr<const ReadableFile*> PieceReader::DataFile(int32_t shard) const {
   return absl::InternalError(StrCat("bug: no data file ", shard, " in a format without data files"));
 }
 
@@ -62,7 +62,7 @@ const TensorEntry* Checkpoint::Find(std::string_view name) const {
   return it != tensors_.end() && it->name == name ? &*it : nullptr;
 }
 
-absl::StatusOr<const MappedFile*> Checkpoint::DataFile(int32_t shard) const {
+absl::StatusOr<const ReadableFile*> Checkpoint::DataFile(int32_t shard) const {
   if (shard < 0 || shard >= info_.num_shards) {
     return absl::OutOfRangeError(StrCat(info_.index_path, ": no data file ", shard));
   }

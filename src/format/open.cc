@@ -3,17 +3,11 @@
 // the format's loader. The one place that decides which format a CKPT is.
 #include "tfckpt/open.h"
 
-#include <glob.h>
-#include <sys/stat.h>
-
 #include <cerrno>
 #include <cstring>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
@@ -27,45 +21,27 @@
 #include "format/safetensors/safetensors_reader.h"
 #include "format/table/table.h"
 #include "format/v1/v1_reader.h"
+#include "tfckpt/file.h"
+#include "tfckpt/path.h"
 #include "tfckpt/regex.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {
 
-namespace fs = std::filesystem;
-
 namespace {
 
-// DIR/NAME, keeping the user's spelling of DIR. NAME "." (a prefix that is the directory
-// itself, as Keras writes it) gives "DIR/".
-std::string JoinPath(const std::string& dir, const std::string& name) {
-  if (!name.empty() && name[0] == '/') return name;
-  std::string out = dir;
-  if (!out.empty() && out.back() != '/') out += '/';
-  if (name == "." || name == "./") return out;
-  return out + name;
-}
-
 bool IsTableFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return false;
-  const std::streamoff size = in.tellg();
-  if (size < static_cast<std::streamoff>(kFooterSize)) return false;
-  in.seekg(size - 8);
+  auto f = Storage::For(path).OpenForRead(path);
+  if (!f.ok() || (*f)->size() < kFooterSize) return false;
   char magic[8];
-  in.read(magic, 8);
+  if (!(*f)->ReadAt((*f)->size() - 8, 8, magic).ok()) return false;
   uint64_t v;
   std::memcpy(&v, magic, 8);
-  return in && v == kTableMagic;
+  return v == kTableMagic;
 }
 
 std::vector<std::string> Glob(const std::string& pattern) {
-  std::vector<std::string> out;
-  glob_t g{};
-  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
-    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
-  }
-  ::globfree(&g);
+  std::vector<std::string> out = Storage::For(pattern).Glob(pattern);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -74,10 +50,9 @@ std::vector<std::string> Glob(const std::string& pattern) {
 // itself, giving a file named ".index").
 std::vector<std::string> IndexFilesIn(const std::string& dir) {
   std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (absl::EndsWith(name, ".index") && e.is_regular_file(ec)) out.push_back(name);
+  auto listing = Storage::For(dir).List(dir);
+  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+    if (absl::EndsWith(e.name, ".index") && e.kind == EntryKind::kFile) out.push_back(e.name);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -87,10 +62,8 @@ std::vector<std::string> IndexFilesIn(const std::string& dir) {
 
 absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes) {
   const std::string path = JoinPath(dir, "checkpoint");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(StrCat(path, ": cannot open"));
-  std::stringstream buf;
-  buf << in.rdbuf();
+  auto text = Storage::For(path).ReadSmallFile(path, kMaxStateFileBytes);
+  if (!text.ok()) return absl::NotFoundError(StrCat(path, ": cannot open"));
   pb::CheckpointState state;
   google::protobuf::TextFormat::Parser parser;
   parser.AllowUnknownField(true);
@@ -101,7 +74,7 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
     }
   } errors;
   parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(buf.str(), &state)) {
+  if (!parser.ParseFromString(*text, &state)) {
     return DataLossAt("state.parse", path, "", -1, StrCat("not a checkpoint state file: ", errors.first));
   }
   if (state.model_checkpoint_path().empty()) {
@@ -112,7 +85,7 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
       !FileExists(prefix + ".index") && !FileExists(prefix)) {
     // An absolute path from the machine that trained: the files were moved since. Look
     // beside the state file, as a user who copied the directory would expect.
-    const std::string local = JoinPath(dir, fs::path(prefix).filename().string());
+    const std::string local = JoinPath(dir, Basename(prefix));
     if (FileExists(local + ".index") || FileExists(local) || !Glob(local + "-?????-of-?????").empty()) {
       if (notes) notes->push_back(StrCat("state file names ", prefix, ", which does not exist; using ", local));
       prefix = local;
@@ -142,9 +115,7 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
   if (FileExists(spec + ".index")) return v2(spec);
   // 3. A directory.
   if (IsDirectory(spec)) {
-    std::error_code listing;
-    fs::directory_iterator probe(spec, listing);
-    if (listing) return ErrnoError(spec, "cannot read directory", listing.value());
+    TFCKPT_ASSIGN_OR_RETURN(const std::vector<DirEntry> listing, Storage::For(spec).List(spec));
     const std::string state = JoinPath(spec, "checkpoint");
     if (FileExists(state) && !IsDirectory(state)) {
       std::vector<std::string> notes;
@@ -182,11 +153,10 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
     if (FileExists(sm + ".index")) return v2(sm);
     // A single V1 checkpoint (one table file, or the shards of one).
     std::set<std::string> v1;
-    std::error_code ec;
     static const Regex kShard = Regex::Fixed(R"((.*)-\d{5}-of-(\d{5}))");
-    for (const auto& e : fs::directory_iterator(spec, ec)) {
-      const std::string path = JoinPath(spec, e.path().filename().string());
-      if (!e.is_regular_file(ec) || !IsTableFile(path)) continue;
+    for (const DirEntry& e : listing) {
+      const std::string path = JoinPath(spec, e.name);
+      if (e.kind != EntryKind::kFile || !IsTableFile(path)) continue;
       std::vector<std::string> m;
       v1.insert(kShard.FullMatch(path, &m) ? StrCat(m[0], "-00000-of-", m[1]) : path);
     }
@@ -233,8 +203,8 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
     return r;
   }
   // Unreachable is not absent: a directory on the way that cannot be searched.
-  if (struct stat st; ::stat((spec + ".index").c_str(), &st) != 0 && errno == EACCES) {
-    return ErrnoError(spec + ".index", "cannot open", errno);
+  if (auto st = Storage::For(spec).Stat(spec + ".index"); absl::IsPermissionDenied(st.status())) {
+    return ErrnoError(spec + ".index", "cannot open", EACCES);
   }
   return absl::NotFoundError(
       StrCat(spec, ": no checkpoint found (looked for ", spec, ".index, a directory, and V1 files)"));

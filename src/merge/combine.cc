@@ -236,7 +236,7 @@ class Planner {
     for (const auto& in : inputs_) {
       TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, OpenCheckpoint(in));
       const CheckpointInfo& info = c->info();
-      TFCKPT_RETURN_IF_ERROR(CheckNotInputs(BundleFilesAt(out, 0), FilesOf(info)));
+      TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckNotInputs(BundleFilesAt(out, 0), FilesOf(info)));
       report().inputs.push_back(info.prefix);
       plan_.inputs.push_back(std::move(c));
     }

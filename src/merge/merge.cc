@@ -2,17 +2,17 @@
 // (bundle_merge.h).
 #include "tfckpt/merge.h"
 
-#include <filesystem>
 #include <map>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "tfckpt/path.h"
 #include "tfckpt/regex.h"
 #include "tfckpt/status.h"
+#include "tfckpt/storage.h"
 
 namespace tfckpt {
 
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -46,43 +46,45 @@ absl::StatusOr<std::vector<std::string>> DTensorDeviceParts(
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix, std::vector<std::string>* found) {
-  const fs::path p(prefix);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  const std::string base = p.filename().string();
+  const std::string dir = DirectoryOf(prefix);
+  const std::string base = Basename(prefix);
+  Storage& store = Storage::For(prefix);
   // set name -> (count, parts present)
   std::map<std::string, std::pair<int, std::map<int, std::string>>> sets;
   static const Regex part_re = Regex::Fixed(R"((.*)-(\d{5})-of-(\d{5})\.index)");
-  auto consider = [&](const std::string& set, const fs::path& index_path, const std::string& part_prefix_re) {
-    const std::string name = index_path.filename().string();
+  auto consider = [&](const std::string& set, const std::string& index_path, const std::string& part_prefix_re) {
+    const std::string name = Basename(index_path);
     std::vector<std::string> m;
     if (!part_re.FullMatch(name, &m)) return;
     if (!Regex::Fixed(part_prefix_re).FullMatch(m[0])) return;
     const int i = std::stoi(m[1]), n = std::stoi(m[2]);
     auto& s = sets[StrCat(set, " (", n, " parts)")];
     s.first = n;
-    const std::string part_prefix = index_path.string().substr(0, index_path.string().size() - 6);
+    const std::string part_prefix = index_path.substr(0, index_path.size() - 6);
     s.second[i] = part_prefix;
     if (found) found->push_back(part_prefix);
   };
   // DTensor: (device, save op) -> part prefix.
   std::map<std::pair<int64_t, int64_t>, std::string> device_parts;
   const Regex device_re = Regex::Fixed(Regex::Quote(base) + R"(_device_(\d{1,9})_save_op_(\d{1,9})\.index)");
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
+  auto listing = store.List(dir);
+  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+    const std::string& name = e.name;
     if (name.find(".tempstate") != std::string::npos) continue;
-    if (e.is_directory(ec) &&
+    if (e.kind == EntryKind::kDirectory &&
         (name == base + "_temp" || Regex::Fixed(Regex::Quote(base) + R"(_temp_[0-9a-fA-F]+)").FullMatch(name))) {
-      for (const auto& f : fs::directory_iterator(e.path(), ec)) {
-        if (f.path().filename().string().find(".tempstate") != std::string::npos) continue;
-        consider((dir / name).string() + "/part", f.path(), "part");
+      const std::string sub = JoinPath(dir, name);
+      auto inner = store.List(sub);
+      for (const DirEntry& f : inner.ok() ? *inner : std::vector<DirEntry>{}) {
+        if (f.name.find(".tempstate") != std::string::npos) continue;
+        consider(sub + "/part", JoinPath(sub, f.name), "part");
       }
     } else if (name.rfind(base + ".part-", 0) == 0) {
-      consider(StrCat(prefix, ".part"), e.path(), Regex::Quote(base) + R"(\.part)");
+      consider(StrCat(prefix, ".part"), JoinPath(dir, name), Regex::Quote(base) + R"(\.part)");
     } else if (name.rfind(base + "_dev-", 0) == 0) {
-      consider(StrCat(prefix, "_dev"), e.path(), Regex::Quote(base) + R"(_dev)");
+      consider(StrCat(prefix, "_dev"), JoinPath(dir, name), Regex::Quote(base) + R"(_dev)");
     } else if (std::vector<std::string> m; device_re.FullMatch(name, &m)) {
-      const std::string part = (dir / name).string();
+      const std::string part = JoinPath(dir, name);
       device_parts[{std::stoll(m[0]), std::stoll(m[1])}] = part.substr(0, part.size() - 6);
       if (found) found->push_back(device_parts.rbegin()->second);
     }

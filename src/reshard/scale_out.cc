@@ -1,12 +1,8 @@
 // Scale-out resharding: the plan document, one task, finalize (see the header).
 #include "tfckpt/scale_out.h"
 
-#include <sys/stat.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +13,7 @@
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/file.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -27,13 +24,14 @@ namespace tfckpt {
 
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 constexpr const char* kPlanFormat = "tfckpt-reshard-plan";
 constexpr int kPlanVersion = 2;  // 2: "slice" is the stored slice string ("-" = a full extent)
 
-std::string Absolute(const std::string& path) { return fs::absolute(path).lexically_normal().string(); }
+std::string Absolute(const std::string& path) { return Storage::For(path).Absolute(path); }
+
+constexpr uint64_t kMaxPlanBytes = uint64_t{1} << 30;
 
 json RegionJson(const Region& r) { return json{{"start", r.start}, {"shape", r.shape}}; }
 
@@ -47,15 +45,15 @@ absl::StatusOr<Region> RegionFromJson(const json& j) {
 
 // Size and modification time of a file, as recorded in the plan.
 absl::StatusOr<json> FileIdentity(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoError(path, "cannot stat", errno);
-  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  return json{{"path", Absolute(path)}, {"size", static_cast<uint64_t>(st.st_size)}, {"mtime_ns", mtime_ns}};
+  TFCKPT_ASSIGN_OR_RETURN(const FileStat st, Storage::For(path).Stat(path));
+  return json{{"path", Absolute(path)}, {"size", st.size}, {"mtime_ns", st.mtime_ns}};
 }
 
 absl::StatusOr<uint32_t> FileCrc(const std::string& path) {
-  TFCKPT_ASSIGN_OR_RETURN(auto f, MappedFile::Open(path));
-  return crc32c::Value(f->all().data(), f->all().size());
+  TFCKPT_ASSIGN_OR_RETURN(auto f, Storage::For(path).OpenForRead(path));
+  std::string read;
+  TFCKPT_ASSIGN_OR_RETURN(const std::string_view all, f->Range(0, f->size(), &read));
+  return crc32c::Value(all.data(), all.size());
 }
 
 absl::StatusOr<json> SourceIdentity(const Checkpoint& c) {
@@ -102,11 +100,8 @@ std::string PartPrefix(const std::string& temp_dir, int task, int num_tasks) {
 }
 
 absl::StatusOr<json> LoadPlan(const std::string& plan_path) {
-  std::ifstream in(plan_path, std::ios::binary);
-  if (!in) return ErrnoError(plan_path, "cannot read the plan", errno);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json plan = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  TFCKPT_ASSIGN_OR_RETURN(const std::string text, Storage::For(plan_path).ReadSmallFile(plan_path, kMaxPlanBytes));
+  json plan = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (plan.is_discarded() || !plan.is_object() || plan.value("format", "") != kPlanFormat) {
     return absl::InvalidArgumentError(StrCat(plan_path, ": not a tfckpt reshard plan"));
   }
@@ -323,8 +318,8 @@ absl::StatusOr<FinalizeReport> FinalizeTasks(const std::string& plan_path) {
     mo.overwrite = output.at("overwrite").get<bool>();
     TFCKPT_ASSIGN_OR_RETURN(MergeReport m, MergeBundles(parts, r.out, mo));
     r.entries = m.entries;
-    std::error_code ec;
-    fs::remove_all(output.at("temp_dir").get<std::string>(), ec);
+    const std::string temp_dir = output.at("temp_dir").get<std::string>();
+    (void)Storage::For(temp_dir).RemoveAll(temp_dir);
     if (output.at("verify").get<bool>()) {
       TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> source,
                               OpenCheckpoint(plan.at("source").at("prefix").get<std::string>()));

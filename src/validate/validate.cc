@@ -3,35 +3,31 @@
 #include "tfckpt/open.h"
 #include "tfckpt/regex.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
-#include <fstream>
 #include <tuple>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "core/crc32c.h"
 #include "core/parallel.h"
 #include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "core/float_convert.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/values.h"
 
 namespace tfckpt {
 
-namespace fs = std::filesystem;
 
 size_t ValidateReport::errors() const {
   return std::count_if(findings.begin(), findings.end(), [](const Finding& f) { return f.severity == Severity::kError; });
@@ -52,9 +48,10 @@ Finding Make(std::string check, Severity sev, std::string file, std::string key,
 
 void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
   const CheckpointInfo& info = c.info();
-  const fs::path prefix(info.prefix);
-  const fs::path dir = prefix.has_parent_path() ? prefix.parent_path() : fs::path(".");
-  const std::string base = prefix.filename().string();  // "" when the prefix is a directory
+  const std::string dir = DirectoryOf(info.prefix);
+  const bool has_dir = !Dirname(info.prefix).empty();
+  const std::string base = Basename(info.prefix);  // "" when the prefix is a directory
+  Storage& store = Storage::For(info.prefix);
   std::vector<uint64_t> need(info.data_files.size(), 0);
   std::vector<int> users(info.data_files.size(), 0);
   for (const auto& t : c.tensors()) {
@@ -69,21 +66,23 @@ void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
   static const Regex data_re = Regex::Fixed(R"(\.data-(\d{5})-of-(\d{5}))");
   std::set<std::string> expected(info.data_files.begin(), info.data_files.end());
   std::map<int, int> other_counts;  // NNNNN of data files for another shard count -> files
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
+  auto listing = store.List(dir);
+  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+    const std::string& name = e.name;
     if (name.compare(0, base.size(), base) != 0) continue;
     const std::string rest = name.substr(base.size());
-    const std::string path = prefix.has_parent_path() ? (dir / name).string() : name;  // as data_files spell it
+    const std::string path = has_dir ? JoinPath(dir, name) : name;  // as data_files spell it
     if (rest.find(".tempstate") != std::string::npos || rest.find(".tmp-tfckpt-") != std::string::npos) {
       out->push_back(Make("files.debris", Severity::kWarning, path, "", -1,
                           "temporary file left by an interrupted save (not part of the checkpoint)"));
       continue;
     }
-    if (e.is_directory(ec) && (rest.rfind("_temp", 0) == 0)) {
-      for (const auto& p : fs::directory_iterator(e.path(), ec)) {
-        if (p.path().filename().string().rfind("part-", 0) == 0) {
-          out->push_back(Make("files.debris", Severity::kWarning, p.path().string(), "", -1,
+    if (e.kind == EntryKind::kDirectory && (rest.rfind("_temp", 0) == 0)) {
+      const std::string sub = JoinPath(dir, name);
+      auto inner = store.List(sub);
+      for (const DirEntry& p : inner.ok() ? *inner : std::vector<DirEntry>{}) {
+        if (p.name.rfind("part-", 0) == 0) {
+          out->push_back(Make("files.debris", Severity::kWarning, JoinPath(sub, p.name), "", -1,
                               "part of an unmerged distributed save (tfckpt merge --recover can finish it)"));
         }
       }
@@ -107,7 +106,8 @@ void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
                           StrCat("data file missing; ", Count(users[i], "stored tensor"), users[i] == 1 ? " points" : " point", " into it")));
       continue;
     }
-    const uint64_t size = fs::file_size(f, ec);
+    auto st = store.Stat(f);
+    const uint64_t size = st.ok() ? st->size : static_cast<uint64_t>(-1);
     if (users[i] == 0) {  // an empty file too: the header counts a file nothing needs
       out->push_back(Make("files.unreferenced-data", Severity::kWarning, f, "", -1,
                           StrCat("no tensor is stored in this data file (", size, " bytes)")));
@@ -130,9 +130,8 @@ void CheckEntries(const Checkpoint& c, std::vector<Finding>* out, std::vector<bo
   const std::string where = info.format == Format::kV2 ? info.index_path : info.prefix;
   std::vector<int64_t> sizes(info.data_files.size(), -1);
   for (size_t i = 0; i < info.data_files.size(); ++i) {
-    std::error_code ec;
-    const auto n = fs::file_size(info.data_files[i], ec);
-    if (!ec) sizes[i] = static_cast<int64_t>(n);
+    auto st = Storage::For(info.data_files[i]).Stat(info.data_files[i]);
+    if (st.ok()) sizes[i] = static_cast<int64_t>(st->size);
   }
   struct Range {
     uint64_t begin, end;
@@ -254,23 +253,22 @@ void CheckObjectGraph(const Checkpoint& c, std::vector<Finding>* out) {
 // The checkpoint state file of a directory.
 
 void CheckStateFile(const std::string& dir, const std::vector<std::string>& notes, std::vector<Finding>* out) {
-  const std::string path = (fs::path(dir) / "checkpoint").string();
+  const std::string path = JoinPath(dir, "checkpoint");
   for (const auto& n : notes) {
     if (n.find("does not exist; using") != std::string::npos) {
       out->push_back(Make("state.moved", Severity::kWarning, path, "", -1, n));
     }
   }
   // ResolveCheckpoint already parsed it and found model_checkpoint_path; check the list.
-  std::ifstream in(path);
-  std::string line;
+  const std::string text = Storage::For(path).ReadSmallFile(path, kMaxStateFileBytes).value_or("");
   static const Regex re = Regex::Fixed(R"re(\s*all_model_checkpoint_paths\s*:\s*"(.*)"\s*)re");
-  while (std::getline(in, line)) {
+  for (const absl::string_view line : absl::StrSplit(text, '\n')) {
     std::vector<std::string> m;
-    if (!re.FullMatch(line, &m)) continue;
+    if (!re.FullMatch(SV(line), &m)) continue;
     std::string p = m[0];
-    std::string full = !p.empty() && p[0] == '/' ? p : (fs::path(dir) / p).string();
+    std::string full = JoinPath(dir, p);
     if (p == ".") full = dir + "/";
-    if (!FileExists(full + ".index") && !FileExists(full) && !FileExists(fs::path(dir) / fs::path(p).filename())) {
+    if (!FileExists(full + ".index") && !FileExists(full) && !FileExists(JoinPath(dir, Basename(p)))) {
       out->push_back(Make("state.stale-entry", Severity::kWarning, path, "", -1,
                           StrCat("lists ", p, ", which does not exist (older checkpoints are often deleted)")));
     }
@@ -362,7 +360,7 @@ namespace {
 // one finding per tensor in it: the first such file's error, else OK.
 absl::Status DataFilesPermitted(const Checkpoint& c) {
   for (const std::string& f : c.info().data_files) {
-    if (auto m = MappedFile::Open(f); absl::IsPermissionDenied(m.status())) return m.status();
+    if (auto m = Storage::For(f).OpenForRead(f); absl::IsPermissionDenied(m.status())) return m.status();
   }
   return absl::OkStatus();
 }

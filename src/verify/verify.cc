@@ -1,13 +1,13 @@
 // One verification policy for written outputs (see verify.h).
 #include "tfckpt/verify.h"
 
-#include <filesystem>
 #include <set>
 
 #include "format/npz/npz_reader.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
+#include "tfckpt/storage.h"
 #include "tfckpt/validate.h"
 
 namespace tfckpt {
@@ -108,8 +108,7 @@ absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::ve
   absl::StatusOr<VerifyReport> r = Check(out, sources, options, removal);
   if (r.ok()) return r;
   // Never leave an output that did not verify under the final name.
-  std::error_code ec;
-  for (const std::string& f : files) std::filesystem::remove(f, ec);
+  for (const std::string& f : files) (void)Storage::For(f).Remove(f);
   if (ErrorInfoOf(r.status()).check == "output.mismatch" || files.empty()) return r;
   absl::Status s(r.status().code(), StrCat(r.status().message(), removal));
   r.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });

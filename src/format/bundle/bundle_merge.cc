@@ -1,10 +1,6 @@
 // MergeV2Checkpoints (docs/FORMAT.md §e.3): bundles merged into one on raw index entries.
 #include "tfckpt/bundle_merge.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -16,11 +12,10 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/file.h"
 #include "tfckpt/ordered_code.h"
+#include "tfckpt/path.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -49,19 +44,19 @@ class LinkedOrCopied {
     {
       InterruptShield shield;
       f->tracked_ = TrackCreated(f->tmp_);
-      if (::link(src.c_str(), f->tmp_.c_str()) == 0) return f;
+      if (Storage::For(dst).Link(src, f->tmp_).ok()) return f;
       ForgetCreated(f->tracked_);
       f->tracked_ = 0;
     }
-    TFCKPT_ASSIGN_OR_RETURN(auto in, MappedFile::Open(src));
-    TFCKPT_ASSIGN_OR_RETURN(f->copy_, OutputFile::Create(dst));
-    TFCKPT_RETURN_IF_ERROR(f->copy_->AppendFrom(in->fd(), 0, in->size()));
+    TFCKPT_ASSIGN_OR_RETURN(auto in, Storage::For(src).OpenForRead(src));
+    TFCKPT_ASSIGN_OR_RETURN(f->copy_, Storage::For(dst).Create(dst));
+    TFCKPT_RETURN_IF_ERROR(f->copy_->AppendFrom(*in, 0, in->size()));
     TFCKPT_RETURN_IF_ERROR(f->copy_->Close());
     return f;
   }
   ~LinkedOrCopied() {
     if (tracked_ == 0) return;
-    ::unlink(tmp_.c_str());
+    (void)Storage::For(tmp_).Remove(tmp_);
     ForgetCreated(tracked_);
   }
   absl::Status Commit() {
@@ -75,21 +70,13 @@ class LinkedOrCopied {
   LinkedOrCopied() = default;
   std::string dst_, tmp_;
   uint64_t tracked_ = 0;
-  std::unique_ptr<OutputFile> copy_;
+  std::unique_ptr<WritableFile> copy_;
 };
 
-// --move: renames an input's data file to the output's name. When both names are already
-// links to one file (the output of an earlier merge of the same parts), rename() would do
-// nothing and leave the input's name behind, orphaned once its index is gone: remove it.
-absl::Status MoveDataFile(const std::string& src, const std::string& dst) {
-  struct stat a, b;
-  if (::stat(src.c_str(), &a) == 0 && ::stat(dst.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-    if (::unlink(src.c_str()) != 0) return ErrnoError(src, "cannot remove (already linked as the output)", errno);
-    return absl::OkStatus();
-  }
-  if (::rename(src.c_str(), dst.c_str()) != 0) return ErrnoError(dst, "cannot move data file into place", errno);
-  return absl::OkStatus();
-}
+// --move: renames an input's data file to the output's name (Storage::Move: when both
+// names are already links to one file, the output of an earlier merge of the same parts,
+// the input's name is removed rather than left behind, orphaned once its index is gone).
+absl::Status MoveDataFile(const std::string& src, const std::string& dst) { return Storage::For(dst).Move(src, dst); }
 
 }  // namespace
 
@@ -98,9 +85,9 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   MergeReport report;
   if (inputs.empty()) return absl::InvalidArgumentError("merge needs at least one input");
   // Refusals first: an output that exists, or that is one of the inputs.
-  std::error_code ec;
+  Storage& store = Storage::For(out);
   for (const auto& in : inputs) {
-    TFCKPT_RETURN_IF_ERROR(CheckNotInputs({out + ".index"}, {in + ".index"}));
+    TFCKPT_RETURN_IF_ERROR(store.CheckNotInputs({out + ".index"}, {in + ".index"}));
   }
   if (!options.overwrite && (FileExists(out + ".index"))) {
     return absl::AlreadyExistsError(StrCat(out, ".index: output exists (use --force to replace it)"));
@@ -199,8 +186,8 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   const int32_t k = static_cast<int32_t>(files_in_order.size());
   report.num_files = k;
   // Data files first (hard link / copy / rename), then the index.
-  const fs::path out_dir = fs::path(out).has_parent_path() ? fs::path(out).parent_path() : fs::path(".");
-  TFCKPT_RETURN_IF_ERROR(CreateDirectories(out_dir.string()));
+  const std::string out_dir = DirectoryOf(out);
+  TFCKPT_RETURN_IF_ERROR(store.CreateDirectories(out_dir));
   for (const std::string& src : files_in_order) {
     if (!FileExists(src)) return absl::NotFoundError(StrCat(src, ": data file missing"));
   }
@@ -215,7 +202,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     }
     for (auto& f : staged) TFCKPT_RETURN_IF_ERROR(f->Commit());
   }
-  TFCKPT_ASSIGN_OR_RETURN(auto index, OutputFile::Create(out + ".index"));
+  TFCKPT_ASSIGN_OR_RETURN(auto index, store.Create(out + ".index"));
   {
     TableWriter table(index.get());
     pb::BundleHeaderProto h = *first_header;
@@ -237,10 +224,10 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   if (options.move) {
     // TF: delete the input indexes, then the inputs' directories when they differ from
     // the output's and are empty.
-    for (const auto& in : report.inputs_used) ::unlink((in + ".index").c_str());
+    for (const auto& in : report.inputs_used) (void)store.Remove(in + ".index");
     for (const auto& in : report.inputs_used) {
-      const fs::path dir = fs::path(in).has_parent_path() ? fs::path(in).parent_path() : fs::path(".");
-      if (fs::weakly_canonical(dir, ec) != fs::weakly_canonical(out_dir, ec)) fs::remove(dir, ec);  // only if empty
+      const std::string dir = DirectoryOf(in);
+      if (store.Absolute(dir) != store.Absolute(out_dir)) (void)store.Remove(dir);  // only if empty
     }
   }
   return report;

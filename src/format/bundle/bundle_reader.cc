@@ -2,8 +2,6 @@
 // the slice map, and reading payloads from the data files with bounds and CRC checks.
 #include "format/bundle/bundle_reader.h"
 
-#include <fcntl.h>
-
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -236,13 +234,13 @@ absl::Status BundleLoader::LoadV2Entries(TableReader& table, std::vector<Finding
 
 BundleReader::BundleReader(DataFiles files) : info_(std::move(files)), data_files_(info_.data_files.size()) {}
 
-absl::StatusOr<const MappedFile*> BundleReader::DataFile(int32_t shard) const {
+absl::StatusOr<const ReadableFile*> BundleReader::DataFile(int32_t shard) const {
   if (shard < 0 || static_cast<size_t>(shard) >= data_files_.size()) {
     return absl::OutOfRangeError(StrCat("no data file ", shard, " (the index lists ", info_.num_shards, ")"));
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!data_files_[shard]) {
-    auto f = MappedFile::Open(info_.data_files[shard]);
+    auto f = Storage::For(info_.data_files[shard]).OpenForRead(info_.data_files[shard]);
     if (!f.ok()) {
       if (absl::IsNotFound(f.status())) {
         return Locate(absl::NotFoundError(StrCat("data file missing (the index lists ", info_.num_shards,
@@ -257,9 +255,12 @@ absl::StatusOr<const MappedFile*> BundleReader::DataFile(int32_t shard) const {
 }
 
 absl::StatusOr<TensorBytes> BundleReader::Read(const TensorEntry& t, const StoredSlice& s, bool verify) const {
-  TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, DataFile(s.data.shard));
+  TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, DataFile(s.data.shard));
   const std::string label = PieceLabel(t, s);
-  auto range = file->Range(s.data.offset, s.data.size);
+  // A mapped file hands out views of its mapping; elsewhere the bytes are read into `read`.
+  std::shared_ptr<std::string> read = file->mapping() ? nullptr : std::make_shared<std::string>();
+  std::string unused;
+  auto range = file->Range(s.data.offset, s.data.size, read ? read.get() : &unused);
   if (!range.ok()) {
     return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset),
                       StrCat(label, "tensor of ", s.data.size, " bytes runs past the end of the file (",
@@ -276,7 +277,7 @@ absl::StatusOr<TensorBytes> BundleReader::Read(const TensorEntry& t, const Store
                                      absl::Hex(*crc, absl::kZeroPad8), ")"));
     }
   }
-  if (!info_.big_endian) return TensorBytes{*range, nullptr};
+  if (!info_.big_endian) return TensorBytes{*range, std::move(read)};
   // Big-endian bundle: hand out little-endian bytes.
   auto buf = std::make_shared<std::string>();
   if (t.dtype == static_cast<int32_t>(DType::kString)) {
@@ -301,7 +302,7 @@ absl::Status BundleReader::VerifyCrc(const TensorEntry& t, const StoredSlice& s,
     return r.ok() ? absl::OkStatus() : r.status();
   }
   if (info_.big_endian || dt == nullptr || dt->element_size == 0) return PieceReader::VerifyCrc(t, s, buffer);
-  TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, DataFile(s.data.shard));
+  TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, DataFile(s.data.shard));
   const std::string label = PieceLabel(t, s);
   if (s.data.offset > file->size() || s.data.size > file->size() - s.data.offset) {
     return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset),
@@ -310,11 +311,11 @@ absl::Status BundleReader::VerifyCrc(const TensorEntry& t, const StoredSlice& s,
   }
   constexpr size_t kBuffer = 1 << 20;  // fits in L2: the CRC reads what pread just wrote
   if (buffer->size() < kBuffer) buffer->resize(kBuffer);
-  posix_fadvise(file->fd(), static_cast<off_t>(s.data.offset), static_cast<off_t>(s.data.size), POSIX_FADV_SEQUENTIAL);
+  file->WillReadSequentially(s.data.offset, s.data.size);
   uint32_t crc = 0;
   for (uint64_t at = 0; at < s.data.size;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kBuffer, s.data.size - at));
-    TFCKPT_RETURN_IF_ERROR(Locate(PreadFully(file->fd(), file->path(), s.data.offset + at, n, buffer->data()),
+    TFCKPT_RETURN_IF_ERROR(Locate(file->ReadAt(s.data.offset + at, n, buffer->data()),
                                   "entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset + at), label));
     crc = crc32c::Extend(crc, buffer->data(), n);
     at += n;
@@ -331,13 +332,13 @@ absl::Status BundleReader::VerifyCrc(const TensorEntry& t, const StoredSlice& s,
 absl::StatusOr<std::string_view> BundleReader::ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
                                                          uint64_t end, std::string* buffer, TensorBytes* owner) const {
   if (!info_.big_endian) {
-    TFCKPT_ASSIGN_OR_RETURN(const MappedFile* file, DataFile(s.data.shard));
+    TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, DataFile(s.data.shard));
     if (end > s.data.size || s.data.offset > file->size() || end > file->size() - s.data.offset) {
       return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset + begin),
                         StrCat(PieceLabel(t, s), "range runs past the end of the file"));
     }
     buffer->resize(static_cast<size_t>(end - begin));
-    TFCKPT_RETURN_IF_ERROR(PreadFully(file->fd(), file->path(), s.data.offset + begin, buffer->size(), buffer->data()));
+    TFCKPT_RETURN_IF_ERROR(file->ReadAt(s.data.offset + begin, buffer->size(), buffer->data()));
     return std::string_view(*buffer);
   }
   return PieceReader::ReadRange(t, s, begin, end, buffer, owner);

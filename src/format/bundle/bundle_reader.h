@@ -35,12 +35,12 @@ class BundleReader : public PieceReader {
   absl::Status VerifyCrc(const TensorEntry& t, const StoredSlice& s, std::string* buffer) const override;
   absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end,
                                              std::string* buffer, TensorBytes* owner) const override;
-  absl::StatusOr<const MappedFile*> DataFile(int32_t shard) const override;
+  absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const override;
 
  private:
   DataFiles info_;
   mutable std::mutex mu_;
-  mutable std::vector<std::unique_ptr<MappedFile>> data_files_;
+  mutable std::vector<std::unique_ptr<ReadableFile>> data_files_;
 };
 
 }  // namespace tfckpt

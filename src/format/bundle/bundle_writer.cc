@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <filesystem>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +19,7 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/ordered_code.h"
+#include "tfckpt/path.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {
@@ -31,16 +31,14 @@ std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_sha
 std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards) {
   std::vector<std::string> files = {prefix + ".index"};
   for (int32_t i = 0; i < num_shards; ++i) files.push_back(DataFileName(prefix, i, num_shards));
-  const std::filesystem::path p(prefix);
-  const std::string stem = p.filename().string() + ".data-";
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(p.has_parent_path() ? p.parent_path() : ".", ec)) {
-    if (e.path().filename().string().rfind(stem, 0) == 0) files.push_back(e.path().string());
+  const std::string stem = Basename(prefix) + ".data-";
+  const std::string dir = Dirname(prefix);
+  auto listing = Storage::For(prefix).List(dir);
+  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+    if (e.name.rfind(stem, 0) == 0) files.push_back(dir.empty() ? e.name : JoinPath(dir, e.name));
   }
   return files;
 }
-
-namespace fs = std::filesystem;
 
 struct BundleWriter::Pending {
   pb::BundleEntryProto entry;
@@ -53,13 +51,12 @@ namespace {
 std::vector<std::string> ExistingFiles(const std::string& prefix) {
   std::vector<std::string> out;
   if (FileExists(prefix + ".index")) out.push_back(prefix + ".index");
-  const fs::path p(prefix);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  const std::string stem = p.filename().string() + ".data-";
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(stem, 0) == 0 && name.find(".tmp-tfckpt-") == std::string::npos) out.push_back(e.path().string());
+  const std::string stem = Basename(prefix) + ".data-";
+  auto listing = Storage::For(prefix).List(Dirname(prefix));
+  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+    if (e.name.rfind(stem, 0) == 0 && e.name.find(".tmp-tfckpt-") == std::string::npos) {
+      out.push_back(JoinPath(Dirname(prefix), e.name));
+    }
   }
   return out;
 }
@@ -69,21 +66,19 @@ std::vector<std::string> ExistingFiles(const std::string& prefix) {
 absl::StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const std::string& prefix,
                                                                    BundleWriterOptions options) {
   if (options.num_shards < 1) return absl::InvalidArgumentError("a bundle needs at least one data file");
-  const fs::path p(prefix);
-  TFCKPT_RETURN_IF_ERROR(CreateParentDirectories(prefix));
+  Storage& store = Storage::For(prefix);
+  TFCKPT_RETURN_IF_ERROR(store.CreateParentDirectories(prefix));
   // Leftovers of a writer that was killed: its temporaries; and when it died between
   // renaming its data files into place and renaming the index (its index temporary is
   // still there, the index is not), those data files too: no index refers to them.
   {
-    const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-    const std::string stem = p.filename().string() + ".";
+    const std::string stem = Basename(prefix) + ".";
     bool interrupted_commit = false;
-    for (const std::string& t : RemoveStaleTemporaries(dir, stem)) {
-      if (fs::path(t).filename().string().rfind(stem + "index.tmp-tfckpt-", 0) == 0) interrupted_commit = true;
+    for (const std::string& t : store.RemoveStaleTemporaries(DirectoryOf(prefix), stem)) {
+      if (Basename(t).rfind(stem + "index.tmp-tfckpt-", 0) == 0) interrupted_commit = true;
     }
     if (interrupted_commit && !FileExists(prefix + ".index")) {
-      std::error_code ec;
-      for (const std::string& f : ExistingFiles(prefix)) fs::remove(f, ec);
+      for (const std::string& f : ExistingFiles(prefix)) (void)store.Remove(f);
     }
   }
   if (!options.overwrite) {
@@ -97,13 +92,13 @@ absl::StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const std::st
   w->options_ = options;
   w->in_stream_.assign(options.num_shards, 0);
   for (int32_t i = 0; i < options.num_shards; ++i) {
-    TFCKPT_ASSIGN_OR_RETURN(auto f, OutputFile::Create(DataFileName(prefix, i, options.num_shards)));
+    TFCKPT_ASSIGN_OR_RETURN(auto f, store.Create(DataFileName(prefix, i, options.num_shards)));
     w->data_.push_back(std::move(f));
   }
   return w;
 }
 
-BundleWriter::~BundleWriter() = default;  // uncommitted OutputFiles remove their temporaries
+BundleWriter::~BundleWriter() = default;  // uncommitted WritableFiles leave no trace
 
 absl::StatusOr<std::string> BundleWriter::Register(std::string_view name, int32_t dtype, const Shape& full,
                                                    const std::optional<Region>& region, int32_t shard, uint64_t size,
@@ -276,7 +271,7 @@ absl::Status BundleWriter::EntryStream::Append(std::string_view bytes) {
   return positional_ ? writer_->data_[shard_]->WriteAt(at, bytes) : writer_->data_[shard_]->Append(bytes);
 }
 
-absl::Status BundleWriter::EntryStream::AppendFrom(int src_fd, uint64_t src_offset, std::string_view bytes) {
+absl::Status BundleWriter::EntryStream::AppendFrom(const ReadableFile& src, uint64_t src_offset, std::string_view bytes) {
   if (writer_ == nullptr) return absl::FailedPreconditionError("entry stream is closed");
   if (bytes.size() > expected_ - written_) {
     return absl::InvalidArgumentError(StrCat("entry stream: more than the announced ", expected_, " bytes"));
@@ -284,8 +279,8 @@ absl::Status BundleWriter::EntryStream::AppendFrom(int src_fd, uint64_t src_offs
   crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
   const uint64_t at = offset_ + written_;
   written_ += bytes.size();
-  return positional_ ? writer_->data_[shard_]->CopyAt(at, src_fd, src_offset, bytes.size())
-                     : writer_->data_[shard_]->AppendFrom(src_fd, src_offset, bytes.size());
+  return positional_ ? writer_->data_[shard_]->CopyAt(at, src, src_offset, bytes.size())
+                     : writer_->data_[shard_]->AppendFrom(src, src_offset, bytes.size());
 }
 
 absl::Status BundleWriter::EntryStream::Close() {
@@ -334,7 +329,8 @@ absl::Status BundleWriter::Finish() {
   if (const char* ms = std::getenv("TFCKPT_FAULT_STALL_BEFORE_COMMIT_MS")) {
     ::usleep(static_cast<useconds_t>(std::strtoul(ms, nullptr, 10) * 1000));
   }
-  TFCKPT_ASSIGN_OR_RETURN(auto index, OutputFile::Create(prefix_ + ".index"));
+  Storage& store = Storage::For(prefix_);
+  TFCKPT_ASSIGN_OR_RETURN(auto index, store.Create(prefix_ + ".index"));
   {
     TableWriter table(index.get());
     std::string value;
@@ -352,9 +348,7 @@ absl::Status BundleWriter::Finish() {
   if (options_.overwrite) stale = ExistingFiles(prefix_);
   // Replacing a checkpoint: its index goes first, so that no reader ever pairs the old
   // index with new data files.
-  if (options_.overwrite && FileExists(prefix_ + ".index") && ::unlink((prefix_ + ".index").c_str()) != 0) {
-    return ErrnoError(prefix_ + ".index", "cannot remove the checkpoint being replaced", errno);
-  }
+  if (options_.overwrite && FileExists(prefix_ + ".index")) TFCKPT_RETURN_IF_ERROR(store.Remove(prefix_ + ".index"));
   for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Commit());
   // Fault injection for the crash-safety test (docs/RELIABILITY.md): die in the one
   // window where data files are in place and the index is not.
@@ -365,8 +359,8 @@ absl::Status BundleWriter::Finish() {
   // Replacing a checkpoint with fewer data files: remove the old ones it no longer uses.
   for (const auto& path : stale) {
     bool ours = path == prefix_ + ".index";
-    for (const auto& f : data_) ours = ours || f->final_path() == path;
-    if (!ours) std::filesystem::remove(path);
+    for (const auto& f : data_) ours = ours || f->path() == path;
+    if (!ours) (void)store.Remove(path);
   }
   return absl::OkStatus();
 }

@@ -3,7 +3,6 @@
 #include "tfckpt/safetensors.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -13,11 +12,11 @@
 #include "format/safetensors/safetensors_reader.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/path.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {
 
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -148,13 +147,12 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view header
 }
 
 absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path) {
-  std::error_code ec;
-  const uint64_t size = fs::file_size(path, ec);
-  if (ec) return absl::NotFoundError(StrCat(path, ": cannot read (", ec.message(), ")"));
+  TFCKPT_ASSIGN_OR_RETURN(auto file, Storage::For(path).OpenForRead(path));
+  const uint64_t size = file->size();
   if (size < 8) return DataLossAt("safetensors.header", path, "", 0, "file is shorter than the 8-byte header length");
-  TFCKPT_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-  TFCKPT_ASSIGN_OR_RETURN(std::string_view len_bytes, file->Range(0, 8));
-  const uint64_t n = DecodeFixed64(len_bytes.data());
+  char len_bytes[8];
+  TFCKPT_RETURN_IF_ERROR(file->ReadAt(0, 8, len_bytes));
+  const uint64_t n = DecodeFixed64(len_bytes);
   if (n > kSafetensorsMaxHeader) {
     return DataLossAt("safetensors.header", path, "", 0, StrCat("header length ", n, " exceeds the 100 MB limit"));
   }
@@ -163,19 +161,18 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path)
                       StrCat("header length ", n, " runs past the end of the file (", size, " bytes)"));
   }
   std::string header(static_cast<size_t>(n), '\0');
-  TFCKPT_RETURN_IF_ERROR(PreadFully(file->fd(), path, 8, header.size(), header.data()));
+  TFCKPT_RETURN_IF_ERROR(file->ReadAt(8, header.size(), header.data()));
   TFCKPT_ASSIGN_OR_RETURN(SafetensorsHeader h, ParseSafetensorsHeader(header, size - 8 - n, path));
   h.data_start = 8 + n;
   return h;
 }
 
 absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path) {
-  std::error_code ec;
-  const uint64_t size = fs::file_size(path, ec);
-  if (ec) return absl::NotFoundError(StrCat(path, ": cannot read (", ec.message(), ")"));
+  TFCKPT_ASSIGN_OR_RETURN(auto file, Storage::For(path).OpenForRead(path));
+  const uint64_t size = file->size();
   if (size > kSafetensorsMaxHeader) return DataLossAt("safetensors.index", path, "", -1, "index file is too large");
-  TFCKPT_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-  TFCKPT_ASSIGN_OR_RETURN(std::string_view text, file->Range(0, size));
+  std::string read;
+  TFCKPT_ASSIGN_OR_RETURN(std::string_view text, file->Range(0, size, &read));
   auto j = ParseStrictJson(text, path);
   if (!j.ok()) return DataLossAt("safetensors.index", path, "", -1, ErrorInfoOf(j.status()).what);
   if (!j->is_object() || !j->contains("weight_map") || !(*j)["weight_map"].is_object()) {
@@ -232,7 +229,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
     return absl::InvalidArgumentError("the safetensors metadata is not UTF-8");
   }
   json.append((8 - json.size() % 8) % 8, ' ');  // the data starts 8-aligned
-  TFCKPT_ASSIGN_OR_RETURN(w->out_, OutputFile::Create(path));
+  TFCKPT_ASSIGN_OR_RETURN(w->out_, Storage::For(path).Create(path));
   char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((static_cast<uint64_t>(json.size()) >> (8 * i)) & 0xff);
   TFCKPT_RETURN_IF_ERROR(w->out_->Append(std::string_view(len, 8)));
@@ -243,13 +240,13 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
 
 absl::Status SafetensorsWriter::Append(std::string_view bytes) { return out_->Append(bytes); }
 
-absl::Status SafetensorsWriter::AppendFrom(int src_fd, uint64_t src_offset, uint64_t n) {
-  return out_->AppendFrom(src_fd, src_offset, n);
+absl::Status SafetensorsWriter::AppendFrom(const ReadableFile& src, uint64_t src_offset, uint64_t n) {
+  return out_->AppendFrom(src, src_offset, n);
 }
 
 absl::Status SafetensorsWriter::Finish() {
   if (out_->size() != header_end_ + data_size_) {
-    return absl::InternalError(StrCat("bug: ", out_->final_path(), ": ", out_->size() - header_end_, " of ",
+    return absl::InternalError(StrCat("bug: ", out_->path(), ": ", out_->size() - header_end_, " of ",
                                       data_size_, " data bytes written"));
   }
   return out_->Close();
@@ -270,11 +267,11 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> OpenSafetensors(const std::string& p
   static const std::string kIndexSuffix = ".index.json";
   if (path.size() > kIndexSuffix.size() && path.compare(path.size() - kIndexSuffix.size(), kIndexSuffix.size(), kIndexSuffix) == 0) {
     TFCKPT_ASSIGN_OR_RETURN(SafetensorsIndex idx, ReadSafetensorsIndex(path));
-    const fs::path dir = fs::path(path).parent_path();
+    const std::string dir = Dirname(path);
     std::set<std::string> names;
     for (const auto& [t, f] : idx.weight_map) names.insert(f);
-    for (const auto& f : names) files.push_back((dir / f).string());
-    for (const auto& [t, f] : idx.weight_map) expected[t] = (dir / f).string();
+    for (const auto& f : names) files.push_back(JoinPath(dir, f));
+    for (const auto& [t, f] : idx.weight_map) expected[t] = JoinPath(dir, f);
   } else {
     files.push_back(path);
   }

@@ -18,8 +18,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "tfckpt/file.h"
 #include "tfckpt/status.h"
+#include "tfckpt/storage.h"
 
 namespace tfckpt {
 
@@ -72,7 +72,7 @@ class TableReader {
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key);
 
  private:
-  explicit TableReader(std::unique_ptr<MappedFile> file) : file_(std::move(file)) {}
+  explicit TableReader(std::unique_ptr<ReadableFile> file) : file_(std::move(file)) {}
   // Block contents after CRC check and decompression; `storage` owns decompressed bytes.
   absl::StatusOr<std::string_view> ReadBlock(const BlockHandle& h, std::string* storage);
   // Visits the entries of one block. When `order` is given, keys must be strictly
@@ -80,7 +80,9 @@ class TableReader {
   absl::Status ParseBlock(std::string_view block, uint64_t block_offset, KeyOrder* order,
                           const Visitor& visit);
 
-  std::unique_ptr<MappedFile> file_;
+  std::unique_ptr<ReadableFile> file_;
+  std::string_view all_;  // the whole file: its mapping, or `read_` where it has none
+  std::string read_;
   std::vector<DataBlockInfo> blocks_;
   bool saw_snappy_ = false;
 };
@@ -99,7 +101,7 @@ struct TableWriterOptions {
 // increasing order.
 class TableWriter {
  public:
-  explicit TableWriter(OutputFile* out, TableWriterOptions options = {});
+  explicit TableWriter(WritableFile* out, TableWriterOptions options = {});
   ~TableWriter();
 
   // REQUIRES: key > every key added before.

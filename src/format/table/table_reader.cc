@@ -18,14 +18,15 @@ bool DecodeHandle(std::string_view* src, BlockHandle* h) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const std::string& path) {
-  TFCKPT_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
+  TFCKPT_ASSIGN_OR_RETURN(auto file, Storage::For(path).OpenForRead(path));
   std::unique_ptr<TableReader> t(new TableReader(std::move(file)));
   const uint64_t size = t->file_->size();
+  TFCKPT_ASSIGN_OR_RETURN(t->all_, t->file_->Range(0, size, &t->read_));
   if (size < kFooterSize) {
     return DataLossAt("table.footer", path, "", -1, StrCat("file is ", size, " bytes, too short for a table footer (48)"));
   }
   const uint64_t footer_at = size - kFooterSize;
-  std::string_view footer = t->file_->all().substr(footer_at);
+  std::string_view footer = t->all_.substr(footer_at);
   if (DecodeFixed64(footer.data() + 40) != kTableMagic) {
     return DataLossAt("table.footer", path, "", footer_at + 40, "bad table magic number (not a TensorFlow index or V1 file)");
   }
@@ -79,7 +80,7 @@ absl::StatusOr<std::string_view> TableReader::ReadBlock(const BlockHandle& h, st
                       StrCat("block of ", h.size, " bytes plus trailer runs past the end of the file (",
                                    file_->size(), " bytes)"));
   }
-  std::string_view raw = file_->all().substr(h.offset, h.size + kBlockTrailerSize);
+  std::string_view raw = all_.substr(h.offset, h.size + kBlockTrailerSize);
   const unsigned char type = static_cast<unsigned char>(raw[h.size]);
   const uint32_t stored = crc32c::Unmask(DecodeFixed32(raw.data() + h.size + 1));
   const uint32_t actual = crc32c::Value(raw.data(), h.size + 1);

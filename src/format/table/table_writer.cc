@@ -12,10 +12,10 @@
 namespace tfckpt {
 namespace {
 
-// Lets TableBuilder append to our OutputFile (which owns temp naming and renaming).
-class OutputFileAdapter final : public leveldb::WritableFile {
+// Lets TableBuilder append to our WritableFile (which publishes it whole at Commit).
+class WritableFileAdapter final : public leveldb::WritableFile {
  public:
-  explicit OutputFileAdapter(OutputFile* out) : out_(out) {}
+  explicit WritableFileAdapter(tfckpt::WritableFile* out) : out_(out) {}
   leveldb::Status Append(const leveldb::Slice& data) override {
     status_ = out_->Append(std::string_view(data.data(), data.size()));
     return status_.ok() ? leveldb::Status::OK() : leveldb::Status::IOError(std::string(status_.message()));
@@ -26,14 +26,14 @@ class OutputFileAdapter final : public leveldb::WritableFile {
   const absl::Status& status() const { return status_; }
 
  private:
-  OutputFile* out_;
+  tfckpt::WritableFile* out_;
   absl::Status status_;
 };
 
 }  // namespace
 
 struct TableWriter::Impl {
-  explicit Impl(OutputFile* out, const TableWriterOptions& o) : adapter(out), block_size(o.block_size) {
+  explicit Impl(WritableFile* out, const TableWriterOptions& o) : adapter(out), block_size(o.block_size) {
     options.block_size = o.block_size;
     options.block_restart_interval = o.block_restart_interval;
     options.compression = leveldb::kNoCompression;
@@ -45,14 +45,14 @@ struct TableWriter::Impl {
     return absl::InternalError(StrCat("table builder: ", s.ToString()));
   }
   leveldb::Options options;
-  OutputFileAdapter adapter;
+  WritableFileAdapter adapter;
   size_t block_size;
   std::unique_ptr<leveldb::TableBuilder> builder;
   std::string last_key;
   bool finished = false;
 };
 
-TableWriter::TableWriter(OutputFile* out, TableWriterOptions options)
+TableWriter::TableWriter(WritableFile* out, TableWriterOptions options)
     : impl_(std::make_unique<Impl>(out, options)) {}
 
 TableWriter::~TableWriter() {

@@ -4,12 +4,15 @@
 #include <map>
 
 #include "absl/strings/ascii.h"
-#include "tfckpt/file.h"
+#include "tfckpt/storage.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
 namespace tfckpt::s3 {
 namespace {
+
+// Credential and config files are a few lines: one larger than this is not read.
+constexpr uint64_t kMaxCredentialFileBytes = 16 << 20;
 
 using Section = std::map<std::string, std::string>;
 using IniFile = std::map<std::string, Section>;
@@ -45,9 +48,9 @@ absl::StatusOr<IniFile> ParseIni(std::string_view text, std::string_view path) {
 
 // The parsed file, or nullopt when it does not exist.
 absl::StatusOr<std::optional<IniFile>> ReadIni(const std::string& path) {
-  if (!FileExists(path)) return std::optional<IniFile>();
-  TFCKPT_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-  TFCKPT_ASSIGN_OR_RETURN(IniFile ini, ParseIni(file->all(), path));
+  if (!Storage::Local().Exists(path)) return std::optional<IniFile>();
+  TFCKPT_ASSIGN_OR_RETURN(const std::string text, Storage::Local().ReadSmallFile(path, kMaxCredentialFileBytes));
+  TFCKPT_ASSIGN_OR_RETURN(IniFile ini, ParseIni(text, path));
   return std::optional<IniFile>(std::move(ini));
 }
 
@@ -197,8 +200,8 @@ absl::StatusOr<Settings> ResolveGs(const EnvLookup& env) {
     return s;
   }
   if (const std::string path = Get(env, "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"); !path.empty()) {
-    TFCKPT_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
-    c.bearer_token = std::string(Trim(file->all()));
+    TFCKPT_ASSIGN_OR_RETURN(const std::string text, Storage::Local().ReadSmallFile(path, kMaxCredentialFileBytes));
+    c.bearer_token = std::string(Trim(text));
     if (c.bearer_token.empty()) return absl::InvalidArgumentError(StrCat(path, ": no access token in the file"));
     TFCKPT_RETURN_IF_ERROR(CheckToken(c.bearer_token, path));
     c.source = StrCat("access token file ", path);

@@ -1,0 +1,178 @@
+// Storage: the one interface through which the library and the commands read, write, list
+// and remove files. Storage::For(path) picks the implementation; today every path is local
+// (src/kvstore/local/: mmap, pread, copy_file_range, rename). Nothing outside that
+// implementation calls the file system (scripts/lint-storage.sh checks it).
+//
+// Designed so that an object store (S3, Cloud Storage: src/kvstore/s3/) is one more
+// implementation:
+//   - ReadableFile::ReadAt is a ranged GET; mapping() is nullopt (no whole-object mapping),
+//     so Range() reads into the caller's scratch buffer; Release is a no-op.
+//   - WritableFile is a multipart upload: Append/WriteAt/the copy forms fill parts (a copy
+//     from an object of the same store may be an UploadPartCopy), Close completes nothing,
+//     Commit completes the upload so that the object appears whole under its name at once;
+//     destroying it uncommitted aborts the upload (no trace). There is no temporary name.
+//   - List is a listing by prefix (directories are common prefixes), Stat a HEAD, Glob a
+//     listing of the pattern's fixed prefix filtered by the pattern.
+//   - Move answers Unimplemented: an object store has no rename, and callers copy instead
+//     (it is never emulated here by copy + delete, which is not atomic). Link likewise.
+//   - CreateDirectories is a no-op (prefixes need no creation).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tfckpt {
+
+// A file open for positional reads.
+class ReadableFile {
+ public:
+  virtual ~ReadableFile() = default;
+
+  // The name errors use: the path (a URL for an object store, never with credentials).
+  virtual const std::string& path() const = 0;
+  virtual uint64_t size() const = 0;
+
+  // Reads exactly `n` bytes at `offset` into `out`. Error naming the file and the offset
+  // when any of the range lies past the end (overflow-safe for untrusted offsets) or the
+  // medium fails.
+  virtual absl::Status ReadAt(uint64_t offset, uint64_t n, char* out) const = 0;
+
+  // The whole file in memory, where the medium maps it (a local file: mmap, read-only);
+  // nullopt elsewhere. Valid as long as this object lives.
+  virtual std::optional<std::string_view> mapping() const { return std::nullopt; }
+  // Drops the mapped pages of [offset, offset + n) from this process (the page cache keeps
+  // them), so that reading a large file through the mapping does not grow memory use.
+  // No-op without a mapping.
+  virtual void Release(uint64_t /*offset*/, uint64_t /*n*/) const {}
+  // Hint that [offset, offset + n) is about to be read once, in order. May do nothing.
+  virtual void WillReadSequentially(uint64_t /*offset*/, uint64_t /*n*/) const {}
+
+  // Bytes [offset, offset + n): a view of the mapping when there is one, else read into
+  // `*scratch` (resized) and a view of it. Error (naming the file and offset) when the range
+  // ends past the end of the file; overflow-safe. REQUIRES: scratch != nullptr.
+  absl::StatusOr<std::string_view> Range(uint64_t offset, uint64_t n, std::string* scratch) const;
+  // The error Range and ReadAt give for a range past the end.
+  absl::Status PastEndError(uint64_t offset, uint64_t n) const;
+};
+
+// A file being written, that appears under its name only at Commit(). Destroying it
+// without Commit() abandons it: nothing of it remains (locally, the temporary is removed).
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+
+  // The name it will have (errors name it, or the temporary it is written under).
+  virtual const std::string& path() const = 0;
+  // Bytes written so far (with positional writes: where the furthest write ends).
+  virtual uint64_t size() const = 0;
+
+  virtual absl::Status Append(std::string_view data) = 0;
+  // Appends `n` bytes of `src` from `src_offset`: moved without passing through this
+  // process where the medium allows (locally copy_file_range when both files are local),
+  // else read and written.
+  virtual absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, uint64_t n) = 0;
+
+  // Positional forms, for files whose layout is known before any byte is written: several
+  // threads may write disjoint ranges at once. REQUIRES: not mixed with Append/AppendFrom
+  // on the same file.
+  virtual absl::Status WriteAt(uint64_t offset, std::string_view data) = 0;
+  virtual absl::Status CopyAt(uint64_t offset, const ReadableFile& src, uint64_t src_offset, uint64_t n) = 0;
+
+  // Flushes and makes the bytes durable. REQUIRES: called at most once.
+  virtual absl::Status Close() = 0;
+  // Publishes the file under its name, atomically. REQUIRES: Close() succeeded.
+  virtual absl::Status Commit() = 0;
+  // Keeps the committed file even if the run later fails or is interrupted (for outputs
+  // that replace consumed inputs, merge --move). REQUIRES: Commit() succeeded.
+  virtual void Publish() = 0;
+};
+
+enum class EntryKind { kFile, kDirectory, kOther };
+
+struct DirEntry {
+  std::string name;  // the last component only
+  EntryKind kind = EntryKind::kOther;
+  uint64_t size = 0;  // files only
+};
+
+struct FileStat {
+  EntryKind kind = EntryKind::kOther;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;  // last modification, nanoseconds since the epoch
+};
+
+class Storage {
+ public:
+  virtual ~Storage() = default;
+
+  // The storage that holds `path`. Today the local file system for every path; an object
+  // store for URLs (s3://, gs://) later.
+  static Storage& For(std::string_view path);
+  // The local file system (credential files, for example, are always local).
+  static Storage& Local();
+
+  virtual absl::StatusOr<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) = 0;
+  // A new file that becomes `final_path` at Commit(); an existing file of that name is
+  // replaced then. The directory must exist (CreateDirectories).
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& final_path) = 0;
+
+  // The entries of directory `dir` ("" is the current directory), in no particular order.
+  virtual absl::StatusOr<std::vector<DirEntry>> List(const std::string& dir) = 0;
+  // The paths matching a shell pattern (*, ?, [...]), in no particular order; none when
+  // nothing matches.
+  virtual std::vector<std::string> Glob(const std::string& pattern) = 0;
+  // NotFound when nothing is there.
+  virtual absl::StatusOr<FileStat> Stat(const std::string& path) = 0;
+  bool Exists(const std::string& path) { return Stat(path).ok(); }
+  bool IsDirectory(const std::string& path);
+  bool IsFile(const std::string& path);
+
+  // The whole of a small file (state files, plan JSON, credentials). Error when it is
+  // larger than `max_bytes`, or not a regular file.
+  virtual absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) = 0;
+
+  // Removes a file, or an empty directory. NotFound when nothing is there.
+  virtual absl::Status Remove(const std::string& path) = 0;
+  // Removes `path` and everything under it; OK when nothing is there.
+  virtual absl::Status RemoveAll(const std::string& path) = 0;
+  // Creates the missing directories of `dir` (and its parents). With the run's cleanup
+  // tracking (file.h): a failed or interrupted run leaves no empty directory it made.
+  virtual absl::Status CreateDirectories(const std::string& dir) = 0;
+  // The same for the directory that will hold `path` (nothing when it has none).
+  absl::Status CreateParentDirectories(const std::string& path);
+
+  // Renames `from` to `to` atomically, replacing `to`. When both names are already one file
+  // (hard links), removes `from`. Unimplemented on a medium without rename (the caller
+  // copies instead).
+  virtual absl::Status Move(const std::string& from, const std::string& to) = 0;
+  // Makes `to` (new) another name of `from`'s file. Unimplemented where the medium has no
+  // links, or an error when they are on different devices: the caller copies instead.
+  virtual absl::Status Link(const std::string& from, const std::string& to) = 0;
+
+  // `path` made absolute and lexically normal (locally against the working directory).
+  virtual std::string Absolute(const std::string& path) = 0;
+
+  // Error (InvalidArgument, naming both files) when writing any of `outputs` would touch
+  // one of `inputs`: the same path once symlinks and ".." are resolved, or the same file
+  // (inode) under another name. Paths that do not exist are compared by resolved name.
+  virtual absl::Status CheckNotInputs(const std::vector<std::string>& outputs,
+                                      const std::vector<std::string>& inputs) = 0;
+
+  // Removes the temporaries (NAME.tmp-tfckpt-PID-N) that writers killed before they
+  // finished left in `dir` for names starting with `stem`: those whose PID no longer runs.
+  // Returns the paths removed (the final name each was meant for is NAME).
+  virtual std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, const std::string& stem) = 0;
+};
+
+// Storage::For(path).Exists(path) and .IsDirectory(path), for brevity.
+inline bool FileExists(const std::string& path) { return Storage::For(path).Exists(path); }
+inline bool IsDirectory(const std::string& path) { return Storage::For(path).IsDirectory(path); }
+
+}  // namespace tfckpt

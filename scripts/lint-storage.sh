@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Checks that nothing in the library, the commands or the Python module touches files except
+# through the Storage layer (include/tfckpt/storage.h): the file system calls below may
+# appear only in the local implementation, src/kvstore/local/.
+#
+#   scripts/lint-storage.sh [ROOT]    ROOT: the source tree to check (default: this one)
+#
+# Prints one line per violation (FILE:LINE: the code) and exits 1 when there is any, else
+# exits 0. // comments are ignored; names that merely contain a call's name (Open(, zip_open(,
+# x.open(, std::ios) are not violations.
+set -euo pipefail
+root=${1:-"$(dirname "$0")/.."}
+cd "$root"
+
+# A C or POSIX file call: its name as a whole word (not after a letter, digit, _, . or >,
+# so not a member or another name), directly followed by "(".
+calls='open|openat|creat|fopen|mmap|munmap|madvise|pread|pwrite|rename|renameat|link|unlink|unlinkat|stat|lstat|fstat|mkdir|rmdir|opendir|glob|realpath|truncate|copy_file_range|posix_fadvise|sync_file_range'
+pattern="(^|[^A-Za-z0-9_.>])(${calls})\(|std::filesystem|(^|[^A-Za-z0-9_])fs::|<filesystem>|(^|[^A-Za-z0-9_])(i|o)?fstream\b"
+
+status=0
+while IFS= read -r -d '' file; do
+  # Drop // comments (line numbers stay), then look for the calls.
+  hits=$(sed -e 's|//.*$||' "$file" | grep -nE "$pattern" || true)
+  if [ -n "$hits" ]; then
+    while IFS= read -r hit; do
+      echo "$file:$hit"
+    done <<<"$hits"
+    status=1
+  fi
+done < <(find src python/tfckpt -type f \( -name '*.cc' -o -name '*.h' -o -name '*.cpp' \) \
+           -not -path 'src/kvstore/local/*' -print0 2>/dev/null | sort -z)
+
+if [ "$status" -ne 0 ]; then
+  echo "lint-storage: file system calls outside src/kvstore/local/: go through Storage (include/tfckpt/storage.h)" >&2
+fi
+exit "$status"

@@ -1,0 +1,258 @@
+// Tracking what a run creates, and the interrupt handlers (file.h).
+#include "tfckpt/file.h"
+
+#include "tfckpt/path.h"
+#include "tfckpt/strings.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "tfckpt/status.h"
+
+namespace tfckpt {
+
+absl::Status ErrnoError(std::string_view path, std::string_view what, int err) {
+  std::string why = StrCat(what, ": ", std::strerror(err));
+  absl::StatusCode code = absl::StatusCode::kUnavailable;
+  switch (err) {
+    case ENOENT:
+      code = absl::StatusCode::kNotFound;
+      break;
+    case ENOSPC:
+    case EDQUOT:
+      code = absl::StatusCode::kResourceExhausted;
+      break;
+    case EFBIG:
+      code = absl::StatusCode::kResourceExhausted;
+      StrAppend(&why, " (no space: the file size limit is reached)");
+      break;
+    case EACCES:
+    case EPERM:
+      code = absl::StatusCode::kPermissionDenied;
+      break;
+  }
+  return AtFile(absl::Status(code, StrCat(path, ": ", why)), path, why);
+}
+
+// ---------------------------------------------------------------------------------------
+// Tracking what a run creates, and the interrupt handler (docs/RELIABILITY.md).
+//
+// The handler must only make async-signal-safe calls, and must not read the list while a
+// thread changes it. Every change happens inside an InterruptShield, which holds the
+// signals off its own thread and counts itself in `g_in_flight`; the handler first sets
+// `g_exiting` (shields that start after that never return), then waits until no shield is
+// open: from then on it alone reads the list, with unlink/rmdir/getdents64 and _exit.
+
+namespace {
+
+struct Tracked {
+  uint64_t id;
+  TrackKind kind;
+  std::string path;  // kFilesStartingWith: the directory
+  std::string name;  // kFilesStartingWith: the name prefix
+};
+
+std::mutex g_tracked_mu;                                // taken only inside shields
+std::vector<Tracked>& TrackedList() {
+  static auto* list = new std::vector<Tracked>();  // never destroyed: the handler may read it at exit
+  return *list;
+}
+std::atomic<uint64_t> g_next_track_id{1};
+std::atomic<int> g_in_flight{0};
+std::atomic<bool> g_exiting{false};
+std::atomic<bool> g_track_outputs{false};
+char g_interrupt_line[160] = "tfckpt: interrupted\n";
+size_t g_interrupt_line_size = std::strlen(g_interrupt_line);
+char g_interrupt_document[1024];
+size_t g_interrupt_document_size = 0;
+thread_local int t_shield_depth = 0;
+thread_local sigset_t t_shield_saved;
+
+sigset_t InterruptSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+// Async-signal-safe: unlinks every file of `dir` whose name starts with `prefix`.
+void UnlinkStartingWith(const char* dir, const char* prefix) {
+  const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  alignas(8) static char buf[16384];
+  const size_t n = std::strlen(prefix);
+  for (;;) {
+    const long got = ::syscall(SYS_getdents64, fd, buf, sizeof(buf));
+    if (got <= 0) break;
+    for (long at = 0; at < got;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf + at);
+      if (std::strncmp(d->d_name, prefix, n) == 0) ::unlinkat(fd, d->d_name, 0);
+      at += d->d_reclen;
+    }
+  }
+  ::close(fd);
+}
+
+// Removes everything tracked, newest first. REQUIRES: no other thread changes the list
+// (the handler after waiting, or the caller inside a shield holding g_tracked_mu).
+void RemoveTrackedNoLock() {
+  const std::vector<Tracked>& list = TrackedList();
+  for (size_t i = list.size(); i-- > 0;) {
+    const Tracked& t = list[i];
+    switch (t.kind) {
+      case TrackKind::kFile: ::unlink(t.path.c_str()); break;
+      case TrackKind::kDirectory: ::rmdir(t.path.c_str()); break;
+      case TrackKind::kFilesStartingWith: UnlinkStartingWith(t.path.c_str(), t.name.c_str()); break;
+    }
+  }
+}
+
+void OnInterrupt(int sig) {
+  if (g_exiting.exchange(true)) {
+    for (;;) ::pause();  // another thread is handling an interrupt and exits the process
+  }
+  while (g_in_flight.load() > 0) {
+    const struct timespec wait = {0, 1000000};
+    ::nanosleep(&wait, nullptr);
+  }
+  RemoveTrackedNoLock();
+  (void)!::write(STDERR_FILENO, g_interrupt_line, g_interrupt_line_size);
+  (void)!::write(STDOUT_FILENO, g_interrupt_document, g_interrupt_document_size);
+  ::_exit(128 + sig);
+}
+
+}  // namespace
+
+InterruptShield::InterruptShield() {
+  if (t_shield_depth++ > 0) return;
+  const sigset_t set = InterruptSignals();
+  ::pthread_sigmask(SIG_BLOCK, &set, &t_shield_saved);
+  g_in_flight.fetch_add(1);
+  if (g_exiting.load()) {
+    g_in_flight.fetch_sub(1);
+    for (;;) ::pause();  // the process is exiting: do not create anything more
+  }
+}
+
+InterruptShield::~InterruptShield() {
+  if (--t_shield_depth > 0) return;
+  g_in_flight.fetch_sub(1);
+  ::pthread_sigmask(SIG_SETMASK, &t_shield_saved, nullptr);
+}
+
+bool DropPendingInterrupts() {
+  const sigset_t set = InterruptSignals();
+  bool any = false;
+  const struct timespec now = {0, 0};
+  // Each pending signal is taken (it is blocked here, so sigtimedwait consumes it).
+  while (::sigtimedwait(&set, nullptr, &now) > 0) any = true;
+  return any;
+}
+
+uint64_t TrackCreated(const std::string& path, TrackKind kind) {
+  InterruptShield shield;
+  Tracked t{g_next_track_id++, kind, path, ""};
+  if (kind == TrackKind::kFilesStartingWith) {
+    t.path = DirectoryOf(path);
+    t.name = Basename(path);
+  }
+  std::lock_guard<std::mutex> lock(g_tracked_mu);
+  TrackedList().push_back(std::move(t));
+  return TrackedList().back().id;
+}
+
+void ForgetCreated(uint64_t id) {
+  if (id == 0) return;
+  InterruptShield shield;
+  std::lock_guard<std::mutex> lock(g_tracked_mu);
+  auto& list = TrackedList();
+  for (size_t i = list.size(); i-- > 0;) {
+    if (list[i].id == id) {
+      list.erase(list.begin() + static_cast<ptrdiff_t>(i));
+      return;
+    }
+  }
+}
+
+absl::Status MoveIntoPlace(const std::string& from, uint64_t from_id, const std::string& to, uint64_t* to_id_out) {
+  InterruptShield shield;
+  uint64_t to_id = TrackCreated(to);
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    ForgetCreated(to_id);
+    return ErrnoError(to, "cannot rename into place", err);
+  }
+  ForgetCreated(from_id);
+  if (!g_track_outputs.load()) {
+    ForgetCreated(to_id);
+    to_id = 0;
+  }
+  if (to_id_out != nullptr) *to_id_out = to_id;
+  return absl::OkStatus();
+}
+
+void TrackOutputsUntilDone() { g_track_outputs = true; }
+bool TrackingOutputs() { return g_track_outputs.load(); }
+
+void ForgetAllCreated() {
+  InterruptShield shield;
+  std::lock_guard<std::mutex> lock(g_tracked_mu);
+  TrackedList().clear();
+}
+
+void RemoveAllCreated() {
+  InterruptShield shield;
+  std::lock_guard<std::mutex> lock(g_tracked_mu);
+  RemoveTrackedNoLock();
+  TrackedList().clear();
+}
+
+void SetInterruptCommand(std::string_view command) {
+  InterruptShield shield;  // the handler reads the line
+  const std::string line = StrCat("tfckpt ", command, ": interrupted\n");
+  const size_t n = std::min(line.size(), sizeof(g_interrupt_line));
+  std::memcpy(g_interrupt_line, line.data(), n);
+  g_interrupt_line_size = n;
+}
+
+void SetInterruptDocument(std::string_view text) {
+  InterruptShield shield;  // the handler reads the document
+  const size_t n = std::min(text.size(), sizeof(g_interrupt_document));
+  std::memcpy(g_interrupt_document, text.data(), n);
+  g_interrupt_document_size = n;
+}
+
+void InstallInterruptHandlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnInterrupt;
+  sa.sa_mask = InterruptSignals();  // one handler at a time on a thread
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old = {};
+    ::sigaction(sig, nullptr, &old);
+    if (old.sa_handler == SIG_IGN) continue;  // nohup, a background job: stays ignored
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+void HoldInterruptsInThisThread() {
+  const sigset_t set = InterruptSignals();
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+}  // namespace tfckpt
