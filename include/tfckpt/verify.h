@@ -39,7 +39,7 @@ struct VerifyReport {
   uint64_t bytes_compared = 0;  // payload bytes compared with a source
 };
 
-// Verifies the output at `out` (anything Checkpoint::Open reads: a TF prefix, a
+// Verifies the output at `out` (anything OpenCheckpoint reads: a TF prefix, a
 // .safetensors file or set, or an .npz file with options.format) against `sources`:
 //  - it opens without damage; no tensor has a defect; partitioned tensors' slices tile
 //    them (CheckSliceLayout);
@@ -57,7 +57,7 @@ struct VerifyReport {
 absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<std::string>& files,
                                            const std::vector<VerifySource>& sources, const VerifyOptions& options);
 
-// Opens `specs` (Checkpoint::Open) for VerifySources.
+// Opens `specs` (OpenCheckpoint) for VerifySources.
 absl::StatusOr<std::vector<std::unique_ptr<Checkpoint>>> OpenSources(const std::vector<std::string>& specs);
 
 // The sources of an output merged from `inputs` as they are (MergeBundles): every tensor
