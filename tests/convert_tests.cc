@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "piece_util.h"
 #include "test_util.h"
 #include "core/float_convert.h"
 #include "core/tensor_encoding.h"
@@ -18,6 +19,8 @@
 #include "tfckpt/open.h"
 
 namespace {
+
+using tfckpt::testing::OnlyPiece;
 
 using tfckpt::Region;
 
@@ -47,16 +50,6 @@ std::unique_ptr<tfckpt::Checkpoint> Source(const tfckpt::testing::TempDir& dir, 
   auto c = tfckpt::OpenCheckpoint(dir / "src");
   REQUIRE(c.ok());
   return std::move(*c);
-}
-
-// The payload of tensor `name` of a one-piece checkpoint (a safetensors file).
-std::string Payload(const tfckpt::Checkpoint& c, const std::string& name) {
-  const tfckpt::TensorEntry* t = c.Find(name);
-  REQUIRE(t != nullptr);
-  REQUIRE(t->slices.size() == 1);
-  auto b = c.Read(*t, t->slices[0]);
-  REQUIRE(b.ok());
-  return std::string(b->data);
 }
 
 // Member NAME.npy of the archive at `path`: its header dictionary and its data.
@@ -100,10 +93,10 @@ TEST_CASE("WriteSafetensors: values read back equal, partitioned tensors assembl
   auto back = tfckpt::OpenCheckpoint(out);
   REQUIRE(back.ok());
   CHECK((*back)->Find("rows")->shape == tfckpt::Shape{4, 3});
-  CHECK(Payload(**back, "rows") == rows);
-  CHECK(Payload(**back, "step") == BytesOf(std::vector<int64_t>{42}));
+  CHECK(OnlyPiece(**back, "rows") == rows);
+  CHECK(OnlyPiece(**back, "step") == BytesOf(std::vector<int64_t>{42}));
   CHECK((*back)->Find("bf")->dtype == kFloat);
-  CHECK(Payload(**back, "bf") == BytesOf(std::vector<float>{1, -3}));
+  CHECK(OnlyPiece(**back, "bf") == BytesOf(std::vector<float>{1, -3}));
   // strict: what the format cannot hold is an error, and nothing is left.
   o.strict = true;
   auto strict = tfckpt::WriteSafetensors(*c, dir / "strict.safetensors", o);

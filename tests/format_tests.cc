@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "saved_tensor_slice.pb.h"
+#include "piece_util.h"
 #include "test_util.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
@@ -26,6 +27,8 @@ using tfckpt::testing::WriteFile;
 
 namespace {
 
+using tfckpt::testing::OnlyPiece;
+
 constexpr int32_t kFloat = static_cast<int32_t>(tfckpt::DType::kFloat);
 
 std::string Floats(std::vector<float> v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
@@ -36,16 +39,6 @@ void Flip(const std::string& path, size_t at) {
   REQUIRE(at < bytes.size());
   bytes[at] = static_cast<char>(~bytes[at]);
   WriteFile(path, bytes);
-}
-
-// Reads tensor `name` of `c` whole (its only piece).
-std::string ReadWhole(const tfckpt::Checkpoint& c, const std::string& name) {
-  const tfckpt::TensorEntry* t = c.Find(name);
-  REQUIRE(t != nullptr);
-  REQUIRE(t->slices.size() == 1);
-  auto b = c.Read(*t, t->slices[0]);
-  REQUIRE(b.ok());
-  return std::string(b->data);
 }
 
 // A PieceReader that hands out "0123456789" and counts how often it was asked.
@@ -125,8 +118,8 @@ TEST_CASE("V2 bundle opener: a written bundle opens and reads; a damaged index o
     CHECK(absl::IsOutOfRange((*c)->DataFile(1).status()));  // a shard the index does not list
     CHECK(absl::IsOutOfRange((*c)->DataFile(-1).status()));
     REQUIRE((*c)->tensors().size() == 2);
-    CHECK(ReadWhole(**c, "a") == Floats({1, 2}));
-    CHECK(ReadWhole(**c, "b") == Floats({3, 4, 5}));
+    CHECK(OnlyPiece(**c, "a") == Floats({1, 2}));
+    CHECK(OnlyPiece(**c, "b") == Floats({3, 4, 5}));
     std::string header;
     tfckpt::MakeHeader(1).SerializeToString(&header);
     CHECK((*c)->raw_header() == header);
@@ -213,7 +206,7 @@ TEST_CASE("V1 opener: a written table opens and reads; a damaged one names the f
     CHECK((*c)->info().v1_files == std::vector<std::string>{path});
     REQUIRE((*c)->tensors().size() == 1);
     CHECK((*c)->tensors()[0].shape == tfckpt::Shape{2});
-    CHECK(ReadWhole(**c, "w") == Floats({1.5f, -2}));
+    CHECK(OnlyPiece(**c, "w") == Floats({1.5f, -2}));
     std::string buffer;
     const tfckpt::TensorEntry& w = (*c)->tensors()[0];
     CHECK((*c)->VerifyCrc(w, w.slices[0], &buffer).ok());
@@ -242,7 +235,7 @@ TEST_CASE("safetensors opener: a written file opens and reads; a damaged header 
     REQUIRE(c.ok());
     CHECK((*c)->info().format == tfckpt::Format::kSafetensors);
     CHECK((*c)->info().data_files == std::vector<std::string>{path});
-    CHECK(ReadWhole(**c, "x") == Floats({7, 8, 9}));
+    CHECK(OnlyPiece(**c, "x") == Floats({7, 8, 9}));
     std::string buffer;
     const tfckpt::TensorEntry& x = (*c)->tensors()[0];
     CHECK((*c)->VerifyCrc(x, x.slices[0], &buffer).ok());  // no checksums: bounds only
