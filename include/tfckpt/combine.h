@@ -106,15 +106,15 @@ struct CombinePlan {
   CombineReport report;
 };
 
-// Opens `inputs` and plans their combination into `out`: name rules, conflicts (under
-// kError, tensors of equal value, whatever their slicing, are no conflict: the first is
-// kept), averaging, parallel components and replicas (compared with CompareTensorValues
-// unless the options skip the check; differences become report.mismatches), the object
-// graph rewritten to match, and each output piece's data file (input data files in order
-// of first use, as MergeV2). Reads values only for those comparisons. Errors: a conflict
-// under kError whose values differ, a rename collision, an invalid regex, an existing
-// output without overwrite (unless dry_run), an output that is one of the inputs,
-// unreadable or damaged inputs.
+// Opens `inputs` and plans their combination into `out`: name rules, conflicts (a tensor
+// in two inputs: options.on_conflict chooses; under kError it is an error), averaging,
+// parallel components and replicas (compared with CompareTensorValues unless the options
+// skip the check; differences become report.mismatches), the object graph rewritten to
+// match, and each output piece's data file (input data files in order of first use, as
+// MergeV2). Reads the inputs' object graphs, and values only for those comparisons.
+// Errors: a tensor in two inputs under kError, a rename collision, an invalid regex, an
+// existing output without overwrite (unless dry_run), an output that is one of the
+// inputs, unreadable or damaged inputs.
 absl::StatusOr<CombinePlan> PlanCombine(const std::vector<std::string>& inputs, const std::string& out,
                                         const CombineOptions& options);
 

@@ -284,8 +284,9 @@ void CheckSliceLayout(const TensorEntry& t, const std::string& file, std::vector
   if (!t.partitioned || t.slices.empty()) return;
   const auto total = NumElements(t.shape);
   if (!total.ok()) return;
-  // The sweep below needs every slice inside the tensor (the loader keeps those that are
-  // not out of the slice map, as a slice.bounds defect).
+  // The sweep below needs every slice inside the tensor. The loaders keep slices that lie
+  // outside it out of the slice map (a defect of the tensor), so this fires only for slice
+  // maps built otherwise.
   bool outside = false;
   for (const auto& s : t.slices) {
     if (s.region.InsideOf(t.shape)) continue;

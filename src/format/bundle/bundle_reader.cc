@@ -40,7 +40,7 @@ int64_t CountSlicesField(std::string_view value) {
 }
 
 
-// The slice map of an index, filled in the way Checkpoint members used to be.
+// The slice map of an index and its facts, as the loader builds them before the Checkpoint is constructed.
 struct BundleLoader {
   absl::Status LoadV2Entries(TableReader& table, std::vector<Finding>* findings);
 

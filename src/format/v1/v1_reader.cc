@@ -99,7 +99,7 @@ absl::StatusOr<std::string> PayloadFromTensorProto(int32_t dtype, const pb::Tens
   return out;
 }
 
-// The slice map of V1 tables, filled in the way Checkpoint members used to be.
+// The slice map of V1 tables and their facts, as the loader builds them before the Checkpoint is constructed.
 struct V1Loader {
   absl::Status LoadV1(const std::vector<std::string>& files, std::vector<Finding>* findings);
 
