@@ -162,5 +162,20 @@ def plain_merge_takes_every_form_of_ckpt():
             run("validate", out, "--against", src, code=0)
 
 
+@test()
+def merge_again_over_its_own_linked_output_leaves_no_temporaries():
+    # A plain merge links the input's data files as the output's; merging the same input
+    # again with --force links them once more, and rename() of two links to one file
+    # succeeds doing nothing: the temporaries must not stay behind.
+    with tempfile.TemporaryDirectory() as d:
+        src = example(d)
+        out = os.path.join(d, "out", "m")
+        run("merge", src, "-o", out, code=0)
+        run("merge", src, "-o", out, "--force", code=0)
+        left = [n for n in os.listdir(os.path.dirname(out)) if ".tmp-tfckpt-" in n]
+        assert left == [], left
+        run("validate", out, "--against", src, code=0)
+
+
 if __name__ == "__main__":
     sys.exit(main("cli_failpaths"))

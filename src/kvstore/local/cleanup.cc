@@ -193,7 +193,16 @@ void ForgetCreated(uint64_t id) {
 absl::Status MoveIntoPlace(const std::string& from, uint64_t from_id, const std::string& to, uint64_t* to_id_out) {
   InterruptShield shield;
   uint64_t to_id = TrackCreated(to);
-  if (::rename(from.c_str(), to.c_str()) != 0) {
+  struct stat a, b;
+  if (::stat(from.c_str(), &a) == 0 && ::stat(to.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+    // Two links to one file (a data file linked again over the output of an earlier merge
+    // of the same input): rename() would succeed doing nothing and leave `from` behind.
+    if (::unlink(from.c_str()) != 0) {
+      const int err = errno;
+      ForgetCreated(to_id);
+      return ErrnoError(from, "cannot remove (already linked as the output)", err);
+    }
+  } else if (::rename(from.c_str(), to.c_str()) != 0) {
     const int err = errno;
     ForgetCreated(to_id);
     return ErrnoError(to, "cannot rename into place", err);
