@@ -19,23 +19,67 @@ absl::Status ZipError(const std::string& path, std::string_view what, zip_t* za)
   return DataLossAt("npz.member", path, "", -1, StrCat(what, ": ", zip_strerror(za)));
 }
 
+// Members are read through libzip in windows of this size: verification and ranged reads
+// never hold a whole member (a tensor may be larger than memory should allow).
+constexpr size_t kWindow = 1 << 20;
+
+// An open member (libzip file); closed when it goes.
+struct MemberFile {
+  zip_file_t* f = nullptr;
+  ~MemberFile() {
+    if (f != nullptr) zip_fclose(f);
+  }
+};
+
+absl::Status MemberError(const std::string& path, const std::string& key, const char* name, zip_file_t* f) {
+  return DataLossAt("npz.member", path, key, -1, StrCat(name, ": cannot read: ", zip_file_strerror(f)));
+}
+
+// Opens member `index`; its size into *size.
+absl::Status OpenMember(zip_t* za, const std::string& path, zip_uint64_t index, MemberFile* m, zip_stat_t* st) {
+  if (zip_stat_index(za, index, 0, st) != 0 || !(st->valid & ZIP_STAT_SIZE)) return ZipError(path, "stat", za);
+  m->f = zip_fopen_index(za, index, 0);
+  if (m->f == nullptr) return ZipError(path, st->name, za);
+  return absl::OkStatus();
+}
+
+// Reads exactly `n` bytes of the open member into `out`.
+absl::Status ReadExactly(MemberFile& m, const std::string& path, const std::string& key, const char* name, char* out,
+                         uint64_t n) {
+  while (n > 0) {
+    const zip_int64_t got = zip_fread(m.f, out, std::min<uint64_t>(n, kWindow));
+    if (got <= 0) return MemberError(path, key, name, m.f);
+    out += got;
+    n -= static_cast<uint64_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+// Skips `n` bytes of the open member: a seek where libzip can (stored members), else read.
+absl::Status Skip(MemberFile& m, const std::string& path, const std::string& key, const char* name, uint64_t n,
+                  std::string* buffer) {
+  if (n == 0 || zip_fseek(m.f, static_cast<zip_int64_t>(n), SEEK_SET) == 0) return absl::OkStatus();
+  buffer->resize(kWindow);
+  while (n > 0) {
+    const uint64_t k = std::min<uint64_t>(n, kWindow);
+    TFCKPT_RETURN_IF_ERROR(ReadExactly(m, path, key, name, buffer->data(), k));
+    n -= k;
+  }
+  return absl::OkStatus();
+}
+
 // Reads member `index`, the tensor `key`, whole (libzip checks its CRC-32 at the end).
+// Only for strings, which are decoded whole; members of fixed-size dtypes are read in
+// windows (ReadRange, VerifyCrc).
 absl::StatusOr<std::string> ReadMember(zip_t* za, const std::string& path, zip_uint64_t index, const std::string& key) {
+  MemberFile m;
   zip_stat_t st;
-  if (zip_stat_index(za, index, 0, &st) != 0) return ZipError(path, "stat", za);
-  zip_file_t* f = zip_fopen_index(za, index, 0);
-  if (f == nullptr) return ZipError(path, st.name, za);
+  TFCKPT_RETURN_IF_ERROR(OpenMember(za, path, index, &m, &st));
   std::string out(static_cast<size_t>(st.size), '\0');
-  const zip_int64_t n = zip_fread(f, out.data(), out.size());
+  TFCKPT_RETURN_IF_ERROR(ReadExactly(m, path, key, st.name, out.data(), out.size()));
   // One more read reaches the end, where libzip compares the CRC.
   char extra;
-  const zip_int64_t more = n == static_cast<zip_int64_t>(out.size()) ? zip_fread(f, &extra, 1) : -1;
-  absl::Status s = absl::OkStatus();
-  if (n != static_cast<zip_int64_t>(out.size()) || more != 0) {
-    s = DataLossAt("npz.member", path, key, -1, StrCat(st.name, ": cannot read: ", zip_file_strerror(f)));
-  }
-  zip_fclose(f);
-  if (!s.ok()) return s;
+  if (zip_fread(m.f, &extra, 1) != 0) return MemberError(path, key, st.name, m.f);
   return out;
 }
 
@@ -64,9 +108,46 @@ class NpzPieceReader : public PieceReader {
       }
       EncodeStrings(elements, owned.get());
     } else {
-      *owned = member.substr(s.data.offset);
+      *owned = std::move(member);
+      owned->erase(0, static_cast<size_t>(s.data.offset));
     }
     return TensorBytes{*owned, owned};
+  }
+
+  // Streams the member through libzip, which checks its CRC-32 at the end. Strings are
+  // read whole (Read).
+  absl::Status VerifyCrc(const TensorEntry& t, const StoredSlice& s, std::string* buffer) const override {
+    if (t.dtype == static_cast<int32_t>(DType::kString)) return PieceReader::VerifyCrc(t, s, buffer);
+    std::lock_guard<std::mutex> lock(mu_);
+    MemberFile m;
+    zip_stat_t st;
+    TFCKPT_RETURN_IF_ERROR(OpenMember(za_, path_, static_cast<zip_uint64_t>(s.data.shard), &m, &st));
+    buffer->resize(kWindow);
+    for (uint64_t left = st.size; left > 0;) {  // read, not seek: libzip checks the CRC of what it read
+      const uint64_t k = std::min<uint64_t>(left, kWindow);
+      TFCKPT_RETURN_IF_ERROR(ReadExactly(m, path_, t.name, st.name, buffer->data(), k));
+      left -= k;
+    }
+    char extra;
+    if (zip_fread(m.f, &extra, 1) != 0) return MemberError(path_, t.name, st.name, m.f);
+    return absl::OkStatus();
+  }
+
+  // Bytes [begin, end) of the payload, read into `buffer` (not CRC-checked; see VerifyCrc).
+  absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end,
+                                             std::string* buffer, TensorBytes* owner) const override {
+    if (t.dtype == static_cast<int32_t>(DType::kString)) return PieceReader::ReadRange(t, s, begin, end, buffer, owner);
+    std::lock_guard<std::mutex> lock(mu_);
+    MemberFile m;
+    zip_stat_t st;
+    TFCKPT_RETURN_IF_ERROR(OpenMember(za_, path_, static_cast<zip_uint64_t>(s.data.shard), &m, &st));
+    if (s.data.offset + end > st.size) {
+      return DataLossAt("npz.member", path_, t.name, -1, StrCat(st.name, ": shorter than its .npy header says"));
+    }
+    TFCKPT_RETURN_IF_ERROR(Skip(m, path_, t.name, st.name, s.data.offset + begin, buffer));
+    buffer->resize(static_cast<size_t>(end - begin));
+    TFCKPT_RETURN_IF_ERROR(ReadExactly(m, path_, t.name, st.name, buffer->data(), end - begin));
+    return std::string_view(*buffer);
   }
 
  private:
