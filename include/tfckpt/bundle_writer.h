@@ -26,6 +26,9 @@ namespace tfckpt {
 
 // Name of data file `shard` of `num_shards` for `prefix`: PREFIX.data-00000-of-00002.
 std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards);
+// The files of a TF bundle written at `prefix` with `num_files` data files: the index
+// and PREFIX.data-0000i-of-0000N (what a run that wrote it may remove).
+std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_files);
 
 // The files a V2 checkpoint written at `prefix` with `num_shards` data files occupies,
 // plus the data files of any other checkpoint already at that prefix.

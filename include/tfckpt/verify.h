@@ -65,8 +65,5 @@ absl::StatusOr<std::vector<std::unique_ptr<Checkpoint>>> OpenSources(const std::
 // (slices spread over several inputs) are checked by their CRCs.
 std::vector<VerifySource> MergedSources(const std::vector<std::unique_ptr<Checkpoint>>& inputs);
 
-// The files of a TF bundle written at `prefix` with `num_files` data files: the index
-// and PREFIX.data-0000i-of-0000N (for VerifyWritten's `files`).
-std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_files);
 
 }  // namespace tfckpt

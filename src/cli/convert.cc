@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "common.h"
 #include "progress.h"
+#include "tfckpt/bundle_writer.h"
 #include "tfckpt/combine.h"
 #include "tfckpt/convert.h"
 #include "tfckpt/copy.h"

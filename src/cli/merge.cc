@@ -10,6 +10,7 @@
 #include "common.h"
 #include "progress.h"
 #include "tfckpt/bundle_merge.h"
+#include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/combine.h"
 #include "tfckpt/dtype.h"

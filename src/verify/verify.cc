@@ -96,12 +96,6 @@ std::vector<VerifySource> MergedSources(const std::vector<std::unique_ptr<Checkp
   return sources;
 }
 
-std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_files) {
-  std::vector<std::string> files{prefix + ".index"};
-  for (int32_t i = 0; i < num_files; ++i) files.push_back(DataFileName(prefix, i, num_files));
-  return files;
-}
-
 absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<std::string>& files,
                                            const std::vector<VerifySource>& sources, const VerifyOptions& options) {
   const std::string_view removal = files.empty() ? "" : "; removed the output";

@@ -28,9 +28,14 @@ std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_sha
   return absl::StrFormat("%s.data-%05d-of-%05d", prefix, shard, num_shards);
 }
 
+std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_files) {
+  std::vector<std::string> files{prefix + ".index"};
+  for (int32_t i = 0; i < num_files; ++i) files.push_back(DataFileName(prefix, i, num_files));
+  return files;
+}
+
 std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards) {
-  std::vector<std::string> files = {prefix + ".index"};
-  for (int32_t i = 0; i < num_shards; ++i) files.push_back(DataFileName(prefix, i, num_shards));
+  std::vector<std::string> files = BundleFiles(prefix, num_shards);
   const std::string stem = Basename(prefix) + ".data-";
   const std::string dir = Dirname(prefix);
   auto listing = Storage::For(prefix).List(dir);

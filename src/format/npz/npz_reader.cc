@@ -55,10 +55,10 @@ absl::Status ReadExactly(MemberFile& m, const std::string& path, const std::stri
   return absl::OkStatus();
 }
 
-// Skips `n` bytes of the open member: a seek where libzip can (stored members), else read.
-absl::Status Skip(MemberFile& m, const std::string& path, const std::string& key, const char* name, uint64_t n,
-                  std::string* buffer) {
-  if (n == 0 || zip_fseek(m.f, static_cast<zip_int64_t>(n), SEEK_SET) == 0) return absl::OkStatus();
+// Reads and drops the next `n` bytes of the open member, in windows through `buffer`
+// (libzip checks the CRC of what was read once the end is reached).
+absl::Status ReadThrough(MemberFile& m, const std::string& path, const std::string& key, const char* name,
+                         uint64_t n, std::string* buffer) {
   buffer->resize(kWindow);
   while (n > 0) {
     const uint64_t k = std::min<uint64_t>(n, kWindow);
@@ -66,6 +66,13 @@ absl::Status Skip(MemberFile& m, const std::string& path, const std::string& key
     n -= k;
   }
   return absl::OkStatus();
+}
+
+// Skips `n` bytes of the open member: a seek where libzip can (stored members), else read.
+absl::Status Skip(MemberFile& m, const std::string& path, const std::string& key, const char* name, uint64_t n,
+                  std::string* buffer) {
+  if (n == 0 || zip_fseek(m.f, static_cast<zip_int64_t>(n), SEEK_SET) == 0) return absl::OkStatus();
+  return ReadThrough(m, path, key, name, n, buffer);
 }
 
 // Reads member `index`, the tensor `key`, whole (libzip checks its CRC-32 at the end).
@@ -122,12 +129,8 @@ class NpzPieceReader : public PieceReader {
     MemberFile m;
     zip_stat_t st;
     TFCKPT_RETURN_IF_ERROR(OpenMember(za_, path_, static_cast<zip_uint64_t>(s.data.shard), &m, &st));
-    buffer->resize(kWindow);
-    for (uint64_t left = st.size; left > 0;) {  // read, not seek: libzip checks the CRC of what it read
-      const uint64_t k = std::min<uint64_t>(left, kWindow);
-      TFCKPT_RETURN_IF_ERROR(ReadExactly(m, path_, t.name, st.name, buffer->data(), k));
-      left -= k;
-    }
+    // Read, not seek: libzip checks the CRC of what it read.
+    TFCKPT_RETURN_IF_ERROR(ReadThrough(m, path_, t.name, st.name, st.size, buffer));
     char extra;
     if (zip_fread(m.f, &extra, 1) != 0) return MemberError(path_, t.name, st.name, m.f);
     return absl::OkStatus();
