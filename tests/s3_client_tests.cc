@@ -85,7 +85,21 @@ std::unique_ptr<Client> MakeClient(const std::string& endpoint, ClientOptions o 
   return std::move(*c);
 }
 
-std::unique_ptr<Client> Direct(ClientOptions o = FastRetries()) { return MakeClient(Env("S3_TEST_ENDPOINT"), o); }
+// Straight to the server, no faults planted: retries as patient as a user's (the server may
+// answer slowly, or 503, while CI runs sanitizer builds and a fuzzer on the same two cores),
+// only shorter than the library's defaults.
+ClientOptions Patient() {
+  ClientOptions o;
+  o.retry.max_retries = 8;
+  o.retry.initial_delay = std::chrono::milliseconds(50);
+  o.retry.max_delay = std::chrono::milliseconds(2000);
+  o.connections = 4;
+  o.connect_timeout_ms = 10000;
+  o.stall_seconds = 30;
+  return o;
+}
+
+std::unique_ptr<Client> Direct(ClientOptions o = Patient()) { return MakeClient(Env("S3_TEST_ENDPOINT"), o); }
 std::unique_ptr<Client> ViaProxy(ClientOptions o = FastRetries()) {
   return MakeClient(Env("S3_TEST_PROXY_ENDPOINT"), o);
 }

@@ -87,6 +87,11 @@ swift_dir = $work/etc
 pipeline = $name-server
 [app:$name-server]
 use = egg:swift#$name
+# Generous timeouts (the defaults are 0.5 s to connect, 3 s per answer): in CI this server
+# shares two cores with sanitizer-built tests, a fuzzer and a package build, and a missed
+# timeout here is a 503 the tests would count against their own retry budget.
+conn_timeout = 10
+node_timeout = 60
 CONF
 done
 
@@ -101,6 +106,12 @@ pipeline = catch_errors gatekeeper healthcheck proxy-logging cache listing_forma
 [app:proxy-server]
 use = egg:swift#proxy
 account_autocreate = true
+# As above: under load the proxy's default 0.5 s connect timeout to the one object server
+# turns a slow accept into "503 Please reduce your request rate".
+conn_timeout = 10
+node_timeout = 60
+recoverable_node_timeout = 60
+client_timeout = 120
 [filter:s3api]
 use = egg:swift#s3api
 location = us-east-1
@@ -159,5 +170,7 @@ rc=0
 if [ $rc -ne 0 ]; then
   echo "--- proxy-server log (tail)"
   tail -30 "$work/log/proxy.log"
+  echo "--- errors and timeouts in the Swift servers' logs"
+  grep -hiE 'error|timeout|trying to|503' "$work"/log/{account,container,object,proxy}.log | tail -40 || true
 fi
 exit $rc
