@@ -23,12 +23,12 @@ def damaged(d):
 
 
 @test()
-def merge_removes_an_output_that_does_not_verify():
+def merge_publishes_no_output_that_does_not_verify():
     with tempfile.TemporaryDirectory() as d:
         src = damaged(d)
         out = os.path.join(d, "o", "m")
         line = one_error_line(run("merge", src, "-o", out, code=1), out + ".data-00001-of-00002", '"' + EMB + '"',
-                              "data.crc", "removed the output")
+                              "data.crc", "nothing was written")
         assert "does not validate" not in line, line
         assert not os.path.exists(os.path.dirname(out)), os.listdir(os.path.dirname(out))
         j = json.loads(run("merge", src, "-o", out, "--json", code=1).stdout)
@@ -37,6 +37,78 @@ def merge_removes_an_output_that_does_not_verify():
         # --no-verify writes it (the copy does not read the bytes it moves).
         run("merge", src, "-o", out, "--no-verify", code=0)
         assert os.path.exists(out + ".index")
+
+
+def snapshot(prefix):
+    """Every file of the checkpoint at `prefix` (and any other file in its directory), by
+    name, with its bytes."""
+    d = os.path.dirname(prefix)
+    out = {}
+    for name in sorted(os.listdir(d)):
+        with open(os.path.join(d, name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+@test()
+def a_forced_run_that_fails_verification_leaves_the_output_it_would_replace():
+    # Verification reads the new files before anything is published: when it fails, --force
+    # has replaced nothing (it used to verify after the commit, and then removed the output:
+    # the user lost the old checkpoint and got no new one). The copy itself checks every CRC
+    # it reads, so the fault is planted in the output (TFCKPT_FAULT_FLIP_OUTPUT_BYTE flips a
+    # bit of its first data file once written), except for the plain merge, which links the
+    # input's data files as they are: its input is damaged instead.
+    with tempfile.TemporaryDirectory() as d:
+        good = example(os.path.join(d, "good"))
+        bad = damaged(os.path.join(d, "bad"))
+        out = os.path.join(d, "out", "m")
+        cases = [
+            ("reshard", "--partition", "fixed:3"),
+            ("reshard", "--policy", "shards:3"),
+            ("convert", "--partition", "none"),
+            ("convert", "--rename", "wide_deep/=wd/"),
+            ("merge", "--drop-optimizer"),
+            ("merge",),
+        ]
+        for case in cases:
+            run(case[0], good, "-o", out, *case[1:], "--force", code=0)
+            before = snapshot(out)
+            plain_merge = case == ("merge",)
+            os.environ["TFCKPT_FAULT_FLIP_OUTPUT_BYTE"] = "100"
+            try:
+                p = run(case[0], bad if plain_merge else good, "-o", out, *case[1:], "--force", code=1)
+                j = json.loads(run(case[0], bad if plain_merge else good, "-o", out, *case[1:], "--force", "--json",
+                                   code=1).stdout)
+            finally:
+                del os.environ["TFCKPT_FAULT_FLIP_OUTPUT_BYTE"]
+            line = one_error_line(p, out + ".data-0000", "nothing was written")
+            assert "removed" not in line, line
+            assert j["error"]["id"] == "output.mismatch", j
+            after = snapshot(out)
+            assert after == before, (case, sorted(before), sorted(after))
+        # --no-verify does not read the output back: the flipped bit goes through (which is
+        # what the fault plants), and the output is published.
+        os.environ["TFCKPT_FAULT_FLIP_OUTPUT_BYTE"] = "100"
+        try:
+            run("reshard", good, "-o", out + "2", "--partition", "fixed:3", "--no-verify", code=0)
+        finally:
+            del os.environ["TFCKPT_FAULT_FLIP_OUTPUT_BYTE"]
+        run("validate", out + "2", code=1)
+
+
+@test()
+def a_forced_merge_removes_the_old_outputs_extra_data_files():
+    # A plain merge into an output that had more data files: the new index names 2, and the
+    # third (of the old checkpoint) went with it (it used to stay, orphaned).
+    with tempfile.TemporaryDirectory() as d:
+        src = example(d)
+        out = os.path.join(d, "out", "m")
+        run("reshard", src, "-o", out, "--policy", "shards:3", code=0)
+        assert len([f for f in os.listdir(os.path.dirname(out)) if ".data-" in f]) == 3
+        run("merge", src, "-o", out, "--force", code=0)
+        assert sorted(os.listdir(os.path.dirname(out))) == ["m.data-00000-of-00002", "m.data-00001-of-00002",
+                                                            "m.index"], os.listdir(os.path.dirname(out))
+        run("validate", out, "--against", src, code=0)
 
 
 @test()

@@ -296,7 +296,9 @@ def a_signal_at_any_point_leaves_no_temporaries_and_nothing_under_the_final_name
         i = make_input(d, mib=64, tables=4, slices=4)  # 256 MiB
         src_prefix, out_dir, out = i.prefix, i.out_dir, i.out
         early, mid = any_temporary, temp_bytes_at_least(96 << 20)
-        verifying = appeared("model.index")  # the output is in place; verification runs
+        # All written, nothing published: the index's temporary exists while the output is
+        # read back and verified (before the commit).
+        verifying = lambda d: any(".index.tmp-tfckpt-" in f for f in stage_files(d))
         npz_zip = lambda d: any(re.search(r"\.npz\.tmp-tfckpt-\d+-\d+\.", f)
                                 for f in stage_files(d))  # libzip's own NAME.XXXXXX
         SIGS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]

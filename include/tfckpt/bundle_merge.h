@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tfckpt/bundle_writer.h"
 
 namespace tfckpt {
 
@@ -17,6 +18,9 @@ struct MergeOptions {
   bool overwrite = false;      // replace an existing checkpoint at the output
   bool keep_empty = false;     // an input with no tensors still brings its (empty) data files, in
                                // order (reshard --finalize: output file i is task i's file)
+  // Called before anything is published (bundle_writer.h), e.g. verification; not with
+  // `move`, whose renames cannot wait.
+  BeforeCommit before_commit;
 };
 
 struct MergeReport {

@@ -8,6 +8,7 @@
 // `overwrite` is set.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <memory>
@@ -34,10 +35,26 @@ std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_file
 // plus the data files of any other checkpoint already at that prefix.
 std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards);
 
+// Called by a writer once every byte of its output (data files and index) is written and
+// before anything of it is published: `written` opens the output's files by their final
+// names (storage.h: FileOpener, WritableFile::OpenWritten). An error abandons the output
+// (nothing is published; an existing checkpoint that --force would replace stays as it
+// was) and is the writer's error. Empty: nothing is called.
+using BeforeCommit = std::function<absl::Status(const FileOpener& written)>;
+
 struct BundleWriterOptions {
   int32_t num_shards = 1;  // data files PREFIX.data-0000i-of-NNNNN, all created
   bool overwrite = false;  // replace an existing checkpoint at the prefix
+  BeforeCommit before_commit;  // e.g. verification (verify.h)
 };
+
+// Publishes a bundle written under temporary names: with `overwrite`, the index of a
+// checkpoint already at `prefix` is removed first (no reader ever pairs it with new data
+// files), then `commit_data` puts the data files in place, `commit_index` the index, and
+// the old checkpoint's data files that the new one (`num_files`) does not use are removed.
+absl::Status PublishBundle(const std::string& prefix, bool overwrite, int32_t num_files,
+                           const std::function<absl::Status()>& commit_data,
+                           const std::function<absl::Status()>& commit_index);
 
 class BundleWriter {
  public:
@@ -99,7 +116,8 @@ class BundleWriter {
                                            const std::optional<Region>& region, int32_t shard, uint64_t offset,
                                            const SliceExtents* extents = nullptr);
 
-  // Writes the index and renames everything into place. REQUIRES: called once.
+  // Writes the index, calls options.before_commit, makes every file durable and renames
+  // them into place (data files first, the index last). REQUIRES: called once.
   absl::Status Finish();
 
   const std::string& prefix() const { return prefix_; }
@@ -115,6 +133,8 @@ class BundleWriter {
   absl::Status AddPayload(std::string_view name, int32_t dtype, const Shape& full, const std::optional<Region>& region,
                           std::string_view payload, int32_t shard, std::optional<uint64_t> at,
                           const SliceExtents* extents);
+  // Opens the output's files (data files and `index`, not committed) by their final names.
+  FileOpener WrittenFiles(WritableFile& index);
   // BeginEntry (appending) or, with `at`, BeginEntryAt.
   absl::StatusOr<EntryStream> StartEntry(std::string_view name, int32_t dtype, const Shape& full,
                                          const std::optional<Region>& region, int32_t shard, std::optional<uint64_t> at,

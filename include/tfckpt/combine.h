@@ -21,11 +21,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/name_rules.h"
 #include "tfckpt/verify.h"
 
 namespace tfckpt {
+
+struct CombineReport;
 
 struct CombineOptions {
   enum class Conflict { kError, kFirst, kLast };
@@ -46,6 +49,9 @@ struct CombineOptions {
   // Called once the plan is made, before writing, with the bytes to write; returns the
   // counter to advance (or nullptr).
   std::function<std::atomic<uint64_t>*(uint64_t total)> start_progress;
+  // Called before anything is published, as a BeforeCommit (bundle_writer.h) that also
+  // gets the plan's report (which inputs, which tensors from where): e.g. verification.
+  std::function<absl::Status(const FileOpener& written, const CombineReport& report)> before_commit;
 };
 
 struct CombinedTensor {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 
 namespace tfckpt {
@@ -117,7 +118,6 @@ absl::StatusOr<std::vector<std::string_view>> GatherStrings(const Checkpoint& c,
 absl::StatusOr<std::string_view> VariablePayload(const Checkpoint& c, const TensorEntry& t, const Region& region,
                                                  TensorBytes* keep, std::string* encoded);
 
-class BundleWriter;
 
 // Copies pieces of tensors of one checkpoint into a BundleWriter (CopyRegion for
 // fixed-size dtypes; string pieces are re-encoded, others copied whole). The entry is
@@ -149,6 +149,7 @@ struct ExecuteOptions {
   int jobs = 0;           // threads writing work units; 0 = cores
   bool overwrite = false;
   std::atomic<uint64_t>* progress = nullptr;  // bytes written so far, if given
+  BeforeCommit before_commit;                 // bundle_writer.h: e.g. verification
 };
 
 // The bytes a writer stores for `region` of `t`: elements x element size, or for strings

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/storage.h"
 
 namespace tfckpt {
 
@@ -40,8 +41,10 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const std::string& spec,
                                                            std::vector<Finding>* findings = nullptr);
 
-// Opens an already resolved checkpoint (the notes are not copied).
+// Opens an already resolved checkpoint (the notes are not copied). A V2 bundle's files are
+// opened through `opener` when given (storage.h).
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenResolved(const ResolvedCheckpoint& r,
-                                                         std::vector<Finding>* findings = nullptr);
+                                                         std::vector<Finding>* findings = nullptr,
+                                                         const FileOpener* opener = nullptr);
 
 }  // namespace tfckpt

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,6 +86,15 @@ class WritableFile {
   virtual absl::Status WriteAt(uint64_t offset, std::string_view data) = 0;
   virtual absl::Status CopyAt(uint64_t offset, const ReadableFile& src, uint64_t src_offset, uint64_t n) = 0;
 
+  // A reader of the bytes written so far, before Commit(): to verify an output before it is
+  // published (and, before Close(), while its write-back is under way). Its path() is the
+  // final name. Unimplemented where the medium cannot read an unfinished file (an object
+  // store's multipart upload); the caller then verifies after Commit(). REQUIRES: no write
+  // to this file while the reader is used.
+  virtual absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() {
+    return absl::UnimplementedError(path() + ": cannot be read before it is committed");
+  }
+
   // Flushes and makes the bytes durable. REQUIRES: called at most once.
   virtual absl::Status Close() = 0;
   // Publishes the file under its name, atomically. REQUIRES: Close() succeeded.
@@ -93,6 +103,16 @@ class WritableFile {
   // that replace consumed inputs, merge --move). REQUIRES: Commit() succeeded.
   virtual void Publish() = 0;
 };
+
+// Opens a file for reading by its path: Storage::For(path).OpenForRead(path), or something
+// else that answers for those names (the writer's not yet committed files, OpenWritten).
+using FileOpener = std::function<absl::StatusOr<std::unique_ptr<ReadableFile>>(const std::string& path)>;
+// `file` under another name: path() (and so every error about it) says `name`; everything
+// else is `file`'s. For a temporary read as the file it will become.
+std::unique_ptr<ReadableFile> Renamed(std::unique_ptr<ReadableFile> file, std::string name);
+
+// (*opener)(path) when `opener` is given (non-null and not empty), else the path's Storage.
+absl::StatusOr<std::unique_ptr<ReadableFile>> OpenFile(const std::string& path, const FileOpener* opener);
 
 enum class EntryKind { kFile, kDirectory, kOther };
 

@@ -1,6 +1,10 @@
 // One verification policy for every command that writes a checkpoint (reshard, reshard
 // --finalize, merge, convert to TensorFlow, safetensors or .npz): the output is read back
-// and checked against where its values came from, and an output that fails is removed.
+// and checked against where its values came from, and an output that fails is not left:
+// where the writer can read its files before publishing them (BeforeCommit in
+// bundle_writer.h), it checks them then and publishes nothing when they fail (so --force
+// leaves the checkpoint it would have replaced as it was); otherwise after the commit, and
+// the output is removed.
 #pragma once
 
 #include <atomic>
@@ -13,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/storage.h"
 
 namespace tfckpt {
 
@@ -32,6 +37,10 @@ struct VerifyOptions {
   // The output's format when its name may not say it (convert --to): kSafetensors or
   // kNpz; otherwise the output is opened as a CKPT argument (OpenCheckpoint).
   std::optional<Format> format;
+  // The output is a TF bundle not yet committed (BeforeCommit, bundle_writer.h): its files
+  // are read through this, by their final names. Nothing is removed on failure (the writer
+  // abandons them) and the messages end "; nothing was written" instead.
+  const FileOpener* written = nullptr;
 };
 
 struct VerifyReport {
@@ -50,10 +59,11 @@ struct VerifyReport {
 //    no single source holds whole) has every CRC holding.
 // On any failure, `files` (all the output's files) are removed: nothing is left under
 // the output's names (empty `files`: the output is kept, e.g. after merge --move consumed
-// its inputs, and the messages say nothing of a removal). A mismatch is DataLoss with the check id "output.mismatch", its
-// file and tensor as payloads, and the one-line message
-//   FILE: "TENSOR": CHECK: WHAT; removed the output
-// An output or input that cannot be read is its own error, with "; removed the output".
+// its inputs, and the messages say nothing of a removal). A mismatch is DataLoss with the
+// check id "output.mismatch", its file and tensor as payloads, and the one-line message
+//   FILE: "TENSOR": CHECK: WHAT; removed the output       (or "; nothing was written")
+// where FILE is the output file (its final name) and TENSOR the key. An output or input
+// that cannot be read is its own error, with the same ending.
 absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<std::string>& files,
                                            const std::vector<VerifySource>& sources, const VerifyOptions& options);
 

@@ -274,12 +274,27 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
+absl::Status VerifyBeforeCommit(const std::string& out, const FileOpener& written,
+                                const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
+                                bool show_progress, std::unique_ptr<Progress>* copying, bool* verified) {
+  if (copying != nullptr) copying->reset();
+  Progress progress(total, show_progress, "verifying");
+  options.progress = progress.counter();
+  options.written = &written;
+  TFCKPT_RETURN_IF_ERROR(VerifyWritten(out, {}, sources, options).status());
+  *verified = true;
+  return absl::OkStatus();
+}
+
+int ReportWriteError(std::string_view command, const absl::Status& s) {
+  const int code = ReportError(command, s);
+  return ErrorInfoOf(s).check == "output.mismatch" ? kExitCheckFailed : code;
+}
+
 int VerifyOutput(std::string_view command, const std::string& out, const std::vector<std::string>& files,
                  const std::vector<VerifySource>& sources, const VerifyOptions& options) {
   auto v = VerifyWritten(out, files, sources, options);
-  if (v.ok()) return kExitOk;
-  const int code = ReportError(command, v.status());
-  return ErrorInfoOf(v.status()).check == "output.mismatch" ? kExitCheckFailed : code;
+  return v.ok() ? kExitOk : ReportWriteError(command, v.status());
 }
 
 }  // namespace tfckpt::cli

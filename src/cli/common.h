@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "progress.h"
 #include "tfckpt/verify.h"
 
 namespace tfckpt::cli {
@@ -101,6 +102,17 @@ void ReleaseKept();
 // line and returns the exit code (1 for a mismatch, else that of the error).
 int VerifyOutput(std::string_view command, const std::string& out, const std::vector<std::string>& files,
                  const std::vector<VerifySource>& sources, const VerifyOptions& options);
+
+// The same check before the commit (a writer's BeforeCommit, bundle_writer.h): the TF
+// bundle at `out` read through `written`, with a "verifying" progress line of `total`
+// bytes when `show_progress` (after ending the line of `*copying`, when there is one).
+// Sets *verified when it held; its error becomes the writer's (ReportWriteError).
+absl::Status VerifyBeforeCommit(const std::string& out, const FileOpener& written,
+                                const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
+                                bool show_progress, std::unique_ptr<Progress>* copying, bool* verified);
+// Prints the error line of a write that failed and returns its exit code: 1 when its
+// verification before the commit found a mismatch, else ReportError's.
+int ReportWriteError(std::string_view command, const absl::Status& s);
 
 // -o of reshard, merge and convert: refuses a directory (OUT/, ., .., an existing
 // directory; the output needs a name) and, for TensorFlow prefixes (`tf_prefix`), takes

@@ -121,20 +121,20 @@ int RunConvert(const ConvertArgs& args) {
       eo.jobs = a.jobs;
       eo.overwrite = a.force;
       eo.progress = start(total);
+      if (!a.no_verify) {
+        eo.before_commit = [&](const FileOpener& written) {
+          VerifyOptions vo;
+          vo.jobs = a.jobs;
+          return VerifyBeforeCommit(a.out, written, {{c->get()}}, vo, total, !a.quiet && !a.json, &progress,
+                                    &verified);
+        };
+      }
       absl::Status s = ExecutePlan(**c, *plan, a.out, eo);
       progress.reset();
-      if (!s.ok()) return ReportError(cmd, s);
+      if (!s.ok()) return ReportWriteError(cmd, s);
       tensors = static_cast<int64_t>(plan->tensors.size());
       bytes = total;
       notes = plan->notes;
-      if (!a.no_verify) {
-        VerifyOptions vo;
-        vo.jobs = a.jobs;
-        if (int rc = VerifyOutput(cmd, a.out, BundleFiles(a.out, plan->num_files), {{c->get()}}, vo); rc != kExitOk) {
-          return rc;
-        }
-        verified = true;
-      }
       KeepUntilExit(std::shared_ptr<const void>(std::move(*c)));
     } else {
       CombineOptions o;
@@ -145,22 +145,22 @@ int RunConvert(const ConvertArgs& args) {
       o.overwrite = a.force;
       o.jobs = a.jobs;
       o.start_progress = start;
+      if (!a.no_verify) {
+        o.before_commit = [&](const FileOpener& written, const CombineReport& plan) -> absl::Status {
+          TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(plan.inputs));
+          VerifyOptions vo;
+          vo.jobs = a.jobs;
+          vo.cast = !casts.empty();
+          return VerifyBeforeCommit(a.out, written, CombinedSources(plan, sources), vo, plan.bytes,
+                                    !a.quiet && !a.json, &progress, &verified);
+        };
+      }
       auto r = CombineCheckpoints({a.src}, a.out, o);
       progress.reset();
-      if (!r.ok()) return ReportError(cmd, r.status());
+      if (!r.ok()) return ReportWriteError(cmd, r.status());
       tensors = static_cast<int64_t>(r->tensors.size());
       bytes = r->bytes;
       notes = r->notes;
-      if (!a.no_verify) {
-        auto sources = OpenSources(r->inputs);
-        if (!sources.ok()) return ReportError(cmd, sources.status());
-        VerifyOptions vo;
-        vo.jobs = a.jobs;
-        vo.cast = !casts.empty();
-        const int rc = VerifyOutput(cmd, a.out, BundleFiles(a.out, r->num_files), CombinedSources(*r, *sources), vo);
-        if (rc != kExitOk) return rc;
-        verified = true;
-      }
     }
     j["files"] = nlohmann::ordered_json::array({a.out + ".index"});
   } else {

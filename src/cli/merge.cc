@@ -130,9 +130,20 @@ int RunCombine(const MergeArgs& a, const std::vector<std::string>& inputs, const
     progress = std::make_unique<Progress>(total, !a.quiet && !a.json, "copying");
     return progress->counter();
   };
+  bool verified = false;
+  if (!a.dry_run && !a.no_verify) {
+    // Before anything is published: an output that fails leaves OUT as it was.
+    o.before_commit = [&](const FileOpener& written, const CombineReport& plan) -> absl::Status {
+      TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(plan.inputs));
+      VerifyOptions vo;
+      vo.jobs = a.jobs;
+      return VerifyBeforeCommit(out, written, CombinedSources(plan, sources), vo, plan.bytes, !a.quiet && !a.json,
+                                &progress, &verified);
+    };
+  }
   auto r = CombineCheckpoints(inputs, out, o);
   progress.reset();
-  if (!r.ok()) return ReportError(cmd, r.status());
+  if (!r.ok()) return ReportWriteError(cmd, r.status());
   if (!r->mismatches.empty()) {
     for (const Finding& f : r->mismatches) {
       std::cerr << "tfckpt merge: " << f.check << ": " << f.file << ": \"" << f.key << "\" " << f.message << "\n";
@@ -142,16 +153,6 @@ int RunCombine(const MergeArgs& a, const std::vector<std::string>& inputs, const
                                 StrCat(r->mismatches.size(), " check(s) failed, the first: ", first.message,
                                        "; nothing written (--collapse-parallel=first or --no-check skips the check)")));
     return kExitCheckFailed;
-  }
-  bool verified = false;
-  if (!a.dry_run && !a.no_verify) {
-    auto sources = OpenSources(r->inputs);
-    if (!sources.ok()) return ReportError(cmd, sources.status());
-    VerifyOptions vo;
-    vo.jobs = a.jobs;
-    const int rc = VerifyOutput(cmd, out, BundleFiles(out, r->num_files), CombinedSources(*r, *sources), vo);
-    if (rc != kExitOk) return rc;
-    verified = true;
   }
   if (a.json) {
     PrintJson(MergeJson(a, out, *r, {}, verified));
@@ -227,18 +228,30 @@ int RunMerge(const MergeArgs& a) {
   o.allow_missing = a.allow_missing;
   o.move = a.move;
   o.overwrite = a.force;
-  auto report = MergeBundles(inputs, out, o);
-  if (!report.ok()) return ReportError(cmd, report.status());
   bool verified = false;
-  if (!a.no_verify) {
+  if (!a.no_verify && !a.move) {
+    // Before anything is published: an output that fails leaves OUT as it was. The
+    // sources are the inputs that have an index (those without any are skipped or fail
+    // the merge; those without tensors add nothing to compare).
+    o.before_commit = [&](const FileOpener& written) -> absl::Status {
+      std::vector<std::string> present;
+      for (const std::string& in : inputs) {
+        if (FileExists(in + ".index")) present.push_back(in);
+      }
+      TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(present));
+      VerifyOptions vo;
+      vo.jobs = a.jobs;
+      return VerifyBeforeCommit(out, written, MergedSources(sources), vo, 0, false, nullptr, &verified);
+    };
+  }
+  auto report = MergeBundles(inputs, out, o);
+  if (!report.ok()) return ReportWriteError(cmd, report.status());
+  if (!a.no_verify && a.move) {
     // --move consumed the inputs: the output is then checked by its CRCs and layout alone,
-    // and kept when it fails (it is all that is left).
-    auto sources = OpenSources(a.move ? std::vector<std::string>() : report->inputs_used);
-    if (!sources.ok()) return ReportError(cmd, sources.status());
+    // after the renames, and kept when it fails (it is all that is left).
     VerifyOptions vo;
     vo.jobs = a.jobs;
-    const auto files = a.move ? std::vector<std::string>() : BundleFiles(out, report->num_files);
-    const int rc = VerifyOutput(cmd, out, files, MergedSources(*sources), vo);
+    const int rc = VerifyOutput(cmd, out, {}, {}, vo);
     if (rc != kExitOk) return rc;
     verified = true;
   }

@@ -252,26 +252,23 @@ int RunReshard(const ReshardArgs& args) {
   }
   uint64_t total = 0;
   for (uint64_t b : plan->file_bytes) total += b;
+  bool verified = false;
   {
-    Progress progress(total, !a.quiet, "copying");
+    auto progress = std::make_unique<Progress>(total, !a.quiet, "copying");
     ExecuteOptions eo;
     eo.jobs = a.jobs;
     eo.overwrite = a.force;
-    eo.progress = progress.counter();
+    eo.progress = progress->counter();
+    if (!a.no_verify) {
+      // Before anything is published: an output that fails leaves OUT as it was.
+      eo.before_commit = [&](const FileOpener& written) {
+        VerifyOptions vo;
+        vo.jobs = a.jobs;
+        return VerifyBeforeCommit(a.out, written, {{&c}}, vo, total, !a.quiet, &progress, &verified);
+      };
+    }
     absl::Status s = ExecutePlan(c, *plan, a.out, eo);
-    if (!s.ok()) return ReportError(cmd, s);
-  }
-  bool verified = false;
-  if (!a.no_verify) {
-    VerifyOptions vo;
-    vo.jobs = a.jobs;
-    const int rc = [&] {
-      Progress progress(total, !a.quiet, "verifying");
-      vo.progress = progress.counter();
-      return VerifyOutput(cmd, a.out, BundleFiles(a.out, plan->num_files), {{&c}}, vo);
-    }();
-    if (rc != kExitOk) return rc;
-    verified = true;
+    if (!s.ok()) return ReportWriteError(cmd, s);
   }
   int resliced = 0;
   for (const TensorPlan& tp : plan->tensors) resliced += tp.resliced;

@@ -210,8 +210,9 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
       StrCat(spec, ": no checkpoint found (looked for ", spec, ".index, a directory, and V1 files)"));
 }
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> OpenResolved(const ResolvedCheckpoint& r, std::vector<Finding>* findings) {
-  return r.format == Format::kV2            ? OpenBundle(r.prefix, findings)
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenResolved(const ResolvedCheckpoint& r, std::vector<Finding>* findings,
+                                                         const FileOpener* opener) {
+  return r.format == Format::kV2            ? OpenBundle(r.prefix, findings, opener)
          : r.format == Format::kSafetensors ? OpenSafetensors(r.prefix)
                                             : OpenV1(r.prefix, r.v1_files, findings);
 }

@@ -37,6 +37,37 @@ absl::Status Storage::CreateParentDirectories(const std::string& path) {
   return dir.empty() ? absl::OkStatus() : CreateDirectories(dir);
 }
 
+namespace {
+
+class RenamedFile final : public ReadableFile {
+ public:
+  RenamedFile(std::unique_ptr<ReadableFile> file, std::string name) : file_(std::move(file)), name_(std::move(name)) {}
+  const std::string& path() const override { return name_; }
+  uint64_t size() const override { return file_->size(); }
+  absl::Status ReadAt(uint64_t offset, uint64_t n, char* out) const override {
+    if (offset > size() || n > size() - offset) return PastEndError(offset, n);
+    return file_->ReadAt(offset, n, out);  // a failure of the medium names the file it read
+  }
+  std::optional<std::string_view> mapping() const override { return file_->mapping(); }
+  void Release(uint64_t offset, uint64_t n) const override { file_->Release(offset, n); }
+  void WillReadSequentially(uint64_t offset, uint64_t n) const override { file_->WillReadSequentially(offset, n); }
+
+ private:
+  std::unique_ptr<ReadableFile> file_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReadableFile> Renamed(std::unique_ptr<ReadableFile> file, std::string name) {
+  return std::make_unique<RenamedFile>(std::move(file), std::move(name));
+}
+
+absl::StatusOr<std::unique_ptr<ReadableFile>> OpenFile(const std::string& path, const FileOpener* opener) {
+  if (opener != nullptr && *opener) return (*opener)(path);
+  return Storage::For(path).OpenForRead(path);
+}
+
 Storage& Storage::Local() {
   static auto* local = new LocalStorage();  // never destroyed: used until exit
   return *local;

@@ -658,6 +658,9 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
   BundleWriterOptions wo;
   wo.num_shards = plan.report.num_files;
   wo.overwrite = options.overwrite;
+  if (options.before_commit) {
+    wo.before_commit = [&](const FileOpener& written) { return options.before_commit(written, plan.report); };
+  }
   TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(out, wo));
   struct Work {
     const PlannedTensor* o;

@@ -18,8 +18,10 @@ std::string Where(const Checkpoint& c) {
   return c.info().format == Format::kV2 ? c.info().index_path : c.info().prefix;
 }
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> OpenWritten(const std::string& out, std::optional<Format> format,
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenWritten(const std::string& out, const VerifyOptions& options,
                                                         std::vector<Finding>* findings) {
+  const std::optional<Format> format = options.format;
+  if (options.written != nullptr) return OpenResolved({.format = Format::kV2, .prefix = out}, findings, options.written);
   if (format == Format::kNpz) return OpenNpz(out);
   if (format == Format::kSafetensors) return OpenResolved({.format = Format::kSafetensors, .prefix = out});
   return OpenCheckpoint(out, findings);
@@ -46,7 +48,7 @@ void CheckUncompared(const Checkpoint& written, const std::set<std::string>& com
 absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<VerifySource>& sources,
                                    const VerifyOptions& options, std::string_view removal) {
   ValidateReport report;
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> written, OpenWritten(out, options.format, &report.findings));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> written, OpenWritten(out, options, &report.findings));
   CompareOptions co;
   co.jobs = options.jobs;
   co.progress = options.progress;
@@ -98,12 +100,14 @@ std::vector<VerifySource> MergedSources(const std::vector<std::unique_ptr<Checkp
 
 absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<std::string>& files,
                                            const std::vector<VerifySource>& sources, const VerifyOptions& options) {
-  const std::string_view removal = files.empty() ? "" : "; removed the output";
+  const std::string_view removal = options.written != nullptr ? "; nothing was written"
+                                   : files.empty()              ? ""
+                                                                : "; removed the output";
   absl::StatusOr<VerifyReport> r = Check(out, sources, options, removal);
   if (r.ok()) return r;
   // Never leave an output that did not verify under the final name.
   for (const std::string& f : files) (void)Storage::For(f).Remove(f);
-  if (ErrorInfoOf(r.status()).check == "output.mismatch" || files.empty()) return r;
+  if (ErrorInfoOf(r.status()).check == "output.mismatch" || removal.empty()) return r;
   absl::Status s(r.status().code(), StrCat(r.status().message(), removal));
   r.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });
   return s;

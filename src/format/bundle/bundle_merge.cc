@@ -59,6 +59,13 @@ class LinkedOrCopied {
     (void)Storage::For(tmp_).Remove(tmp_);
     ForgetCreated(tracked_);
   }
+  const std::string& path() const { return dst_; }
+  // The staged file, read as the file it will become.
+  absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() {
+    if (copy_) return copy_->OpenWritten();
+    TFCKPT_ASSIGN_OR_RETURN(auto f, Storage::For(tmp_).OpenForRead(tmp_));
+    return Renamed(std::move(f), dst_);
+  }
   absl::Status Commit() {
     if (copy_) return copy_->Commit();
     TFCKPT_RETURN_IF_ERROR(MoveIntoPlace(tmp_, tracked_, dst_));
@@ -191,16 +198,15 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   for (const std::string& src : files_in_order) {
     if (!FileExists(src)) return absl::NotFoundError(StrCat(src, ": data file missing"));
   }
+  std::vector<std::unique_ptr<LinkedOrCopied>> staged;
   if (options.move) {
     // The inputs' files become the output's (not tracked: they are not ours to remove).
     for (int32_t i = 0; i < k; ++i) TFCKPT_RETURN_IF_ERROR(MoveDataFile(files_in_order[i], DataFileName(out, i, k)));
   } else {
-    std::vector<std::unique_ptr<LinkedOrCopied>> staged;
     for (int32_t i = 0; i < k; ++i) {
       TFCKPT_ASSIGN_OR_RETURN(auto f, LinkedOrCopied::Create(files_in_order[i], DataFileName(out, i, k)));
       staged.push_back(std::move(f));
     }
-    for (auto& f : staged) TFCKPT_RETURN_IF_ERROR(f->Commit());
   }
   TFCKPT_ASSIGN_OR_RETURN(auto index, store.Create(out + ".index"));
   {
@@ -217,9 +223,29 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     }
     TFCKPT_RETURN_IF_ERROR(table.Finish());
   }
+  if (options.before_commit && !options.move) {
+    std::map<std::string, LinkedOrCopied*> by_name;
+    for (auto& f : staged) by_name.emplace(f->path(), f.get());
+    const std::string index_name = index->path();
+    TFCKPT_RETURN_IF_ERROR(options.before_commit([&](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
+      if (path == index_name) return index->OpenWritten();
+      auto it = by_name.find(path);
+      return it != by_name.end() ? it->second->OpenWritten() : Storage::For(path).OpenForRead(path);
+    }));
+  }
   TFCKPT_RETURN_IF_ERROR(index->Close());
-  TFCKPT_RETURN_IF_ERROR(index->Commit());
-  if (options.move) index->Publish();  // the inputs are consumed: the output stays, whatever follows
+  if (options.move) {
+    TFCKPT_RETURN_IF_ERROR(index->Commit());
+    index->Publish();  // the inputs are consumed: the output stays, whatever follows
+  } else {
+    TFCKPT_RETURN_IF_ERROR(PublishBundle(
+        out, options.overwrite, k,
+        [&] {
+          for (auto& f : staged) TFCKPT_RETURN_IF_ERROR(f->Commit());
+          return absl::OkStatus();
+        },
+        [&] { return index->Commit(); }));
+  }
   report.entries = static_cast<int64_t>(entries.size());
   if (options.move) {
     // TF: delete the input indexes, then the inputs' directories when they differ from

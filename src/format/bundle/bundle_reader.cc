@@ -65,17 +65,19 @@ class BundleIndexReader : public BundleReader {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> OpenBundle(const std::string& prefix, std::vector<Finding>* findings) {
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenBundle(const std::string& prefix, std::vector<Finding>* findings,
+                                                       const FileOpener* opener) {
   BundleLoader c;
   c.info_.format = Format::kV2;
   c.info_.prefix = prefix;
   c.info_.index_path = prefix + ".index";
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<TableReader> index, TableReader::Open(c.info_.index_path));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<TableReader> index, TableReader::Open(c.info_.index_path, opener));
   c.info_.index_size = index->file_size();
   TFCKPT_RETURN_IF_ERROR(c.LoadV2Entries(*index, findings));
   c.info_.index_has_snappy = index->saw_snappy();
   auto reader = std::make_unique<BundleIndexReader>(
-      BundleReader::DataFiles{c.info_.data_files, c.info_.num_shards, c.info_.big_endian, /*checksums=*/true},
+      BundleReader::DataFiles{c.info_.data_files, c.info_.num_shards, c.info_.big_endian, /*checksums=*/true,
+                              opener != nullptr ? *opener : FileOpener()},
       std::move(index), std::move(c.raw_header_));
   return std::make_unique<Checkpoint>(std::move(c.info_), std::move(c.tensors_), std::move(reader));
 }
@@ -240,7 +242,7 @@ absl::StatusOr<const ReadableFile*> BundleReader::DataFile(int32_t shard) const 
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!data_files_[shard]) {
-    auto f = Storage::For(info_.data_files[shard]).OpenForRead(info_.data_files[shard]);
+    auto f = OpenFile(info_.data_files[shard], &info_.opener);
     if (!f.ok()) {
       if (absl::IsNotFound(f.status())) {
         return Locate(absl::NotFoundError(StrCat("data file missing (the index lists ", info_.num_shards,

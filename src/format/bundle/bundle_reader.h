@@ -15,8 +15,10 @@ namespace tfckpt {
 
 // Opens the V2 bundle at `prefix` (PREFIX.index and its data files). `findings`: as
 // OpenCheckpoint (open.h), which is the entry callers use.
+// The index and data files are opened through `opener` when given (storage.h: OpenFile).
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenBundle(const std::string& prefix,
-                                                       std::vector<Finding>* findings = nullptr);
+                                                       std::vector<Finding>* findings = nullptr,
+                                                       const FileOpener* opener = nullptr);
 
 // Reads pieces stored densely in data files at StoredData::shard/offset/size: mapped on
 // first use, bounds-checked, CRC-checked when the format has checksums, big-endian
@@ -28,6 +30,7 @@ class BundleReader : public PieceReader {
     int32_t num_shards = 0;               // for messages: how many the index lists
     bool big_endian = false;
     bool checksums = true;  // StoredData::masked_crc is meaningful (V2)
+    FileOpener opener;      // opens the data files; empty: their Storage
   };
   explicit BundleReader(DataFiles files);
 

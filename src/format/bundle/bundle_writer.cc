@@ -66,6 +66,17 @@ std::vector<std::string> ExistingFiles(const std::string& prefix) {
   return out;
 }
 
+// Flips the lowest bit of byte `offset` of `f` (written, not committed); nothing when the
+// file is shorter.
+absl::Status FlipWrittenByte(WritableFile& f, uint64_t offset) {
+  TFCKPT_ASSIGN_OR_RETURN(auto in, f.OpenWritten());
+  if (offset >= in->size()) return absl::OkStatus();
+  char byte;
+  TFCKPT_RETURN_IF_ERROR(in->ReadAt(offset, 1, &byte));
+  byte = static_cast<char>(byte ^ 1);
+  return f.WriteAt(offset, std::string_view(&byte, 1));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const std::string& prefix,
@@ -299,6 +310,16 @@ absl::Status BundleWriter::EntryStream::Close() {
   return w->FinishEntry(key_, offset_, written_, crc_);
 }
 
+FileOpener BundleWriter::WrittenFiles(WritableFile& index) {
+  std::map<std::string, WritableFile*> files{{index.path(), &index}};
+  for (auto& f : data_) files.emplace(f->path(), f.get());
+  return [files = std::move(files)](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
+    auto it = files.find(path);
+    if (it == files.end()) return Storage::For(path).OpenForRead(path);
+    return it->second->OpenWritten();
+  };
+}
+
 absl::Status BundleWriter::Finish() {
   if (finished_) return absl::FailedPreconditionError("bundle already finished");
   for (char open : in_stream_) {
@@ -324,18 +345,7 @@ absl::Status BundleWriter::Finish() {
     // file where the tensor's first slice is: do the same (0 for one data file).
     if (!order.empty()) meta.set_shard_id(std::get<0>(order.front()));
   }
-  // fsync the data files in parallel: with several, the device sees their writes at once.
-  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(data_.size(), Jobs(0), [&](size_t i, const std::atomic<bool>&) {
-    return data_[i]->Close();
-  }));
-  // Fault injection for the scale-out test (docs/SCALE_OUT.md): a task whose data is
-  // written but not committed stays in that state this long, so a batch engine can
-  // kill it there.
-  if (const char* ms = std::getenv("TFCKPT_FAULT_STALL_BEFORE_COMMIT_MS")) {
-    ::usleep(static_cast<useconds_t>(std::strtoul(ms, nullptr, 10) * 1000));
-  }
-  Storage& store = Storage::For(prefix_);
-  TFCKPT_ASSIGN_OR_RETURN(auto index, store.Create(prefix_ + ".index"));
+  TFCKPT_ASSIGN_OR_RETURN(auto index, Storage::For(prefix_).Create(prefix_ + ".index"));
   {
     TableWriter table(index.get());
     std::string value;
@@ -348,24 +358,53 @@ absl::Status BundleWriter::Finish() {
     }
     TFCKPT_RETURN_IF_ERROR(table.Finish());
   }
-  TFCKPT_RETURN_IF_ERROR(index->Close());
+  // Fault injection for the verification test (tests/cli_verify_test.py): one bit of the
+  // first data file flipped after it was written, as a failing disk or copy would.
+  if (const char* at = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE"); at != nullptr && !data_.empty()) {
+    TFCKPT_RETURN_IF_ERROR(FlipWrittenByte(*data_[0], std::strtoull(at, nullptr, 10)));
+  }
+  // Everything is written and nothing published: the check before the commit (reading
+  // what the kernel is still writing back), then all of it made durable.
+  if (options_.before_commit) TFCKPT_RETURN_IF_ERROR(options_.before_commit(WrittenFiles(*index)));
+  // fsync the files in parallel: with several, the device sees their writes at once.
+  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(data_.size() + 1, Jobs(0), [&](size_t i, const std::atomic<bool>&) {
+    return i < data_.size() ? data_[i]->Close() : index->Close();
+  }));
+  // Fault injection for the scale-out test (docs/SCALE_OUT.md): a task whose data is
+  // written but not committed stays in that state this long, so a batch engine can
+  // kill it there.
+  if (const char* ms = std::getenv("TFCKPT_FAULT_STALL_BEFORE_COMMIT_MS")) {
+    ::usleep(static_cast<useconds_t>(std::strtoul(ms, nullptr, 10) * 1000));
+  }
+  return PublishBundle(
+      prefix_, options_.overwrite, options_.num_shards,
+      [&] {
+        for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Commit());
+        return absl::OkStatus();
+      },
+      [&] { return index->Commit(); });
+}
+
+absl::Status PublishBundle(const std::string& prefix, bool overwrite, int32_t num_files,
+                           const std::function<absl::Status()>& commit_data,
+                           const std::function<absl::Status()>& commit_index) {
+  Storage& store = Storage::For(prefix);
   std::vector<std::string> stale;
-  if (options_.overwrite) stale = ExistingFiles(prefix_);
+  if (overwrite) stale = ExistingFiles(prefix);
   // Replacing a checkpoint: its index goes first, so that no reader ever pairs the old
   // index with new data files.
-  if (options_.overwrite && FileExists(prefix_ + ".index")) TFCKPT_RETURN_IF_ERROR(store.Remove(prefix_ + ".index"));
-  for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Commit());
+  if (overwrite && FileExists(prefix + ".index")) TFCKPT_RETURN_IF_ERROR(store.Remove(prefix + ".index"));
+  TFCKPT_RETURN_IF_ERROR(commit_data());
   // Fault injection for the crash-safety test (docs/RELIABILITY.md): die in the one
   // window where data files are in place and the index is not.
   if (const char* fault = std::getenv("TFCKPT_FAULT_KILL_AT"); fault && std::string_view(fault) == "commit") {
     ::kill(::getpid(), SIGKILL);
   }
-  TFCKPT_RETURN_IF_ERROR(index->Commit());
+  TFCKPT_RETURN_IF_ERROR(commit_index());
   // Replacing a checkpoint with fewer data files: remove the old ones it no longer uses.
+  const std::vector<std::string> ours = BundleFiles(prefix, num_files);
   for (const auto& path : stale) {
-    bool ours = path == prefix_ + ".index";
-    for (const auto& f : data_) ours = ours || f->path() == path;
-    if (!ours) (void)store.Remove(path);
+    if (std::find(ours.begin(), ours.end(), path) == ours.end()) (void)store.Remove(path);
   }
   return absl::OkStatus();
 }

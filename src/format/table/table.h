@@ -41,7 +41,9 @@ class TableReader {
  public:
   // Opens the table in `path`: checks size, magic, both footer handles, reads and
   // verifies the index block. Data blocks are read (and their CRCs verified) on use.
-  static absl::StatusOr<std::unique_ptr<TableReader>> Open(const std::string& path);
+  // The file is opened through `opener` when given (storage.h: OpenFile).
+  static absl::StatusOr<std::unique_ptr<TableReader>> Open(const std::string& path,
+                                                           const FileOpener* opener = nullptr);
 
   const std::string& path() const { return file_->path(); }
   uint64_t file_size() const { return file_->size(); }

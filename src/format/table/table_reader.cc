@@ -17,8 +17,8 @@ bool DecodeHandle(std::string_view* src, BlockHandle* h) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const std::string& path) {
-  TFCKPT_ASSIGN_OR_RETURN(auto file, Storage::For(path).OpenForRead(path));
+absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const std::string& path, const FileOpener* opener) {
+  TFCKPT_ASSIGN_OR_RETURN(auto file, OpenFile(path, opener));
   std::unique_ptr<TableReader> t(new TableReader(std::move(file)));
   const uint64_t size = t->file_->size();
   TFCKPT_ASSIGN_OR_RETURN(t->all_, t->file_->Range(0, size, &t->read_));

@@ -273,6 +273,17 @@ absl::Status LocalWritableFile::CopyAt(uint64_t offset, const ReadableFile& src,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<ReadableFile>> LocalWritableFile::OpenWritten() {
+  if (committed_) return absl::FailedPreconditionError(StrCat(final_path_, ": already committed"));
+  if (fd_ >= 0) {
+    TFCKPT_RETURN_IF_ERROR(FlushBuffer());
+    ::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);  // advisory, as in Written()
+    unflushed_ = 0;
+  }
+  TFCKPT_ASSIGN_OR_RETURN(auto f, LocalReadableFile::Open(temp_path_));
+  return Renamed(std::move(f), final_path_);
+}
+
 absl::Status LocalWritableFile::Close() {
   if (fd_ < 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": closed twice"));
   absl::Status s = FlushBuffer();

@@ -51,6 +51,9 @@ class LocalWritableFile final : public WritableFile {
   absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, uint64_t n) override;
   absl::Status WriteAt(uint64_t offset, std::string_view data) override;
   absl::Status CopyAt(uint64_t offset, const ReadableFile& src, uint64_t src_offset, uint64_t n) override;
+  // Writes out the buffer, starts the write-back of what is dirty, and opens the temporary
+  // (also after Close()).
+  absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() override;
   absl::Status Close() override;
   absl::Status Commit() override;
   void Publish() override;
