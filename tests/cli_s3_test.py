@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 from cli_common import *
@@ -44,7 +45,7 @@ def uploaded():
     if not getattr(uploaded, "done", False):
         s3_put("mb", ROOT)
         for case in ("t2t_transformer_2shards", "estimator_dnn_adam_2shards", "empty_prefix_keras",
-                     "index_only_lingvo_snappy"):
+                     "index_only_lingvo_snappy", "tf2_float64_variant_pinn"):
             s3_put("tree", data(case), f"{ROOT}/{case}/")
         # A SavedModel directory: variables/variables and no state file.
         s3_put("tree", data("estimator_dnn_adam_2shards/variables"), f"{ROOT}/savedmodel/variables/")
@@ -169,6 +170,36 @@ def a_data_object_replaced_during_validate_is_an_error_naming_it():
     assert p.returncode == 3, (p.returncode, out, err)
     line = one_error_line(subprocess.CompletedProcess([], 3, out, err), data_url, "replaced")
     assert "412" in line, line
+
+
+@test(needs_data=True)
+def connections_bounds_the_concurrent_transfers():
+    uploaded()
+    # 2.7 MB of data: its read-ahead window is fetched as two ranged GETs at once.
+    prefix = f"{ROOT}/tf2_float64_variant_pinn/ckpt-3332"
+    clear_proxy_log()
+    run("validate", prefix, "--connections", "1", code=0, env={**PROXY, "TFCKPT_S3_CONNECTIONS": "8"})
+    log = proxy_log()
+    data_gets = [l for l in log if l.startswith(f"GET /{BUCKET}/tf2_float64_variant_pinn/ckpt-3332.data-")]
+    assert len(data_gets) == 2, log
+    assert len({l.split(" conn=")[1].split()[0] for l in log}) == 1, log
+    p = run("validate", prefix, "--connections", "0", code=2)
+    one_error_line(p, "--connections", "0: not a whole number from 1 to 256")
+
+
+@test(needs_data=True)
+def reshard_and_convert_read_remote_checkpoints_into_local_outputs():
+    uploaded()
+    with tempfile.TemporaryDirectory() as d:
+        for case in (T2T, "tf2_float64_variant_pinn/ckpt-3332"):
+            remote, local = f"{ROOT}/{case}", data(case)
+            out = os.path.join(d, case.replace("/", "_"))
+            run("reshard", remote, "-o", out, "--policy", "shards:3", code=0, env=PROXY)
+            run("validate", out, "--against", local, code=0)
+        # t2t holds numbers only: safetensors takes all of it.
+        out = os.path.join(d, "t2t.safetensors")
+        run("convert", f"{ROOT}/{T2T}", "-o", out, code=0)
+        run("validate", out, "--against", data(T2T), code=0)
 
 
 def closed_port():

@@ -196,6 +196,11 @@ class Storage {
   virtual std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, const std::string& stem) = 0;
 };
 
+// Concurrent transfers of each object store read (--connections): overrides
+// TFCKPT_S3_CONNECTIONS (default 8) for the object store clients created after the call.
+// REQUIRES: 1 <= n <= 256.
+void SetObjectStoreConnections(int n);
+
 // Storage::For(path).Exists(path) and .IsDirectory(path), for brevity.
 inline bool FileExists(const std::string& path) { return Storage::For(path).Exists(path); }
 inline bool IsDirectory(const std::string& path) { return Storage::For(path).IsDirectory(path); }

@@ -146,6 +146,7 @@ std::function<int()> AddValidate(CLI::App& app) {
   sub->add_flag("--strict", args->strict, "Treat warnings as errors (notes stay notes)");
   sub->add_flag("--quick", args->quick, "Metadata only: skip reading data and checking tensor checksums");
   AddJobsOption(sub, &args->jobs, "Threads for data checks");
+  AddConnectionsOption(sub);
   sub->add_option("--tolerance", args->tolerance,
                   "With --against: floats may differ by this much (absolute); tensors whose dtype changed between "
                   "floating-point dtypes (a cast) are then compared by value, the change reported as a note");

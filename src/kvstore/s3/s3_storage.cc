@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <future>
 #include <list>
@@ -12,6 +13,15 @@
 #include "kvstore/s3/ranges.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
+
+namespace tfckpt {
+namespace {
+std::atomic<int> connections_override{0};  // 0: none (the environment's, or the default)
+}  // namespace
+
+void SetObjectStoreConnections(int n) { connections_override = n; }
+
+}  // namespace tfckpt
 
 namespace tfckpt::s3 {
 
@@ -84,18 +94,23 @@ std::vector<RangeRead> Pieces(uint64_t offset, uint64_t n, uint64_t piece, char*
 
 class S3File final : public ReadableFile {
  public:
-  S3File(Client* client, ObjectUrl url, ObjectInfo info, WindowCache* cache)
-      : client_(client), url_(std::move(url)), name_(url_.ToString()), info_(std::move(info)), cache_(cache) {}
+  S3File(Client* client, ObjectUrl url, ObjectInfo info, uint64_t window, WindowCache* cache)
+      : client_(client),
+        url_(std::move(url)),
+        name_(url_.ToString()),
+        info_(std::move(info)),
+        window_(window),
+        cache_(cache) {}
 
   const std::string& path() const override { return name_; }
   uint64_t size() const override { return info_.size; }
 
   absl::Status ReadAt(uint64_t offset, uint64_t n, char* out) const override {
     if (offset > size() || n > size() - offset) return PastEndError(offset, n);
-    if (n >= kWindowBytes) return Get(offset, n, kPieceBytes, out);
+    if (n >= window_) return Get(offset, n, kPieceBytes, out);
     // Through the windows: at most two, as n is smaller than one.
     while (n > 0) {
-      const uint64_t start = offset - offset % kWindowBytes;
+      const uint64_t start = offset - offset % window_;
       TFCKPT_ASSIGN_OR_RETURN(WindowCache::Bytes window, Window(start));
       const uint64_t at = offset - start;
       const uint64_t take = std::min<uint64_t>(n, window->size() - at);
@@ -108,11 +123,11 @@ class S3File final : public ReadableFile {
   }
 
  private:
-  // The window that starts at `start` (kWindowBytes, or what is left of the object).
+  // The window that starts at `start` (window_ bytes, or what is left of the object).
   absl::StatusOr<WindowCache::Bytes> Window(uint64_t start) const {
     return cache_->Get(StrCat(name_, " ", info_.etag), start, [&]() -> absl::StatusOr<WindowCache::Bytes> {
-      auto bytes = std::make_shared<std::string>(static_cast<size_t>(std::min(kWindowBytes, size() - start)), '\0');
-      TFCKPT_RETURN_IF_ERROR(Get(start, bytes->size(), kWindowPieceBytes, bytes->data()));
+      auto bytes = std::make_shared<std::string>(static_cast<size_t>(std::min(window_, size() - start)), '\0');
+      TFCKPT_RETURN_IF_ERROR(Get(start, bytes->size(), std::min(window_, kWindowPieceBytes), bytes->data()));
       return WindowCache::Bytes(std::move(bytes));
     });
   }
@@ -130,6 +145,7 @@ class S3File final : public ReadableFile {
   ObjectUrl url_;
   std::string name_;
   ObjectInfo info_;
+  uint64_t window_;
   WindowCache* cache_;
 };
 
@@ -150,11 +166,15 @@ absl::StatusOr<int> WholeNumberVariable(const EnvLookup& env, std::string_view n
 
 }  // namespace
 
-absl::StatusOr<ClientOptions> ClientOptionsFromEnv(const EnvLookup& env) {
-  ClientOptions o;
-  TFCKPT_ASSIGN_OR_RETURN(o.connections, WholeNumberVariable(env, "TFCKPT_S3_CONNECTIONS", o.connections, 1, 256));
-  TFCKPT_ASSIGN_OR_RETURN(o.retry.max_retries,
-                          WholeNumberVariable(env, "TFCKPT_S3_MAX_RETRIES", o.retry.max_retries, 0, 1000));
+absl::StatusOr<StoreOptions> StoreOptionsFromEnv(const EnvLookup& env) {
+  StoreOptions o;
+  ClientOptions& c = o.client;
+  TFCKPT_ASSIGN_OR_RETURN(c.connections, WholeNumberVariable(env, "TFCKPT_S3_CONNECTIONS", c.connections, 1, 256));
+  TFCKPT_ASSIGN_OR_RETURN(c.retry.max_retries,
+                          WholeNumberVariable(env, "TFCKPT_S3_MAX_RETRIES", c.retry.max_retries, 0, 1000));
+  TFCKPT_ASSIGN_OR_RETURN(const int kib, WholeNumberVariable(env, "TFCKPT_S3_READ_AHEAD_KIB",
+                                                             static_cast<int>(kWindowBytes >> 10), 64, 65536));
+  o.window_bytes = static_cast<uint64_t>(kib) << 10;
   return o;
 }
 
@@ -175,10 +195,12 @@ absl::StatusOr<S3Storage::Target> S3Storage::Resolve(const std::string& path) {
   if (!client) {
     const EnvLookup env = ProcessEnv();
     TFCKPT_ASSIGN_OR_RETURN(Settings settings, ResolveSettings(url->scheme, env));
-    TFCKPT_ASSIGN_OR_RETURN(ClientOptions options, ClientOptionsFromEnv(env));
-    TFCKPT_ASSIGN_OR_RETURN(client, Client::Create(std::move(settings), options));
+    TFCKPT_ASSIGN_OR_RETURN(StoreOptions options, StoreOptionsFromEnv(env));
+    if (const int n = connections_override; n > 0) options.client.connections = n;
+    TFCKPT_ASSIGN_OR_RETURN(client, Client::Create(std::move(settings), options.client));
+    window_bytes_ = options.window_bytes;
   }
-  return Target{*std::move(url), client.get()};
+  return Target{*std::move(url), client.get(), window_bytes_};
 }
 
 absl::Status S3Storage::CheckAccess(const std::string& path) {
@@ -191,7 +213,8 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> S3Storage::OpenForRead(const std::
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
   absl::StatusOr<ObjectInfo> info = t.client->Head(t.url);
   if (!info.ok()) return Named(info.status(), path);
-  return std::unique_ptr<ReadableFile>(new S3File(t.client, std::move(t.url), *std::move(info), cache_.get()));
+  return std::unique_ptr<ReadableFile>(
+      new S3File(t.client, std::move(t.url), *std::move(info), t.window_bytes, cache_.get()));
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::string& final_path) {

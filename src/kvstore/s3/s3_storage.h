@@ -4,9 +4,10 @@
 //   OpenForRead   HEAD: the size and the ETag, pinned: every later GET of the object sends
 //                 it as If-Match, so an object replaced during the run is an error naming
 //                 its URL, never a mix of two versions.
-//   ReadAt        small reads come from read-ahead windows (kWindowBytes, fetched as
-//                 ranged GETs of kWindowPieceBytes over the client's connections at once) kept in a cache shared
-//                 by every open object (at most kCachedWindows windows: bounded memory);
+//   ReadAt        small reads come from read-ahead windows (kWindowBytes unless
+//                 TFCKPT_S3_READ_AHEAD_KIB says, fetched as ranged GETs of at most
+//                 kWindowPieceBytes over the client's connections at once) kept in a cache
+//                 shared by every open object (at most kCachedWindows windows: bounded memory);
 //                 a read of a window or more goes straight into the caller's buffer as
 //                 ranged GETs of kPieceBytes, over the connections at once.
 //   Stat          HEAD; a key with objects under "KEY/" (or a key ending in "/") is a
@@ -23,7 +24,9 @@
 //
 // One client per scheme (and so per endpoint: the scheme's settings name it), built on
 // first use from the environment (settings.h), shared by the whole process. Its options:
-//   TFCKPT_S3_CONNECTIONS  concurrent transfers (default 8)
+//   TFCKPT_S3_CONNECTIONS  concurrent transfers (default 8; the commands' --connections,
+//                          SetObjectStoreConnections in storage.h, overrides it)
+//   TFCKPT_S3_READ_AHEAD_KIB  the read-ahead window in KiB (64 to 65536, default 16384)
 //   TFCKPT_S3_MAX_RETRIES  retries of a failing request (default 10, like TensorFlow's GCS
 //                          file system; 0 fails at the first error)
 // Errors name the URL, never a credential. A malformed URL is NotFound (it names no
@@ -48,10 +51,14 @@ inline constexpr uint64_t kPieceBytes = 8ull << 20;
 // A window is fetched in pieces this size, so that the connections share it.
 inline constexpr uint64_t kWindowPieceBytes = 2ull << 20;
 
-// The client options the environment asks for (TFCKPT_S3_CONNECTIONS,
-// TFCKPT_S3_MAX_RETRIES); InvalidArgument naming the variable when one is not a whole
-// number in range.
-absl::StatusOr<ClientOptions> ClientOptionsFromEnv(const EnvLookup& env);
+// What the environment asks for: the client's options (TFCKPT_S3_CONNECTIONS,
+// TFCKPT_S3_MAX_RETRIES) and the read-ahead window (TFCKPT_S3_READ_AHEAD_KIB);
+// InvalidArgument naming the variable when one is not a whole number in range.
+struct StoreOptions {
+  ClientOptions client;
+  uint64_t window_bytes = kWindowBytes;
+};
+absl::StatusOr<StoreOptions> StoreOptionsFromEnv(const EnvLookup& env);
 
 class WindowCache;
 
@@ -84,11 +91,13 @@ class S3Storage final : public Storage {
   struct Target {
     ObjectUrl url;
     Client* client;
+    uint64_t window_bytes;
   };
   absl::StatusOr<Target> Resolve(const std::string& path);
 
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Client>> clients_;  // by scheme
+  uint64_t window_bytes_ = kWindowBytes;  // from the environment, with the first client
   std::unique_ptr<WindowCache> cache_;
 };
 
