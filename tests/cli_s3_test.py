@@ -173,6 +173,23 @@ def a_data_object_replaced_during_validate_is_an_error_naming_it():
 
 
 @test(needs_data=True)
+def validate_fetches_each_byte_of_a_data_object_once():
+    """Small reads come from read-ahead windows; validate reads small tensors in file order,
+    so no window is fetched twice (here windows of 64 KiB: 26 for the 1.6 MB data object,
+    more than the 8 the cache keeps)."""
+    uploaded()
+    clear_proxy_log()
+    run("validate", f"{ROOT}/{T2T}", "-j", "2", code=0, env={**PROXY, "TFCKPT_S3_READ_AHEAD_KIB": "64"})
+    ranges = []
+    for line in proxy_log():
+        if line.startswith(f"GET /{BUCKET}/t2t_transformer_2shards/{T2T_DATA1} "):
+            first, last = line.split("range=bytes=")[1].split()[0].split("-")
+            ranges.append((int(first), int(last)))
+    size = os.path.getsize(data("t2t_transformer_2shards/" + T2T_DATA1))
+    assert sorted(ranges) == [(at, min(at + 65536, size) - 1) for at in range(0, size, 65536)], ranges
+
+
+@test(needs_data=True)
 def connections_bounds_the_concurrent_transfers():
     uploaded()
     # 2.7 MB of data: its read-ahead window is fetched as two ranged GETs at once.
