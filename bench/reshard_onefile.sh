@@ -9,6 +9,8 @@
 # Peak RSS from /usr/bin/time -v. Target: median <= 0.9x cp, RSS <= 256 MiB.
 # Usage: bench/reshard_onefile.sh [ROUNDS] [WORK_DIR]
 #   extra reshard flags: EXTRA=...; another partition: PARTITION=... (default .=fixed:8); another binary: TFCKPT=...
+#   another checkpoint: GEN="tables 512 8 4" (gen_checkpoint's arguments after the prefix: the
+#   4 GiB checkpoint of reshard_large.sh, for its shapes as paired runs, e.g. PARTITION=none)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
@@ -17,10 +19,13 @@ work=${2:-$(mktemp -d)}
 trap 'rm -rf "$work"' EXIT
 # Two jobs at most: the machine's 2 cores are shared.
 if [ -f build/build.ninja ]; then meson compile -C build -j 2 >/dev/null; else scripts/build.sh >/dev/null; fi
-build/bench/gen_checkpoint one-file "$work/in" 8 16384 2048 4
+gen=${GEN:-one-file 8 16384 2048 4}
+# shellcheck disable=SC2086  # GEN is a list of arguments
+build/bench/gen_checkpoint ${gen%% *} "$work/in" ${gen#* }
 bytes=$(cat "$work"/in.data-* | wc -c)
+files=$(ls "$work"/in.data-* | wc -l)
 partition=${PARTITION:-.=fixed:8}
-echo "checkpoint: $bytes bytes in 1 data file; --partition $partition ${EXTRA:-}; $rounds paired rounds"
+echo "checkpoint ($gen): $bytes bytes in $files data file(s); --partition $partition ${EXTRA:-}; $rounds paired rounds"
 warm="$work/in.data-*"  # read again before every timed command (common.sh: timed)
 tfckpt=${TFCKPT:-build/src/tfckpt}  # TFCKPT=another build's binary, to compare
 declare -a t_cp t_ver t_nov

@@ -18,6 +18,29 @@ bool NeedsTestData() { return false; }
 using tfckpt::testing::Bytes;
 namespace oc = tfckpt::ordered_code;
 
+TEST_CASE("crc32c Concat equals the CRC of the concatenation") {
+  std::string a, b;
+  for (int i = 0; i < 5000; ++i) a.push_back(static_cast<char>(i * 7 + 3));
+  for (int i = 0; i < 3001; ++i) b.push_back(static_cast<char>(i * 13 + 1));
+  for (size_t la : {size_t{0}, size_t{1}, size_t{17}, size_t{4096}, a.size()}) {
+    for (size_t lb : {size_t{0}, size_t{1}, size_t{8}, size_t{1000}, b.size()}) {
+      const std::string_view x(a.data(), la), y(b.data(), lb);
+      CHECK(tfckpt::crc32c::Concat(tfckpt::crc32c::Value(x), tfckpt::crc32c::Value(y), lb) ==
+            tfckpt::crc32c::Value(std::string(x) + std::string(y)));
+    }
+  }
+  // A long run of zeros (8 GiB and one byte) against chained Extends of a zero buffer.
+  const std::string zeros(1 << 20, '\0');
+  uint32_t crc = tfckpt::crc32c::Value("head");
+  for (int i = 0; i < 8192; ++i) crc = tfckpt::crc32c::Extend(crc, zeros.data(), zeros.size());
+  crc = tfckpt::crc32c::Extend(crc, "\x01", 1);
+  const uint32_t tail = tfckpt::crc32c::Extend(tfckpt::crc32c::Extend(0, zeros.data(), 0), "\x01", 1);
+  uint32_t zeros_8g = 0;  // CRC of 8 GiB of zeros, from 1 MiB by Concat
+  for (int i = 0; i < 8192; ++i) zeros_8g = tfckpt::crc32c::Concat(zeros_8g, tfckpt::crc32c::Value(zeros.data(), zeros.size()), zeros.size());
+  CHECK(tfckpt::crc32c::Concat(tfckpt::crc32c::Concat(tfckpt::crc32c::Value("head"), zeros_8g, uint64_t{8192} << 20), tail, 1) ==
+        crc);
+}
+
 TEST_CASE("crc32c check value, empty input and chaining") {
   CHECK(tfckpt::crc32c::Value("123456789") == 0xE3069283u);
   CHECK(tfckpt::crc32c::Value("") == 0u);

@@ -192,3 +192,119 @@ TEST_CASE("VerifyWritten: .npz strings that lose trailing NUL bytes (NumPy canno
   CHECK(r.ok());
   CHECK(fs::exists(out));
 }
+
+// Float32 "t" [6, 2] = 0.5 * i (+ `changed` on element 5), in row slices ending at `cuts`
+// (e.g. {3, 6}: rows [0, 3) and [3, 6)), written positionally; with `read_back` the writer
+// reads each piece back, and `check` is run before the commit with what it hands over.
+void WriteRows(const std::string& prefix, const std::vector<int64_t>& cuts, bool read_back = false,
+               const tfckpt::BeforeCommit& check = {}, float changed = 0) {
+  std::vector<float> v(12);
+  for (int i = 0; i < 12; ++i) v[i] = 0.5f * static_cast<float>(i) + (i == 5 ? changed : 0);
+  tfckpt::BundleWriterOptions o;
+  o.read_back = read_back;
+  o.before_commit = check;
+  auto w = tfckpt::BundleWriter::Create(prefix, o);
+  REQUIRE(w.ok());
+  int64_t row = 0;
+  for (int64_t end : cuts) {
+    const std::string bytes(reinterpret_cast<const char*>(v.data() + row * 2), static_cast<size_t>((end - row) * 8));
+    REQUIRE((*w)->AddAt("t", 1, {6, 2}, tfckpt::Region{{row, 0}, {end - row, 2}}, bytes, 0,
+                        static_cast<uint64_t>(row * 8)).ok());
+    row = end;
+  }
+  REQUIRE((*w)->Finish().ok());
+}
+
+TEST_CASE("BundleWriter read_back: every positional piece is read back, and the writer says which") {
+  TempDir dir;
+  std::vector<std::tuple<int32_t, uint64_t, uint64_t>> seen;
+  bool called = false;
+  WriteRows(dir / "out", {2, 4, 6}, /*read_back=*/true, [&](const tfckpt::WrittenOutput& w) {
+    called = true;
+    REQUIRE(w.read_back);
+    CHECK(w.read_back(0, 0, 16));
+    CHECK(w.read_back(0, 16, 16));
+    CHECK(w.read_back(0, 32, 16));
+    CHECK_FALSE(w.read_back(0, 0, 48));  // not an entry
+    CHECK_FALSE(fs::exists(dir / "out.index"));  // nothing published yet
+    auto f = w.open(dir / "out.data-00000-of-00001");  // the temporary, by its final name
+    REQUIRE(f.ok());
+    CHECK((*f)->path() == dir / "out.data-00000-of-00001");
+    CHECK((*f)->size() == 48);
+    return absl::OkStatus();
+  });
+  CHECK(called);
+  CHECK(fs::exists(dir / "out.index"));
+  // Without read_back nothing is named.
+  WriteRows(dir / "plain", {6}, false, [&](const tfckpt::WrittenOutput& w) {
+    CHECK_FALSE(w.read_back(0, 0, 48));
+    return absl::OkStatus();
+  });
+}
+
+TEST_CASE("BundleWriter: an error before the commit publishes nothing") {
+  TempDir dir;
+  WriteRows(dir / "out", {6});
+  const std::string before = tfckpt::testing::ReadFile(dir / "out.data-00000-of-00001");
+  tfckpt::BundleWriterOptions o;
+  o.overwrite = true;
+  o.before_commit = [](const tfckpt::WrittenOutput&) { return absl::DataLossError("planted"); };
+  auto w = tfckpt::BundleWriter::Create(dir / "out", o);
+  REQUIRE(w.ok());
+  REQUIRE((*w)->Add("other", 3, {1}, std::string(4, '\1')).ok());
+  CHECK((*w)->Finish().message() == "planted");
+  w->reset();
+  CHECK(tfckpt::testing::ReadFile(dir / "out.data-00000-of-00001") == before);  // the old checkpoint, as it was
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path())) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"out.data-00000-of-00001", "out.index"});  // no temporaries
+}
+
+// VerifyWritten of `out` against `in` before a commit, with `read_back` as the writer's.
+absl::StatusOr<tfckpt::VerifyReport> VerifyTrusting(const std::string& out, const tfckpt::Checkpoint& in,
+                                                    std::function<bool(int32_t, uint64_t, uint64_t)> read_back) {
+  tfckpt::WrittenOutput written;
+  written.open = [](const std::string& path) { return tfckpt::Storage::For(path).OpenForRead(path); };
+  written.read_back = std::move(read_back);
+  tfckpt::VerifyOptions o;
+  o.written = &written;
+  return tfckpt::VerifyWritten(out, {}, {{&in}}, o);
+}
+
+TEST_CASE("VerifyWritten: pieces read back are compared by their CRCs alone, over any cut") {
+  TempDir dir;
+  WriteRows(dir / "in", {3, 6});
+  auto in = Open(dir / "in");
+  const auto all = [](int32_t, uint64_t, uint64_t) { return true; };
+  for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{{6}, {1, 2, 3, 4, 5, 6}, {2, 4, 6}, {3, 6}}) {
+    const std::string out = dir / ("out" + std::to_string(cuts.size()));
+    WriteRows(out, cuts);
+    CAPTURE(cuts.size());
+    CHECK(VerifyTrusting(out, *in, all).ok());
+    // The proof is the CRCs alone: bytes changed under an entry whose CRC is trusted are not
+    // read (a writer that read them back would have failed there). Not trusted, they are.
+    std::string bytes = tfckpt::testing::ReadFile(out + ".data-00000-of-00001");
+    bytes[44] ^= 1;
+    tfckpt::testing::WriteFile(out + ".data-00000-of-00001", bytes);
+    CHECK(VerifyTrusting(out, *in, all).ok());
+    auto r = VerifyTrusting(out, *in, {});
+    REQUIRE_FALSE(r.ok());
+    CHECK(tfckpt::ErrorInfoOf(r.status()).check == "output.mismatch");
+    CHECK(std::string(r.status().message()).find("nothing was written") != std::string::npos);
+  }
+}
+
+TEST_CASE("VerifyWritten: CRCs that do not match the input's fall back to the values and name the tensor") {
+  TempDir dir;
+  WriteRows(dir / "in", {3, 6});
+  auto in = Open(dir / "in");
+  WriteRows(dir / "out", {2, 4, 6}, false, {}, /*changed=*/1.0f);  // honest CRCs of other values
+  auto r = VerifyTrusting(dir / "out", *in, [](int32_t, uint64_t, uint64_t) { return true; });
+  REQUIRE_FALSE(r.ok());
+  const std::string msg(r.status().message());
+  CAPTURE(msg);
+  CHECK(tfckpt::ErrorInfoOf(r.status()).check == "output.mismatch");
+  CHECK(tfckpt::ErrorInfoOf(r.status()).key == "t");
+  CHECK(msg.find("1 of 12 elements differ") != std::string::npos);
+}

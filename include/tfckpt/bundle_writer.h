@@ -8,8 +8,11 @@
 // `overwrite` is set.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
+#include <set>
+#include <tuple>
 #include <mutex>
 #include <memory>
 #include <optional>
@@ -35,17 +38,31 @@ std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_file
 // plus the data files of any other checkpoint already at that prefix.
 std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards);
 
+// What a writer hands its BeforeCommit: its output, written and not yet published.
+struct WrittenOutput {
+  // Opens the output's files by their final names (storage.h: WritableFile::OpenWritten).
+  FileOpener open;
+  // Whether bytes [offset, offset + size) of data file `shard` were read back right after
+  // they were written and found equal to the bytes their CRC was computed on
+  // (BundleWriterOptions::read_back): that entry's CRC then holds for the file. Empty: none.
+  std::function<bool(int32_t shard, uint64_t offset, uint64_t size)> read_back;
+};
+
 // Called by a writer once every byte of its output (data files and index) is written and
-// before anything of it is published: `written` opens the output's files by their final
-// names (storage.h: FileOpener, WritableFile::OpenWritten). An error abandons the output
-// (nothing is published; an existing checkpoint that --force would replace stays as it
-// was) and is the writer's error. Empty: nothing is called.
-using BeforeCommit = std::function<absl::Status(const FileOpener& written)>;
+// before anything of it is published. An error abandons the output (nothing is published;
+// an existing checkpoint that --force would replace stays as it was) and is the writer's
+// error. Empty: nothing is called.
+using BeforeCommit = std::function<absl::Status(const WrittenOutput& written)>;
 
 struct BundleWriterOptions {
   int32_t num_shards = 1;  // data files PREFIX.data-0000i-of-NNNNN, all created
   bool overwrite = false;  // replace an existing checkpoint at the prefix
   BeforeCommit before_commit;  // e.g. verification (verify.h)
+  // Positional entries (AddAt, BeginEntryAt) are read back right after each write and
+  // compared with the bytes their CRC was computed on, by the thread that wrote them
+  // (while others copy): a difference fails the write (DataLoss, check id
+  // "output.mismatch"). WrittenOutput::read_back then names them.
+  bool read_back = false;
 };
 
 // Publishes a bundle written under temporary names: with `overwrite`, the index of a
@@ -93,11 +110,14 @@ class BundleWriter {
 
    private:
     friend class BundleWriter;
+    // After a positional write at `at`: BundleWriter::AfterPositionalWrite, counted.
+    absl::Status Checked(uint64_t at, std::string_view bytes);
     BundleWriter* writer_ = nullptr;
     std::string key_;
     int32_t shard_ = 0;
     bool positional_ = false;
     uint64_t expected_ = 0, written_ = 0, offset_ = 0;
+    uint64_t read_back_ = 0;  // bytes read back and found equal (BundleWriterOptions::read_back)
     uint32_t crc_ = 0;
   };
   absl::StatusOr<EntryStream> BeginEntry(std::string_view name, int32_t dtype, const Shape& full,
@@ -128,13 +148,17 @@ class BundleWriter {
   absl::StatusOr<std::string> Register(std::string_view name, int32_t dtype, const Shape& full,
                                        const std::optional<Region>& region, int32_t shard, uint64_t size,
                                        bool positional, const SliceExtents* extents);
-  absl::Status FinishEntry(const std::string& key, uint64_t offset, uint64_t size, uint32_t crc);
+  absl::Status FinishEntry(const std::string& key, uint64_t offset, uint64_t size, uint32_t crc, bool read_back);
+  // After a positional write of `bytes` at `at` of data file `shard` (entry `key`): plants
+  // the test fault (TFCKPT_FAULT_FLIP_OUTPUT_BYTE) when it falls there, then, with
+  // options.read_back, reads the range back and compares. Returns whether it was checked.
+  absl::StatusOr<bool> AfterPositionalWrite(int32_t shard, uint64_t at, std::string_view bytes, const std::string& key);
   // Add / AddSlice (appending) or, with `at`, AddAt.
   absl::Status AddPayload(std::string_view name, int32_t dtype, const Shape& full, const std::optional<Region>& region,
                           std::string_view payload, int32_t shard, std::optional<uint64_t> at,
                           const SliceExtents* extents);
-  // Opens the output's files (data files and `index`, not committed) by their final names.
-  FileOpener WrittenFiles(WritableFile& index);
+  // The output (data files and `index`, not committed) for options.before_commit.
+  WrittenOutput Written(WritableFile& index);
   // BeginEntry (appending) or, with `at`, BeginEntryAt.
   absl::StatusOr<EntryStream> StartEntry(std::string_view name, int32_t dtype, const Shape& full,
                                          const std::optional<Region>& region, int32_t shard, std::optional<uint64_t> at,
@@ -147,6 +171,8 @@ class BundleWriter {
   std::map<std::string, std::unique_ptr<Pending>> entries_;   // table key -> entry
   std::map<std::string, std::string> partitioned_;            // name -> metadata key (= name)
   std::vector<char> in_stream_;                                // per shard
+  std::set<std::tuple<int32_t, uint64_t, uint64_t>> read_back_;  // (shard, offset, size) of entries read back
+  std::atomic<bool> fault_planted_{false};                     // TFCKPT_FAULT_FLIP_OUTPUT_BYTE
   bool finished_ = false;
   std::mutex mu_;  // guards entries_ and partitioned_
 };

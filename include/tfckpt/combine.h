@@ -51,7 +51,7 @@ struct CombineOptions {
   std::function<std::atomic<uint64_t>*(uint64_t total)> start_progress;
   // Called before anything is published, as a BeforeCommit (bundle_writer.h) that also
   // gets the plan's report (which inputs, which tensors from where): e.g. verification.
-  std::function<absl::Status(const FileOpener& written, const CombineReport& report)> before_commit;
+  std::function<absl::Status(const WrittenOutput& written, const CombineReport& report)> before_commit;
 };
 
 struct CombinedTensor {

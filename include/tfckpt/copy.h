@@ -150,6 +150,7 @@ struct ExecuteOptions {
   bool overwrite = false;
   std::atomic<uint64_t>* progress = nullptr;  // bytes written so far, if given
   BeforeCommit before_commit;                 // bundle_writer.h: e.g. verification
+  bool read_back = false;                     // BundleWriterOptions::read_back
 };
 
 // The bytes a writer stores for `region` of `t`: elements x element size, or for strings

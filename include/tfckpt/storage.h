@@ -95,6 +95,14 @@ class WritableFile {
     return absl::UnimplementedError(path() + ": cannot be read before it is committed");
   }
 
+  // Reads back [offset, offset + n) of what was written, so that a writer can check a range
+  // right after writing it (while the other threads copy). Unimplemented where the medium
+  // cannot read an unfinished file. REQUIRES: the range written, before Close(); no write
+  // to it meanwhile.
+  virtual absl::Status ReadBack(uint64_t /*offset*/, uint64_t /*n*/, char* /*out*/) {
+    return absl::UnimplementedError(path() + ": cannot be read before it is committed");
+  }
+
   // Flushes and makes the bytes durable. REQUIRES: called at most once.
   virtual absl::Status Close() = 0;
   // Publishes the file under its name, atomically. REQUIRES: Close() succeeded.

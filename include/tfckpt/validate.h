@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -70,6 +71,12 @@ struct CompareOptions {
   // checked only through the new side: damage to it that the new side does not share is
   // not reported.
   bool by_checksum = false;
+  // With by_checksum: the new pieces whose stored CRC is known to hold for their bytes (a
+  // writer read them back, BundleWriterOptions::read_back). When every new piece of a
+  // tensor is one, nothing is read: over each stretch of bytes where both sides' piece
+  // boundaries meet, the new pieces' CRCs concatenated (crc32c::Concat) must equal the old
+  // pieces' stored CRCs concatenated. Empty: none.
+  std::function<bool(const StoredSlice& s)> crc_holds;
   // The old values are cast to the new dtype first (CastElements), then compared bitwise:
   // for outputs written with a cast (convert --cast). Only dtype pairs CastSupported(old,
   // new) compare this way; other dtype changes stay errors.

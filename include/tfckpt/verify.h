@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/storage.h"
 
@@ -38,9 +39,11 @@ struct VerifyOptions {
   // kNpz; otherwise the output is opened as a CKPT argument (OpenCheckpoint).
   std::optional<Format> format;
   // The output is a TF bundle not yet committed (BeforeCommit, bundle_writer.h): its files
-  // are read through this, by their final names. Nothing is removed on failure (the writer
-  // abandons them) and the messages end "; nothing was written" instead.
-  const FileOpener* written = nullptr;
+  // are read through written->open, by their final names, and the pieces the writer read
+  // back (written->read_back) are compared by their CRCs alone where those prove it
+  // (CompareOptions::crc_holds). Nothing is removed on failure (the writer abandons them)
+  // and the messages end "; nothing was written" instead.
+  const WrittenOutput* written = nullptr;
 };
 
 struct VerifyReport {

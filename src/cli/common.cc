@@ -282,7 +282,7 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
-absl::Status VerifyBeforeCommit(const std::string& out, const FileOpener& written,
+absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
                                 const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
                                 bool show_progress, std::unique_ptr<Progress>* copying, bool* verified) {
   if (copying != nullptr) copying->reset();

@@ -111,7 +111,7 @@ int VerifyOutput(std::string_view command, const std::string& out, const std::ve
 // bundle at `out` read through `written`, with a "verifying" progress line of `total`
 // bytes when `show_progress` (after ending the line of `*copying`, when there is one).
 // Sets *verified when it held; its error becomes the writer's (ReportWriteError).
-absl::Status VerifyBeforeCommit(const std::string& out, const FileOpener& written,
+absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
                                 const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
                                 bool show_progress, std::unique_ptr<Progress>* copying, bool* verified);
 // Prints the error line of a write that failed and returns its exit code: 1 when its

@@ -122,7 +122,8 @@ int RunConvert(const ConvertArgs& args) {
       eo.overwrite = a.force;
       eo.progress = start(total);
       if (!a.no_verify) {
-        eo.before_commit = [&](const FileOpener& written) {
+        eo.read_back = true;
+        eo.before_commit = [&](const WrittenOutput& written) {
           VerifyOptions vo;
           vo.jobs = a.jobs;
           return VerifyBeforeCommit(a.out, written, {{c->get()}}, vo, total, !a.quiet && !a.json, &progress,
@@ -146,7 +147,7 @@ int RunConvert(const ConvertArgs& args) {
       o.jobs = a.jobs;
       o.start_progress = start;
       if (!a.no_verify) {
-        o.before_commit = [&](const FileOpener& written, const CombineReport& plan) -> absl::Status {
+        o.before_commit = [&](const WrittenOutput& written, const CombineReport& plan) -> absl::Status {
           TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(plan.inputs));
           VerifyOptions vo;
           vo.jobs = a.jobs;

@@ -133,7 +133,7 @@ int RunCombine(const MergeArgs& a, const std::vector<std::string>& inputs, const
   bool verified = false;
   if (!a.dry_run && !a.no_verify) {
     // Before anything is published: an output that fails leaves OUT as it was.
-    o.before_commit = [&](const FileOpener& written, const CombineReport& plan) -> absl::Status {
+    o.before_commit = [&](const WrittenOutput& written, const CombineReport& plan) -> absl::Status {
       TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(plan.inputs));
       VerifyOptions vo;
       vo.jobs = a.jobs;
@@ -233,7 +233,7 @@ int RunMerge(const MergeArgs& a) {
     // Before anything is published: an output that fails leaves OUT as it was. The
     // sources are the inputs that have an index (those without any are skipped or fail
     // the merge; those without tensors add nothing to compare).
-    o.before_commit = [&](const FileOpener& written) -> absl::Status {
+    o.before_commit = [&](const WrittenOutput& written) -> absl::Status {
       std::vector<std::string> present;
       for (const std::string& in : inputs) {
         if (FileExists(in + ".index")) present.push_back(in);

@@ -261,7 +261,8 @@ int RunReshard(const ReshardArgs& args) {
     eo.progress = progress->counter();
     if (!a.no_verify) {
       // Before anything is published: an output that fails leaves OUT as it was.
-      eo.before_commit = [&](const FileOpener& written) {
+      eo.read_back = true;  // each piece checked as it is written: the verification then reads none
+      eo.before_commit = [&](const WrittenOutput& written) {
         VerifyOptions vo;
         vo.jobs = a.jobs;
         return VerifyBeforeCommit(a.out, written, {{&c}}, vo, total, !a.quiet, &progress, &verified);

@@ -120,6 +120,7 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
   wo.num_shards = plan.num_files;
   wo.overwrite = options.overwrite;
   wo.before_commit = options.before_commit;
+  wo.read_back = options.read_back;
   TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(out_prefix, wo));
   // Every entry's size is known before a byte is written, so each data file is laid out
   // first (its entries in plan order, as one writer per file would append them) and then

@@ -12,6 +12,13 @@ namespace tfckpt::crc32c {
 uint32_t Extend(uint32_t crc, const void* data, size_t n);
 
 inline uint32_t Value(const void* data, size_t n) { return Extend(0, data, n); }
+
+// The CRC-32C of A followed by B, from crc_a = Value(A), crc_b = Value(B) and B's length,
+// without the bytes (the CRC is linear: A's register is advanced over len_b zero bits by
+// multiplying with x^(8 len_b) modulo the polynomial). Hand-written: no library packaged
+// for Debian 12 combines CRC-32C (ISA-L has none; zlib's crc32_combine is for the gzip
+// polynomial; Abseil's ConcatCrc32c arrived after the packaged 20220623).
+uint32_t Concat(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 inline uint32_t Value(std::string_view s) { return Extend(0, s.data(), s.size()); }
 
 // The CRC of a stream that arrives in ranges (a stored piece read span by span), valid

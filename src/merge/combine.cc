@@ -659,7 +659,7 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
   wo.num_shards = plan.report.num_files;
   wo.overwrite = options.overwrite;
   if (options.before_commit) {
-    wo.before_commit = [&](const FileOpener& written) { return options.before_commit(written, plan.report); };
+    wo.before_commit = [&](const WrittenOutput& written) { return options.before_commit(written, plan.report); };
   }
   TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(out, wo));
   struct Work {

@@ -710,17 +710,51 @@ std::optional<std::vector<ByteRange>> RowTiling(const Checkpoint& c, const Tenso
   return ranges;
 }
 
+// CompareOptions::crc_holds: the bytes of `a` (new) equal those of `b` (old) by their stored
+// CRCs alone. Both tilings cover the same bytes; they are walked together in stretches
+// that end where a boundary of each side meets (the whole tensor at worst), and over each
+// stretch the CRCs of its pieces, concatenated, must be equal on both sides.
+bool SameByStoredCrcs(const TensorEntry& a, const std::vector<ByteRange>& new_ranges, const TensorEntry& b,
+                      const std::vector<ByteRange>& old_ranges) {
+  size_t i = 0, j = 0;
+  auto add = [](const TensorEntry& t, const ByteRange& r, uint32_t* crc, uint64_t* end) {
+    *crc = crc32c::Concat(*crc, crc32c::Unmask(t.slices[r.slice].data.masked_crc), r.end - r.begin);
+    *end = r.end;
+  };
+  while (i < new_ranges.size() && j < old_ranges.size()) {
+    uint32_t crc_new = 0, crc_old = 0;
+    uint64_t end_new = 0, end_old = 0;
+    add(a, new_ranges[i++], &crc_new, &end_new);
+    add(b, old_ranges[j++], &crc_old, &end_old);
+    while (end_new != end_old) {
+      if (end_new < end_old) {
+        if (i == new_ranges.size()) return false;
+        add(a, new_ranges[i++], &crc_new, &end_new);
+      } else {
+        if (j == old_ranges.size()) return false;
+        add(b, old_ranges[j++], &crc_old, &end_old);
+      }
+    }
+    if (crc_new != crc_old) return false;
+  }
+  return i == new_ranges.size() && j == old_ranges.size();
+}
+
 // CompareOptions::by_checksum: whether the CRCs alone prove `a` (new) equal to `b` (old),
 // both of one fixed-size dtype, raw, and cut on axis 0 only. The new side is read once,
 // front to back: every new piece's bytes must have its stored CRC, and the new bytes
 // over each old piece's range must have that piece's stored CRC. (Where a new piece is
 // an old piece's range exactly, its one CRC serves both.) False when that cannot be
 // shown, for whatever reason (the caller then compares as usual and reports).
-bool SameByCrc(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb, const TensorEntry& b) {
+bool SameByCrc(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb, const TensorEntry& b,
+               const CompareOptions& options) {
   if (a.dtype != b.dtype) return false;
   const int64_t esize = LookupDType(a.dtype)->element_size;
   const auto new_ranges = RowTiling(ca, a, esize), old_ranges = RowTiling(cb, b, esize);
   if (!new_ranges || !old_ranges) return false;
+  if (options.crc_holds && std::all_of(a.slices.begin(), a.slices.end(), options.crc_holds)) {
+    return SameByStoredCrcs(a, *new_ranges, b, *old_ranges);
+  }
   std::vector<crc32c::Cursor> old(b.slices.size());
   std::string buffer;
   TensorBytes unused;  // (ReadRange reads raw pieces into `buffer`)
@@ -776,7 +810,7 @@ absl::StatusOr<ValueDifference> CompareTensorValues(const Checkpoint& ca, const 
   DiffTracker diff(a, da->element_size > 0 && Numeric(da->kind));
   if (da->element_size == 0) {
     TFCKPT_RETURN_IF_ERROR(CompareElements(ca, a, cb, b, options, &diff));
-  } else if (options.by_checksum && SameByCrc(ca, a, cb, b)) {
+  } else if (options.by_checksum && SameByCrc(ca, a, cb, b, options)) {
     return diff.Take();  // equal
   } else {
     TFCKPT_RETURN_IF_ERROR(CompareFixed(ca, a, cb, b, options, &diff));

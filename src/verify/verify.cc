@@ -21,7 +21,9 @@ std::string Where(const Checkpoint& c) {
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenWritten(const std::string& out, const VerifyOptions& options,
                                                         std::vector<Finding>* findings) {
   const std::optional<Format> format = options.format;
-  if (options.written != nullptr) return OpenResolved({.format = Format::kV2, .prefix = out}, findings, options.written);
+  if (options.written != nullptr) {
+    return OpenResolved({.format = Format::kV2, .prefix = out}, findings, &options.written->open);
+  }
   if (format == Format::kNpz) return OpenNpz(out);
   if (format == Format::kSafetensors) return OpenResolved({.format = Format::kSafetensors, .prefix = out});
   return OpenCheckpoint(out, findings);
@@ -57,6 +59,11 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
   // over each input piece prove it (CompareOptions::by_checksum; casts never take it).
   co.by_checksum = true;
   co.strings_without_trailing_nul = options.format == Format::kNpz;
+  if (options.written != nullptr && options.written->read_back) {
+    co.crc_holds = [&](const StoredSlice& s) {
+      return options.written->read_back(s.data.shard, s.data.offset, s.data.size);
+    };
+  }
   std::set<std::string> compared;
   for (const VerifySource& s : sources) {
     TFCKPT_RETURN_IF_ERROR(CompareCheckpoints(*written, *s.input, s.names ? &*s.names : nullptr, co, &report));

@@ -227,11 +227,13 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     std::map<std::string, LinkedOrCopied*> by_name;
     for (auto& f : staged) by_name.emplace(f->path(), f.get());
     const std::string index_name = index->path();
-    TFCKPT_RETURN_IF_ERROR(options.before_commit([&](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
+    WrittenOutput written;
+    written.open = [&](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
       if (path == index_name) return index->OpenWritten();
       auto it = by_name.find(path);
       return it != by_name.end() ? it->second->OpenWritten() : Storage::For(path).OpenForRead(path);
-    }));
+    };
+    TFCKPT_RETURN_IF_ERROR(options.before_commit(written));
   }
   TFCKPT_RETURN_IF_ERROR(index->Close());
   if (options.move) {

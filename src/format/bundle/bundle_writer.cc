@@ -186,9 +186,11 @@ absl::StatusOr<std::string> BundleWriter::Register(std::string_view name, int32_
   return key;
 }
 
-absl::Status BundleWriter::FinishEntry(const std::string& key, uint64_t offset, uint64_t size, uint32_t crc) {
+absl::Status BundleWriter::FinishEntry(const std::string& key, uint64_t offset, uint64_t size, uint32_t crc,
+                                       bool read_back) {
   std::lock_guard<std::mutex> lock(mu_);
   Pending& p = *entries_.at(key);
+  if (read_back) read_back_.emplace(p.entry.shard_id(), offset, size);
   p.entry.set_offset(static_cast<int64_t>(offset));
   p.entry.set_size(static_cast<int64_t>(size));
   p.entry.set_crc32c(crc32c::Mask(crc));
@@ -235,7 +237,34 @@ absl::Status BundleWriter::AddPayload(std::string_view name, int32_t dtype, cons
   if (!crc) crc = crc32c::Value(payload);  // fixed-size: the CRC of the bytes
   const uint64_t offset = at ? *at : data_[shard]->size();
   TFCKPT_RETURN_IF_ERROR(at ? data_[shard]->WriteAt(offset, payload) : data_[shard]->Append(payload));
-  return FinishEntry(key, offset, payload.size(), *crc);
+  bool read_back = false;
+  if (at) {
+    TFCKPT_ASSIGN_OR_RETURN(read_back, AfterPositionalWrite(shard, offset, payload, key));
+  }
+  return FinishEntry(key, offset, payload.size(), *crc, read_back);
+}
+
+absl::StatusOr<bool> BundleWriter::AfterPositionalWrite(int32_t shard, uint64_t at, std::string_view bytes,
+                                                        const std::string& key) {
+  WritableFile& f = *data_[shard];
+  if (const char* fault = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE"); fault != nullptr && shard == 0) {
+    const uint64_t n = std::strtoull(fault, nullptr, 10);
+    if (n >= at && n - at < bytes.size()) {
+      TFCKPT_RETURN_IF_ERROR(FlipWrittenByte(f, n));
+      fault_planted_ = true;
+    }
+  }
+  if (!options_.read_back) return false;
+  thread_local std::string back;
+  back.resize(bytes.size());
+  TFCKPT_RETURN_IF_ERROR(f.ReadBack(at, bytes.size(), back.data()));
+  if (std::memcmp(back.data(), bytes.data(), bytes.size()) != 0) {
+    size_t i = 0;
+    while (back[i] == bytes[i]) ++i;
+    return DataLossAt("output.mismatch", f.path(), PrintableKey(key), static_cast<int64_t>(at + i),
+                      "read back differs from what was written; nothing was written");
+  }
+  return true;
 }
 
 absl::StatusOr<BundleWriter::EntryStream> BundleWriter::BeginEntry(std::string_view name, int32_t dtype,
@@ -284,7 +313,15 @@ absl::Status BundleWriter::EntryStream::Append(std::string_view bytes) {
   crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
   const uint64_t at = offset_ + written_;
   written_ += bytes.size();
-  return positional_ ? writer_->data_[shard_]->WriteAt(at, bytes) : writer_->data_[shard_]->Append(bytes);
+  if (!positional_) return writer_->data_[shard_]->Append(bytes);
+  TFCKPT_RETURN_IF_ERROR(writer_->data_[shard_]->WriteAt(at, bytes));
+  return Checked(at, bytes);
+}
+
+absl::Status BundleWriter::EntryStream::Checked(uint64_t at, std::string_view bytes) {
+  TFCKPT_ASSIGN_OR_RETURN(const bool checked, writer_->AfterPositionalWrite(shard_, at, bytes, key_));
+  if (checked) read_back_ += bytes.size();
+  return absl::OkStatus();
 }
 
 absl::Status BundleWriter::EntryStream::AppendFrom(const ReadableFile& src, uint64_t src_offset, std::string_view bytes) {
@@ -295,8 +332,9 @@ absl::Status BundleWriter::EntryStream::AppendFrom(const ReadableFile& src, uint
   crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
   const uint64_t at = offset_ + written_;
   written_ += bytes.size();
-  return positional_ ? writer_->data_[shard_]->CopyAt(at, src, src_offset, bytes.size())
-                     : writer_->data_[shard_]->AppendFrom(src, src_offset, bytes.size());
+  if (!positional_) return writer_->data_[shard_]->AppendFrom(src, src_offset, bytes.size());
+  TFCKPT_RETURN_IF_ERROR(writer_->data_[shard_]->CopyAt(at, src, src_offset, bytes.size()));
+  return Checked(at, bytes);
 }
 
 absl::Status BundleWriter::EntryStream::Close() {
@@ -307,17 +345,22 @@ absl::Status BundleWriter::EntryStream::Close() {
   BundleWriter* w = writer_;
   writer_ = nullptr;
   if (!positional_) w->in_stream_[shard_] = 0;
-  return w->FinishEntry(key_, offset_, written_, crc_);
+  return w->FinishEntry(key_, offset_, written_, crc_, positional_ && read_back_ == written_);
 }
 
-FileOpener BundleWriter::WrittenFiles(WritableFile& index) {
+WrittenOutput BundleWriter::Written(WritableFile& index) {
   std::map<std::string, WritableFile*> files{{index.path(), &index}};
   for (auto& f : data_) files.emplace(f->path(), f.get());
-  return [files = std::move(files)](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
+  WrittenOutput out;
+  out.open = [files = std::move(files)](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
     auto it = files.find(path);
     if (it == files.end()) return Storage::For(path).OpenForRead(path);
     return it->second->OpenWritten();
   };
+  out.read_back = [this](int32_t shard, uint64_t offset, uint64_t size) {
+    return read_back_.count({shard, offset, size}) > 0;  // (Finish: no entry is added any more)
+  };
+  return out;
 }
 
 absl::Status BundleWriter::Finish() {
@@ -360,12 +403,12 @@ absl::Status BundleWriter::Finish() {
   }
   // Fault injection for the verification test (tests/cli_verify_test.py): one bit of the
   // first data file flipped after it was written, as a failing disk or copy would.
-  if (const char* at = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE"); at != nullptr && !data_.empty()) {
+  if (const char* at = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE"); at != nullptr && !data_.empty() && !fault_planted_) {
     TFCKPT_RETURN_IF_ERROR(FlipWrittenByte(*data_[0], std::strtoull(at, nullptr, 10)));
   }
   // Everything is written and nothing published: the check before the commit (reading
   // what the kernel is still writing back), then all of it made durable.
-  if (options_.before_commit) TFCKPT_RETURN_IF_ERROR(options_.before_commit(WrittenFiles(*index)));
+  if (options_.before_commit) TFCKPT_RETURN_IF_ERROR(options_.before_commit(Written(*index)));
   // fsync the files in parallel: with several, the device sees their writes at once.
   TFCKPT_RETURN_IF_ERROR(ParallelForStatus(data_.size() + 1, Jobs(0), [&](size_t i, const std::atomic<bool>&) {
     return i < data_.size() ? data_[i]->Close() : index->Close();

@@ -118,7 +118,8 @@ absl::StatusOr<std::unique_ptr<LocalWritableFile>> LocalWritableFile::Create(con
   std::string temp = TemporaryName(final_path);
   InterruptShield shield;
   const uint64_t id = TrackCreated(temp);
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // Read-write: ReadBack reads through the same descriptor.
+  int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int err = errno;
     ForgetCreated(id);
@@ -282,6 +283,12 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> LocalWritableFile::OpenWritten() {
   }
   TFCKPT_ASSIGN_OR_RETURN(auto f, LocalReadableFile::Open(temp_path_));
   return Renamed(std::move(f), final_path_);
+}
+
+absl::Status LocalWritableFile::ReadBack(uint64_t offset, uint64_t n, char* out) {
+  if (fd_ < 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": read back after close"));
+  if (!buffer_.empty()) TFCKPT_RETURN_IF_ERROR(FlushBuffer());
+  return PreadFully(fd_, final_path_, offset, n, out);
 }
 
 absl::Status LocalWritableFile::Close() {

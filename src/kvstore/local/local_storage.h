@@ -54,6 +54,7 @@ class LocalWritableFile final : public WritableFile {
   // Writes out the buffer, starts the write-back of what is dirty, and opens the temporary
   // (also after Close()).
   absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() override;
+  absl::Status ReadBack(uint64_t offset, uint64_t n, char* out) override;
   absl::Status Close() override;
   absl::Status Commit() override;
   void Publish() override;
