@@ -16,9 +16,10 @@ from harness import HAVE_DATA, TESTDATA, TESTS, main, test  # noqa: F401 (re-exp
 TFCKPT, MAKE_EXAMPLE, MAKE_FIXTURE = sys.argv[1:4]
 
 
-def run(*args, code=None, timeout=120):
+def run(*args, code=None, timeout=120, env=None):
+    """tfckpt ARGS (with `env` added to the environment when given)."""
     p = subprocess.run([TFCKPT, *args], capture_output=True, text=True, timeout=timeout,
-                       errors="replace")
+                       errors="replace", env=None if env is None else {**os.environ, **env})
     if code is not None and p.returncode != code:
         raise AssertionError(f"tfckpt {' '.join(args)}: exit {p.returncode}, wanted {code}\n"
                              f"stdout: {p.stdout[:2000]}\nstderr: {p.stderr[:2000]}")

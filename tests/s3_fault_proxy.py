@@ -12,6 +12,8 @@ test writes it) and applies it instead of, or to, that request:
   reset                 close the connection at once (RST), no answer
   reset-mid-body        forward, send the headers and half the body, then RST
   stall SECONDS         forward, send the headers and half the body, wait, then close
+  when METHOD TEXT FAULT…  FAULT for the first METHOD request whose target holds TEXT;
+                        other requests pass untouched and leave the line in place
 
 It also answers the GCE metadata server's token request with a fixed token (with the
 fault `metadata-odd`, its expires_in is a string). Every request
@@ -36,7 +38,7 @@ lock = threading.Lock()
 connection_ids = itertools.count(1)
 
 
-def next_fault():
+def next_fault(method, target):
     with lock:
         try:
             with open(FAULTS_FILE) as f:
@@ -45,9 +47,13 @@ def next_fault():
             return []
         if not lines:
             return []
+        words = lines[0].split()
+        when = bool(words) and words[0] == "when"
+        if when and (len(words) < 4 or words[1] != method or words[2] not in target):
+            return []
         with open(FAULTS_FILE, "w") as f:
             f.write("".join(line + "\n" for line in lines[1:]))
-        return lines[0].split()
+        return words[3:] if when else words
 
 
 def log(line):
@@ -109,7 +115,7 @@ def forward(method, target, headers, body):
 
 def serve(conn_id, method, target, headers, body):
     """(head bytes, body bytes, action) where action is None, 'reset-mid-body' or a stall."""
-    fault = next_fault()
+    fault = next_fault(method, target)
     auth = header(headers, "authorization")
     if auth.startswith("AWS4-HMAC-SHA256"):  # the scheme and what it signs, not the signature
         auth = "AWS4-HMAC-SHA256 " + next((p.strip() for p in auth.split(",") if "SignedHeaders=" in p), "")

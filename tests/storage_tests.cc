@@ -301,9 +301,16 @@ TEST_CASE("storage: outputs may not be inputs; stale temporaries of dead writers
   CHECK(Local().Exists(dir / "other.tmp-tfckpt-4194305-0"));  // another stem
 }
 
-TEST_CASE("storage: every path is local for now") {
+TEST_CASE("storage: local paths are local, URLs go to the object store") {
   CHECK(&tfckpt::Storage::For("/tmp/x") == &tfckpt::Storage::Local());
   CHECK(&tfckpt::Storage::For("relative/x") == &tfckpt::Storage::Local());
+  CHECK(&tfckpt::Storage::For("s3://bucket/x") != &tfckpt::Storage::Local());
+  CHECK(&tfckpt::Storage::For("gs://bucket/x") == &tfckpt::Storage::For("s3://bucket/y"));
+  // A malformed URL is an error of the object store, never a local file named "s3:".
+  auto st = tfckpt::Storage::For("s3://Bad_Bucket/x").Stat("s3://Bad_Bucket/x");
+  REQUIRE(!st.ok());
+  CHECK(absl::IsNotFound(st.status()));
+  CHECK(std::string(st.status().message()).find("malformed object URL") != std::string::npos);
 }
 
 TEST_CASE("paths: dirname, basename, join (no file system)") {
@@ -324,4 +331,24 @@ TEST_CASE("paths: dirname, basename, join (no file system)") {
   CHECK(JoinPath("a", "/abs") == "/abs");
   CHECK(JoinPath("a", ".") == "a/");
   CHECK(JoinPath("", "b") == "b");
+}
+
+TEST_CASE("paths: object URLs keep their SCHEME://BUCKET root") {
+  using tfckpt::Basename;
+  using tfckpt::Dirname;
+  using tfckpt::JoinPath;
+  CHECK(tfckpt::IsUrl("s3://b/k"));
+  CHECK(tfckpt::IsUrl("gs://b"));
+  CHECK(!tfckpt::IsUrl("a/s3://b"));
+  CHECK(!tfckpt::IsUrl("/tmp/x"));
+  CHECK(Dirname("s3://b/dir/m") == "s3://b/dir");
+  CHECK(Dirname("s3://b/m") == "s3://b");
+  CHECK(Dirname("s3://b") == "s3://b");
+  CHECK(Dirname("s3://b/") == "s3://b");
+  CHECK(Dirname("gs://b/dir/") == "gs://b/dir");
+  CHECK(Basename("s3://b/dir/m") == "m");
+  CHECK(JoinPath(Dirname("s3://b/m"), "checkpoint") == "s3://b/checkpoint");
+  CHECK(JoinPath("s3://b/dir/", "m") == "s3://b/dir/m");
+  CHECK(JoinPath("s3://b/dir", "gs://c/m") == "gs://c/m");
+  CHECK(JoinPath("s3://b/dir", ".") == "s3://b/dir/");
 }

@@ -140,8 +140,8 @@ class Storage {
  public:
   virtual ~Storage() = default;
 
-  // The storage that holds `path`. Today the local file system for every path; an object
-  // store for URLs (s3://, gs://) later.
+  // The storage that holds `path`: the object store (src/kvstore/s3/) for a URL (s3://,
+  // gs://; another scheme is an error of every call), else the local file system.
   static Storage& For(std::string_view path);
   // The local file system (credential files, for example, are always local).
   static Storage& Local();
@@ -193,11 +193,21 @@ class Storage {
   virtual absl::Status CheckNotInputs(const std::vector<std::string>& outputs,
                                       const std::vector<std::string>& inputs) = 0;
 
+  // OK when the medium holding `path` can be asked about it: always for local paths; for
+  // an object store, the URL is well formed, its bucket exists, the credentials are
+  // accepted and the endpoint answers (one request). The error names `path`.
+  virtual absl::Status CheckAccess(const std::string& /*path*/) { return absl::OkStatus(); }
+
   // Removes the temporaries (NAME.tmp-tfckpt-PID-N) that writers killed before they
   // finished left in `dir` for names starting with `stem`: those whose PID no longer runs.
   // Returns the paths removed (the final name each was meant for is NAME).
   virtual std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, const std::string& stem) = 0;
 };
+
+// Concurrent transfers of each object store read (--connections): overrides
+// TFCKPT_S3_CONNECTIONS (default 8) for the object store clients created after the call.
+// REQUIRES: 1 <= n <= 256.
+void SetObjectStoreConnections(int n);
 
 // Storage::For(path).Exists(path) and .IsDirectory(path), for brevity.
 inline bool FileExists(const std::string& path) { return Storage::For(path).Exists(path); }

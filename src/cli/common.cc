@@ -146,6 +146,14 @@ CLI::Validator WholeNumber(int64_t lo, int64_t hi) {
       "", "");
 }
 
+CLI::Option* AddConnectionsOption(CLI::App* sub) {
+  return sub
+      ->add_option_function<int>("--connections", [](const int& n) { SetObjectStoreConnections(n); },
+                                 "Concurrent transfers of each s3:// or gs:// read (default 8, or "
+                                 "TFCKPT_S3_CONNECTIONS), e.g. --connections 32 on a cloud VM")
+      ->check(WholeNumber(1, 256));
+}
+
 CLI::Option* AddJobsOption(CLI::App* sub, int* jobs, const std::string& help) {
   return sub->add_option("-j,--jobs", *jobs, StrCat(help, " (default 0: one per core)"))->check(WholeNumber(0, 1024));
 }

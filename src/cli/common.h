@@ -59,6 +59,10 @@ void NoteJsonPrinted();
 // 0 (the default) meaning one per core; anything else is a usage error with one message.
 CLI::Option* AddJobsOption(CLI::App* sub, int* jobs, const std::string& help);
 
+// Adds "--connections N" to `sub`, the same in every command that reads checkpoints:
+// concurrent transfers of each object store read (SetObjectStoreConnections), 1 to 256.
+CLI::Option* AddConnectionsOption(CLI::App* sub);
+
 // The options several commands share, declared once here so that their names and wording
 // agree (their man pages say the same sentences). Where a command says more, `detail`
 // follows the shared sentence.

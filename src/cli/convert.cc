@@ -246,6 +246,7 @@ std::function<int()> AddConvert(CLI::App& app) {
   AddNoVerifyOption(sub, &args->no_verify, "every format: read back and compared with the input");
   AddJsonOption(sub, &args->json);
   AddJobsOption(sub, &args->jobs, "TF output: data files written in parallel");
+  AddConnectionsOption(sub);
   AddQuietOption(sub, &args->quiet, "labelled 'writing'");
   sub->footer(
       "Examples:\n"

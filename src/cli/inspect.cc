@@ -366,8 +366,9 @@ int RunInspect(const InspectArgs& a) {
 std::function<int()> AddInspect(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand("inspect", "List tensors, print values and statistics, show the object graph");
-  sub->add_option("CKPT", args->ckpt, "Checkpoint: prefix, .index file, directory, or V1 file")->required();
+  sub->add_option("CKPT", args->ckpt, "Checkpoint: prefix, .index file, directory, V1 file, or s3:// / gs:// URL (man tfckpt: OBJECT STORES)")->required();
   AddJsonOption(sub, &args->json, "--tensor values as JSON arrays");
+  AddConnectionsOption(sub);
   sub->add_option("--filter", args->filter, "Only tensors whose logical name matches this regular expression");
   CLI::Option* tensor = sub->add_option("--tensor", args->tensors, "Print the values of this tensor (repeatable)");
   sub->add_flag("--all-values", args->all_values, "With --tensor: print every element, never summarise")

@@ -321,6 +321,7 @@ std::function<int()> AddMerge(CLI::App& app) {
       ->group(edits);
   AddDryRunOption(sub, &args->dry_run, "each output tensor and its source; with --json as JSON")->group(edits);
   AddJobsOption(sub, &args->jobs, "Output data files written in parallel")->group(edits);
+  AddConnectionsOption(sub);
   AddQuietOption(sub, &args->quiet, "labelled 'copying'")->group(edits);
   sub->footer(
       "Examples:\n"

@@ -304,6 +304,7 @@ std::function<int()> AddReshard(CLI::App& app) {
   CLI::Option* dry_run = AddDryRunOption(sub, &args->dry_run, "not with --plan");
   AddJsonOption(sub, &args->json, "the plan, then the result");
   AddJobsOption(sub, &args->jobs, "Threads copying tensors");
+  AddConnectionsOption(sub);
   AddForceOption(sub, &args->force);
   AddNoVerifyOption(sub, &args->no_verify, "compared with the input; input checksums are then not checked either");
   AddQuietOption(sub, &args->quiet, "labelled 'copying', then 'verifying'");

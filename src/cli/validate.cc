@@ -139,13 +139,14 @@ int RunValidate(const ValidateArgs& a) {
 std::function<int()> AddValidate(CLI::App& app) {
   auto args = std::make_shared<ValidateArgs>();
   CLI::App* sub = app.add_subcommand("validate", "Prove a checkpoint intact, or two checkpoints equal");
-  sub->add_option("CKPT", args->ckpt, "Checkpoint to check: prefix, .index file, directory, or V1 file")->required();
+  sub->add_option("CKPT", args->ckpt, "Checkpoint to check: prefix, .index file, directory, V1 file, or s3:// / gs:// URL (man tfckpt: OBJECT STORES)")->required();
   sub->add_option("--against", args->against,
                   "Compare with this checkpoint instead: same tensors, dtypes, shapes and values, whatever the slicing");
   AddJsonOption(sub, &args->json);
   sub->add_flag("--strict", args->strict, "Treat warnings as errors (notes stay notes)");
   sub->add_flag("--quick", args->quick, "Metadata only: skip reading data and checking tensor checksums");
   AddJobsOption(sub, &args->jobs, "Threads for data checks");
+  AddConnectionsOption(sub);
   sub->add_option("--tolerance", args->tolerance,
                   "With --against: floats may differ by this much (absolute); tensors whose dtype changed between "
                   "floating-point dtypes (a cast) are then compared by value, the change reported as a note");

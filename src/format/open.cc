@@ -96,6 +96,9 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
 
 absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
   if (spec.empty()) return absl::InvalidArgumentError("empty checkpoint path");
+  // An object store that cannot be asked (malformed URL, no bucket, refused credentials,
+  // no answer) is that error, not "no checkpoint found".
+  TFCKPT_RETURN_IF_ERROR(Storage::For(spec).CheckAccess(spec));
   ResolvedCheckpoint r;
   if ((absl::EndsWith(spec, ".safetensors") || absl::EndsWith(spec, ".safetensors.index.json")) && FileExists(spec)) {
     r.format = Format::kSafetensors;

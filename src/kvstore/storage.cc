@@ -1,7 +1,8 @@
 // The parts of storage.h that every implementation shares, and the choice of one.
 #include "tfckpt/storage.h"
 
-#include "local/local_storage.h"
+#include "kvstore/local/local_storage.h"
+#include "kvstore/s3/s3_storage.h"
 #include "tfckpt/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -74,7 +75,7 @@ Storage& Storage::Local() {
 }
 
 Storage& Storage::For(std::string_view path) {
-  (void)path;  // every path is local until the object store arrives (issue 16)
+  if (IsUrl(path)) return s3::S3Storage::Get();
   return Local();
 }
 

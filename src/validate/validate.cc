@@ -186,16 +186,36 @@ struct Piece {
   const StoredSlice* s;
 };
 
-uint64_t CheckData(const Checkpoint& c, const std::vector<Piece>& pieces, int jobs, std::vector<Finding>* out) {
+// The medium failed, not the checkpoint's bytes: no permission, a store that stops
+// answering (its retries used up), an object replaced during the run. The check cannot
+// go on (exit 3, one error), rather than one finding per tensor.
+bool MediumFailed(const absl::Status& s) {
+  return absl::IsPermissionDenied(s) || absl::IsUnauthenticated(s) || absl::IsUnavailable(s) ||
+         absl::IsFailedPrecondition(s);
+}
+
+// The bytes checked; the first failure of the medium (MediumFailed) ends the check.
+absl::StatusOr<uint64_t> CheckData(const Checkpoint& c, const std::vector<Piece>& pieces, int jobs,
+                                   std::vector<Finding>* out) {
   const CheckpointInfo& info = c.info();
-  // Largest first, so one big tensor does not finish last on its own.
+  // Large pieces first, largest first, so one big tensor does not finish last on its own;
+  // then the small ones in file order, so that reads ahead (an object store's windows,
+  // the kernel's) are used once each rather than fetched again for scattered neighbours.
+  constexpr uint64_t kLargePiece = 4 << 20;
+  auto key = [&](size_t i) {
+    const StoredSlice& s = *pieces[i].s;
+    const bool large = s.data.size >= kLargePiece;
+    return std::make_tuple(!large, large ? ~s.data.size : 0, s.data.shard, s.data.offset);
+  };
   std::vector<size_t> order(pieces.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return pieces[a].s->data.size > pieces[b].s->data.size; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
   std::mutex mu;
   std::atomic<uint64_t> bytes{0};
+  std::atomic<bool> failed{false};
+  absl::Status medium;
   ParallelFor(order.size(), jobs, [&](size_t n) {
+    if (failed) return;
     thread_local std::string buf;
     const Piece& p = pieces[order[n]];
     const DTypeInfo* dt = LookupDType(p.t->dtype);
@@ -206,9 +226,14 @@ uint64_t CheckData(const Checkpoint& c, const std::vector<Piece>& pieces, int jo
       return;
     }
     std::lock_guard<std::mutex> lock(mu);
-    out->push_back(FindingOf(st));
+    if (!MediumFailed(st)) {
+      out->push_back(FindingOf(st));
+    } else if (!failed.exchange(true)) {
+      medium = st;
+    }
   });
-  return bytes;
+  if (failed) return medium;
+  return bytes.load();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -361,7 +386,7 @@ namespace {
 // one finding per tensor in it: the first such file's error, else OK.
 absl::Status DataFilesPermitted(const Checkpoint& c) {
   for (const std::string& f : c.info().data_files) {
-    if (auto m = Storage::For(f).OpenForRead(f); absl::IsPermissionDenied(m.status())) return m.status();
+    if (auto m = Storage::For(f).OpenForRead(f); MediumFailed(m.status())) return m.status();
   }
   return absl::OkStatus();
 }
@@ -419,7 +444,7 @@ absl::StatusOr<ValidateReport> Validate(const std::string& spec, const ValidateO
         if (readable[k++]) pieces.push_back({&t, &s});
       }
     }
-    report.bytes_checked = CheckData(c, pieces, Jobs(options.jobs), &out);
+    TFCKPT_ASSIGN_OR_RETURN(report.bytes_checked, CheckData(c, pieces, Jobs(options.jobs), &out));
   }
   CheckObjectGraph(c, &out);
   // Stable order: by severity, then file, key and offset.

@@ -550,17 +550,25 @@ absl::Status Client::UploadMultipart(const ObjectUrl& url, std::string_view body
 }
 
 absl::StatusOr<std::vector<ListedObject>> Client::List(const ObjectUrl& prefix, int page_size) {
+  TFCKPT_ASSIGN_OR_RETURN(Listing all, ListLevel(prefix, "", page_size));
+  return std::move(all.objects);
+}
+
+absl::StatusOr<Client::Listing> Client::ListLevel(const ObjectUrl& prefix, std::string_view delimiter,
+                                                  int page_size, bool first_page_only) {
   const ObjectUrl bucket{prefix.scheme, prefix.bucket, ""};
-  std::vector<ListedObject> out;
+  Listing out;
   std::string token;
   do {
     std::vector<QueryParam> q = {{"list-type", "2"}, {"prefix", prefix.key}, {"max-keys", StrCat(page_size)}};
+    if (!delimiter.empty()) q.push_back({"delimiter", std::string(delimiter)});
     if (!token.empty()) q.push_back({"continuation-token", token});
     TFCKPT_ASSIGN_OR_RETURN(Response resp, impl_->Send("GET", bucket, std::move(q)));
     auto page = ParseListObjectsV2(resp.body);
     if (!page.ok()) return Annotate(page.status(), StrCat("GET ", prefix.ToString(), " (list)"));
-    for (ListedObject& o : page->objects) out.push_back(std::move(o));
-    token = page->truncated ? page->next_token : "";
+    for (ListedObject& o : page->objects) out.objects.push_back(std::move(o));
+    for (std::string& p : page->common_prefixes) out.common_prefixes.push_back(std::move(p));
+    token = page->truncated && !first_page_only ? page->next_token : "";
   } while (!token.empty());
   return out;
 }

@@ -119,6 +119,15 @@ class Client {
 
   // Every object whose key starts with url.key, in key order, `page_size` per request.
   absl::StatusOr<std::vector<ListedObject>> List(const ObjectUrl& prefix, int page_size = 1000);
+  // List() with a delimiter: the objects directly under url.key (no `delimiter` after the
+  // prefix), and the common prefixes one level below ("url.key + NAME + delimiter").
+  // With `first_page_only`, one request of at most `page_size` keys (is anything there?).
+  struct Listing {
+    std::vector<ListedObject> objects;
+    std::vector<std::string> common_prefixes;
+  };
+  absl::StatusOr<Listing> ListLevel(const ObjectUrl& prefix, std::string_view delimiter, int page_size = 1000,
+                                    bool first_page_only = false);
   // Multipart uploads in progress under url.key, `page_size` per request.
   absl::StatusOr<std::vector<MultipartUpload>> ListMultipartUploads(const ObjectUrl& prefix, int page_size = 1000);
 

@@ -58,6 +58,7 @@ absl::StatusOr<ListPage> ParseListObjectsV2(std::string_view body) {
   for (pugi::xml_node c : root->children("Contents")) {
     page.objects.push_back({Text(c, "Key"), c.child("Size").text().as_ullong(), Text(c, "ETag")});
   }
+  for (pugi::xml_node c : root->children("CommonPrefixes")) page.common_prefixes.push_back(Text(c, "Prefix"));
   page.truncated = Truncated(*root);
   page.next_token = Text(*root, "NextContinuationToken");
   if (page.truncated && page.next_token.empty()) {

@@ -26,6 +26,7 @@ struct ListedObject {
 };
 struct ListPage {
   std::vector<ListedObject> objects;
+  std::vector<std::string> common_prefixes;  // with a delimiter: the "directories", each ending in it
   bool truncated = false;
   std::string next_token;  // continuation-token of the next page
 };

@@ -1,0 +1,336 @@
+#include "kvstore/s3/s3_storage.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <list>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "kvstore/s3/ranges.h"
+#include "tfckpt/status.h"
+#include "tfckpt/strings.h"
+
+namespace tfckpt {
+namespace {
+std::atomic<int> connections_override{0};  // 0: none (the environment's, or the default)
+}  // namespace
+
+void SetObjectStoreConnections(int n) { connections_override = n; }
+
+}  // namespace tfckpt
+
+namespace tfckpt::s3 {
+
+// Read-ahead windows of every open object, least recently used dropped first.
+class WindowCache {
+ public:
+  using Bytes = std::shared_ptr<const std::string>;
+  using Fetch = std::function<absl::StatusOr<Bytes>()>;
+
+  // The window (`object`, `start`): from the cache, else fetch()ed (once, however many
+  // threads ask at the same time). A failed fetch is not kept.
+  absl::StatusOr<Bytes> Get(const std::string& object, uint64_t start, const Fetch& fetch) {
+    std::shared_future<absl::StatusOr<Bytes>> ready;
+    std::promise<absl::StatusOr<Bytes>> mine;
+    bool fetch_here = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = std::find_if(lru_.begin(), lru_.end(), [&](const Entry& e) { return e.start == start && e.object == object; });
+      if (it != lru_.end()) {
+        lru_.splice(lru_.begin(), lru_, it);
+        ready = it->bytes;
+      } else {
+        ready = mine.get_future().share();
+        lru_.push_front({object, start, ready});
+        if (lru_.size() > static_cast<size_t>(kCachedWindows)) lru_.pop_back();
+        fetch_here = true;
+      }
+    }
+    if (fetch_here) {
+      absl::StatusOr<Bytes> got = fetch();
+      if (!got.ok()) Forget(object, start);
+      mine.set_value(std::move(got));
+    }
+    return ready.get();
+  }
+
+ private:
+  struct Entry {
+    std::string object;
+    uint64_t start;
+    std::shared_future<absl::StatusOr<Bytes>> bytes;
+  };
+
+  void Forget(const std::string& object, uint64_t start) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lru_.remove_if([&](const Entry& e) { return e.start == start && e.object == object; });
+  }
+
+  std::mutex mu_;
+  std::list<Entry> lru_;  // most recently used first
+};
+
+namespace {
+
+// `s` with `url` in front unless its message names it already.
+absl::Status Named(const absl::Status& s, const std::string& url) {
+  if (s.ok() || absl::StrContains(s.message(), url)) return s;
+  return Annotate(s, url);
+}
+
+// The reads that fill [offset, offset + n) of `out` (which holds that range), in pieces
+// of at most `piece` bytes.
+std::vector<RangeRead> Pieces(uint64_t offset, uint64_t n, uint64_t piece, char* out) {
+  std::vector<RangeRead> reads;
+  for (const ByteRange& r : PlanRangeRequests({{offset, n}}, 0, piece)) {
+    reads.push_back({r.offset, r.size, out + (r.offset - offset)});
+  }
+  return reads;
+}
+
+class S3File final : public ReadableFile {
+ public:
+  S3File(Client* client, ObjectUrl url, ObjectInfo info, uint64_t window, WindowCache* cache)
+      : client_(client),
+        url_(std::move(url)),
+        name_(url_.ToString()),
+        info_(std::move(info)),
+        window_(window),
+        cache_(cache) {}
+
+  const std::string& path() const override { return name_; }
+  uint64_t size() const override { return info_.size; }
+
+  absl::Status ReadAt(uint64_t offset, uint64_t n, char* out) const override {
+    if (offset > size() || n > size() - offset) return PastEndError(offset, n);
+    if (n >= window_) return Get(offset, n, kPieceBytes, out);
+    // Through the windows: at most two, as n is smaller than one.
+    while (n > 0) {
+      const uint64_t start = offset - offset % window_;
+      TFCKPT_ASSIGN_OR_RETURN(WindowCache::Bytes window, Window(start));
+      const uint64_t at = offset - start;
+      const uint64_t take = std::min<uint64_t>(n, window->size() - at);
+      std::memcpy(out, window->data() + at, static_cast<size_t>(take));
+      out += take;
+      offset += take;
+      n -= take;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // The window that starts at `start` (window_ bytes, or what is left of the object).
+  absl::StatusOr<WindowCache::Bytes> Window(uint64_t start) const {
+    return cache_->Get(StrCat(name_, " ", info_.etag), start, [&]() -> absl::StatusOr<WindowCache::Bytes> {
+      auto bytes = std::make_shared<std::string>(static_cast<size_t>(std::min(window_, size() - start)), '\0');
+      TFCKPT_RETURN_IF_ERROR(Get(start, bytes->size(), std::min(window_, kWindowPieceBytes), bytes->data()));
+      return WindowCache::Bytes(std::move(bytes));
+    });
+  }
+
+  absl::Status Get(uint64_t offset, uint64_t n, uint64_t piece, char* out) const {
+    absl::Status s = client_->ReadRanges(url_, info_.etag, Pieces(offset, n, piece, out));
+    if (absl::IsFailedPrecondition(s)) {
+      return absl::FailedPreconditionError(StrCat(name_, ": the object was replaced since it was opened (its ETag ",
+                                                  info_.etag, " no longer matches): ", s.message()));
+    }
+    return Named(s, name_);
+  }
+
+  Client* client_;
+  ObjectUrl url_;
+  std::string name_;
+  ObjectInfo info_;
+  uint64_t window_;
+  WindowCache* cache_;
+};
+
+// A key as a directory prefix: "" stays "", else it ends in one "/".
+std::string DirectoryPrefix(const std::string& key) {
+  return key.empty() || key.back() == '/' ? key : key + "/";
+}
+
+absl::StatusOr<int> WholeNumberVariable(const EnvLookup& env, std::string_view name, int fallback, int lo, int hi) {
+  const std::optional<std::string> v = env(name);
+  if (!v.has_value() || v->empty()) return fallback;
+  int n = 0;
+  if (!absl::SimpleAtoi(*v, &n) || n < lo || n > hi) {
+    return absl::InvalidArgumentError(StrCat(name, "=", *v, ": not a whole number from ", lo, " to ", hi));
+  }
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<StoreOptions> StoreOptionsFromEnv(const EnvLookup& env) {
+  StoreOptions o;
+  ClientOptions& c = o.client;
+  TFCKPT_ASSIGN_OR_RETURN(c.connections, WholeNumberVariable(env, "TFCKPT_S3_CONNECTIONS", c.connections, 1, 256));
+  TFCKPT_ASSIGN_OR_RETURN(c.retry.max_retries,
+                          WholeNumberVariable(env, "TFCKPT_S3_MAX_RETRIES", c.retry.max_retries, 0, 1000));
+  TFCKPT_ASSIGN_OR_RETURN(const int kib, WholeNumberVariable(env, "TFCKPT_S3_READ_AHEAD_KIB",
+                                                             static_cast<int>(kWindowBytes >> 10), 64, 65536));
+  o.window_bytes = static_cast<uint64_t>(kib) << 10;
+  return o;
+}
+
+S3Storage::S3Storage() : cache_(std::make_unique<WindowCache>()) {}
+S3Storage::~S3Storage() = default;
+
+S3Storage& S3Storage::Get() {
+  static auto* storage = new S3Storage();  // never destroyed: used until exit
+  return *storage;
+}
+
+absl::StatusOr<S3Storage::Target> S3Storage::Resolve(const std::string& path) {
+  absl::StatusOr<ObjectUrl> url = ParseObjectUrl(path);
+  // A malformed URL names no object: reported as an input that cannot be read.
+  if (!url.ok()) return absl::NotFoundError(url.status().message());
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<Client>& client = clients_[url->scheme];
+  if (!client) {
+    const EnvLookup env = ProcessEnv();
+    TFCKPT_ASSIGN_OR_RETURN(Settings settings, ResolveSettings(url->scheme, env));
+    TFCKPT_ASSIGN_OR_RETURN(StoreOptions options, StoreOptionsFromEnv(env));
+    if (const int n = connections_override; n > 0) options.client.connections = n;
+    TFCKPT_ASSIGN_OR_RETURN(client, Client::Create(std::move(settings), options.client));
+    window_bytes_ = options.window_bytes;
+  }
+  return Target{*std::move(url), client.get(), window_bytes_};
+}
+
+absl::Status S3Storage::CheckAccess(const std::string& path) {
+  TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
+  // One page of one key: the bucket exists, the credentials are accepted, the endpoint answers.
+  return Named(t.client->ListLevel(t.url, "/", 1, /*first_page_only=*/true).status(), path);
+}
+
+absl::StatusOr<std::unique_ptr<ReadableFile>> S3Storage::OpenForRead(const std::string& path) {
+  TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
+  absl::StatusOr<ObjectInfo> info = t.client->Head(t.url);
+  if (!info.ok()) return Named(info.status(), path);
+  return std::unique_ptr<ReadableFile>(
+      new S3File(t.client, std::move(t.url), *std::move(info), t.window_bytes, cache_.get()));
+}
+
+absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::string& final_path) {
+  return absl::UnimplementedError(StrCat(final_path, ": writing to an object store is not supported yet"));
+}
+
+absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {
+  TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
+  if (!t.url.key.empty() && t.url.key.back() != '/') {
+    absl::StatusOr<ObjectInfo> info = t.client->Head(t.url);
+    if (info.ok()) return FileStat{EntryKind::kFile, info->size, 0};
+    if (!absl::IsNotFound(info.status())) return Named(info.status(), path);
+  }
+  const ObjectUrl dir{t.url.scheme, t.url.bucket, DirectoryPrefix(t.url.key)};
+  absl::StatusOr<Client::Listing> some = t.client->ListLevel(dir, "/", 1, /*first_page_only=*/true);
+  if (!some.ok()) return Named(some.status(), path);
+  if (some->objects.empty() && some->common_prefixes.empty() && !t.url.key.empty()) {
+    return absl::NotFoundError(StrCat(path, ": no such object, and no object under ", dir.ToString()));
+  }
+  return FileStat{EntryKind::kDirectory, 0, 0};
+}
+
+absl::StatusOr<std::vector<DirEntry>> S3Storage::List(const std::string& dir) {
+  TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(dir));
+  const ObjectUrl prefix{t.url.scheme, t.url.bucket, DirectoryPrefix(t.url.key)};
+  absl::StatusOr<Client::Listing> listing = t.client->ListLevel(prefix, "/");
+  if (!listing.ok()) return Named(listing.status(), dir);
+  std::vector<DirEntry> out;
+  for (const ListedObject& o : listing->objects) {
+    const std::string name = o.key.substr(prefix.key.size());
+    if (!name.empty()) out.push_back({name, EntryKind::kFile, o.size});  // "KEY/" itself is no entry
+  }
+  for (const std::string& p : listing->common_prefixes) {
+    const std::string name = p.substr(prefix.key.size(), p.size() - prefix.key.size() - 1);
+    if (!name.empty()) out.push_back({name, EntryKind::kDirectory, 0});
+  }
+  if (out.empty() && !prefix.key.empty()) {
+    return absl::NotFoundError(StrCat(dir, ": no such directory (no object under ", prefix.ToString(), ")"));
+  }
+  return out;
+}
+
+std::vector<std::string> S3Storage::Glob(const std::string& pattern) {
+  auto t = Resolve(pattern);
+  if (!t.ok()) return {};
+  const ObjectUrl fixed{t->url.scheme, t->url.bucket, t->url.key.substr(0, t->url.key.find_first_of("*?["))};
+  auto listed = t->client->List(fixed);
+  std::vector<std::string> out;
+  for (const ListedObject& o : listed.ok() ? *listed : std::vector<ListedObject>{}) {
+    std::string url = ObjectUrl{fixed.scheme, fixed.bucket, o.key}.ToString();
+    if (::fnmatch(pattern.c_str(), url.c_str(), FNM_PATHNAME) == 0) out.push_back(std::move(url));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> S3Storage::ReadSmallFile(const std::string& path, uint64_t max_bytes) {
+  TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
+  absl::StatusOr<ObjectInfo> info = t.client->Head(t.url);
+  if (!info.ok()) return Named(info.status(), path);
+  if (info->size > max_bytes) {
+    return absl::FailedPreconditionError(
+        StrCat(path, ": ", info->size, " bytes, larger than the ", max_bytes, " bytes expected here"));
+  }
+  std::string out(static_cast<size_t>(info->size), '\0');
+  TFCKPT_RETURN_IF_ERROR(Named(t.client->Read(t.url, 0, out.size(), info->etag, out.data()), path));
+  return out;
+}
+
+absl::Status S3Storage::Remove(const std::string& path) {
+  TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
+  // DELETE answers 204 for a missing key too: ask first, as Remove must say NotFound.
+  TFCKPT_RETURN_IF_ERROR(Named(t.client->Head(t.url).status(), path));
+  return Named(t.client->Delete(t.url), path);
+}
+
+absl::Status S3Storage::RemoveAll(const std::string& path) {
+  TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
+  if (!t.url.key.empty() && t.url.key.back() != '/') {
+    absl::Status s = t.client->Delete(t.url);
+    if (!s.ok() && !absl::IsNotFound(s)) return Named(s, path);
+  }
+  const ObjectUrl dir{t.url.scheme, t.url.bucket, DirectoryPrefix(t.url.key)};
+  absl::StatusOr<std::vector<ListedObject>> under = t.client->List(dir);
+  if (!under.ok()) return Named(under.status(), path);
+  for (const ListedObject& o : *under) {
+    absl::Status s = t.client->Delete({dir.scheme, dir.bucket, o.key});
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status S3Storage::CreateDirectories(const std::string& /*dir*/) { return absl::OkStatus(); }
+
+absl::Status S3Storage::Move(const std::string& from, const std::string& to) {
+  return absl::UnimplementedError(
+      StrCat(to, ": an object store cannot rename ", from, " (there is no atomic rename; copy instead)"));
+}
+
+absl::Status S3Storage::Link(const std::string& from, const std::string& to) {
+  return absl::UnimplementedError(StrCat(to, ": an object store cannot link ", from));
+}
+
+std::string S3Storage::Absolute(const std::string& path) { return path; }
+
+absl::Status S3Storage::CheckNotInputs(const std::vector<std::string>& outputs,
+                                       const std::vector<std::string>& inputs) {
+  for (const std::string& out : outputs) {
+    if (std::find(inputs.begin(), inputs.end(), out) != inputs.end()) {
+      return absl::InvalidArgumentError(StrCat(out, ": is one of the inputs; write the output elsewhere"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> S3Storage::RemoveStaleTemporaries(const std::string& /*dir*/, const std::string& /*stem*/) {
+  return {};  // an object store has no temporary names: an unfinished write is an upload in progress
+}
+
+}  // namespace tfckpt::s3

@@ -1,0 +1,104 @@
+// The object store Storage: s3:// and gs:// URLs (storage.h says how an object store fits
+// the interface). Storage::For returns the one instance for every URL.
+//
+//   OpenForRead   HEAD: the size and the ETag, pinned: every later GET of the object sends
+//                 it as If-Match, so an object replaced during the run is an error naming
+//                 its URL, never a mix of two versions.
+//   ReadAt        small reads come from read-ahead windows (kWindowBytes unless
+//                 TFCKPT_S3_READ_AHEAD_KIB says, fetched as ranged GETs of at most
+//                 kWindowPieceBytes over the client's connections at once) kept in a cache
+//                 shared by every open object (at most kCachedWindows windows: bounded memory);
+//                 a read of a window or more goes straight into the caller's buffer as
+//                 ranged GETs of kPieceBytes, over the connections at once.
+//   Stat          HEAD; a key with objects under "KEY/" (or a key ending in "/") is a
+//                 directory.
+//   List          ListObjectsV2 with delimiter "/": the objects one level below, and the
+//                 common prefixes as directories.
+//   Glob          a listing of the pattern's fixed prefix, filtered by the pattern.
+//   ReadSmallFile HEAD, then one GET when the object is within the cap.
+//   Remove        DELETE (NotFound when there is no such object); RemoveAll also deletes
+//                 every object under "KEY/".
+//   Create        not yet: Unimplemented (writes come with issue 16's second part).
+//   Move, Link    Unimplemented: an object store has no rename (never copy + delete).
+//   CreateDirectories  nothing to do.
+//
+// One client per scheme (and so per endpoint: the scheme's settings name it), built on
+// first use from the environment (settings.h), shared by the whole process. Its options:
+//   TFCKPT_S3_CONNECTIONS  concurrent transfers (default 8; the commands' --connections,
+//                          SetObjectStoreConnections in storage.h, overrides it)
+//   TFCKPT_S3_READ_AHEAD_KIB  the read-ahead window in KiB (64 to 65536, default 16384)
+//   TFCKPT_S3_MAX_RETRIES  retries of a failing request (default 10, like TensorFlow's GCS
+//                          file system; 0 fails at the first error)
+// Errors name the URL, never a credential. A malformed URL is NotFound (it names no
+// object), so the commands report it as an unreadable input.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "kvstore/s3/client.h"
+#include "kvstore/s3/settings.h"
+#include "tfckpt/storage.h"
+
+namespace tfckpt::s3 {
+
+inline constexpr uint64_t kWindowBytes = 16ull << 20;
+inline constexpr int kCachedWindows = 8;  // 128 MiB at most
+inline constexpr uint64_t kPieceBytes = 8ull << 20;
+// A window is fetched in pieces this size, so that the connections share it.
+inline constexpr uint64_t kWindowPieceBytes = 2ull << 20;
+
+// What the environment asks for: the client's options (TFCKPT_S3_CONNECTIONS,
+// TFCKPT_S3_MAX_RETRIES) and the read-ahead window (TFCKPT_S3_READ_AHEAD_KIB);
+// InvalidArgument naming the variable when one is not a whole number in range.
+struct StoreOptions {
+  ClientOptions client;
+  uint64_t window_bytes = kWindowBytes;
+};
+absl::StatusOr<StoreOptions> StoreOptionsFromEnv(const EnvLookup& env);
+
+class WindowCache;
+
+class S3Storage final : public Storage {
+ public:
+  // The process-wide instance.
+  static S3Storage& Get();
+  ~S3Storage() override;
+
+  absl::StatusOr<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& final_path) override;
+  absl::StatusOr<std::vector<DirEntry>> List(const std::string& dir) override;
+  std::vector<std::string> Glob(const std::string& pattern) override;
+  absl::StatusOr<FileStat> Stat(const std::string& path) override;
+  absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) override;
+  absl::Status Remove(const std::string& path) override;
+  absl::Status RemoveAll(const std::string& path) override;
+  absl::Status CreateDirectories(const std::string& dir) override;
+  absl::Status Move(const std::string& from, const std::string& to) override;
+  absl::Status Link(const std::string& from, const std::string& to) override;
+  std::string Absolute(const std::string& path) override;
+  absl::Status CheckNotInputs(const std::vector<std::string>& outputs,
+                              const std::vector<std::string>& inputs) override;
+  std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, const std::string& stem) override;
+  absl::Status CheckAccess(const std::string& path) override;
+
+ private:
+  S3Storage();
+  // The URL parsed and the client of its scheme (created on first use).
+  struct Target {
+    ObjectUrl url;
+    Client* client;
+    uint64_t window_bytes;
+  };
+  absl::StatusOr<Target> Resolve(const std::string& path);
+
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Client>> clients_;  // by scheme
+  uint64_t window_bytes_ = kWindowBytes;  // from the environment, with the first client
+  std::unique_ptr<WindowCache> cache_;
+};
+
+}  // namespace tfckpt::s3

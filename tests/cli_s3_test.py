@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Commands on s3:// checkpoints (issue 16), against the real S3 server that tests/s3_server.sh
+starts (Swift + s3api, and the fault proxy in front of it).
+Usage: s3_server.sh python3 cli_s3_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE S3_PUT
+
+tfckpt gets the endpoint and credentials as a user would, from AWS_ENDPOINT_URL,
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION; the inputs are real TensorFlow
+checkpoints uploaded with s3_put (the library's client)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from cli_common import *
+
+S3_PUT = sys.argv[4]
+BUCKET = f"tfckpt-cli-{os.getpid()}"
+ROOT = f"s3://{BUCKET}"
+DIRECT = {
+    "AWS_ENDPOINT_URL": os.environ["S3_TEST_ENDPOINT"],
+    "AWS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"],
+    "AWS_SECRET_ACCESS_KEY": os.environ["S3_TEST_SECRET"],
+    "AWS_REGION": os.environ["S3_TEST_REGION"],
+}
+# Through the fault proxy: few, quick retries, so that a test that exhausts them is short.
+PROXY = {**DIRECT, "AWS_ENDPOINT_URL": os.environ["S3_TEST_PROXY_ENDPOINT"]}
+os.environ.update(DIRECT)
+for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION"):
+    os.environ.pop(name, None)
+
+T2T = "t2t_transformer_2shards/model.ckpt-1"
+T2T_DATA1 = "model.ckpt-1.data-00001-of-00002"
+
+
+def s3_put(*args):
+    subprocess.run([S3_PUT, *args], check=True, timeout=300)
+
+
+def uploaded():
+    """Uploads the test checkpoints once (directories as they are under TFCKPT_TESTDATA)."""
+    if not getattr(uploaded, "done", False):
+        s3_put("mb", ROOT)
+        for case in ("t2t_transformer_2shards", "estimator_dnn_adam_2shards", "empty_prefix_keras",
+                     "index_only_lingvo_snappy", "tf2_float64_variant_pinn"):
+            s3_put("tree", data(case), f"{ROOT}/{case}/")
+        # A SavedModel directory: variables/variables and no state file.
+        s3_put("tree", data("estimator_dnn_adam_2shards/variables"), f"{ROOT}/savedmodel/variables/")
+        uploaded.done = True
+
+
+def faults(*lines):
+    with open(os.environ["S3_TEST_FAULTS"], "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def proxy_log():
+    with open(os.environ["S3_TEST_PROXY_LOG"]) as f:
+        return f.read().splitlines()
+
+
+def clear_proxy_log():
+    open(os.environ["S3_TEST_PROXY_LOG"], "w").close()
+
+
+def same_json(args_remote, args_local, remote, local):
+    """The --json outputs of a command on the remote and on the local copy, equal once the
+    remote prefix is written as the local one."""
+    a = run(*args_remote, "--json", code=0).stdout.replace(remote, local)
+    b = run(*args_local, "--json", code=0).stdout
+    assert json.loads(a) == json.loads(b), (a[:2000], b[:2000])
+
+
+@test(needs_data=True)
+def inspect_and_validate_remote_checkpoints_like_local_ones():
+    uploaded()
+    for case in (T2T, "estimator_dnn_adam_2shards/model.ckpt-1000"):
+        remote, local = f"{ROOT}/{case}", data(case)
+        for cmd in ("inspect", "validate"):
+            same_json([cmd, remote], [cmd, local], remote, local)
+            text = run(cmd, remote, code=0).stdout
+            assert text.replace(remote, local) == run(cmd, local, code=0).stdout, text[:2000]
+    # Damage is found as it is locally: the index-only checkpoint lacks its data file.
+    p = run("validate", f"{ROOT}/index_only_lingvo_snappy/lenet_test_model", code=1)
+    assert f"{ROOT}/index_only_lingvo_snappy/lenet_test_model.data-00000-of-00001" in p.stdout + p.stderr, p
+
+
+@test(needs_data=True)
+def every_resolution_form_of_a_remote_checkpoint():
+    uploaded()
+    forms = {
+        f"{ROOT}/{T2T}": f"{ROOT}/{T2T}",
+        f"{ROOT}/{T2T}.index": f"{ROOT}/{T2T}",
+        # A "directory" with a state file whose path is relative to it.
+        f"{ROOT}/estimator_dnn_adam_2shards/": f"{ROOT}/estimator_dnn_adam_2shards/model.ckpt-1000",
+        f"{ROOT}/estimator_dnn_adam_2shards": f"{ROOT}/estimator_dnn_adam_2shards/model.ckpt-1000",
+        # model_checkpoint_path "." : the prefix is the directory itself.
+        f"{ROOT}/empty_prefix_keras": f"{ROOT}/empty_prefix_keras/",
+        # A SavedModel: variables/variables.
+        f"{ROOT}/savedmodel": f"{ROOT}/savedmodel/variables/variables",
+    }
+    for spec, prefix in forms.items():
+        j = json.loads(run("inspect", spec, "--json", code=0).stdout)
+        assert j["path"] == prefix, (spec, j["path"])
+        assert j["tensors"], spec
+
+
+@test(needs_data=True)
+def validate_against_compares_remote_and_local():
+    uploaded()
+    run("validate", f"{ROOT}/{T2T}", "--against", data(T2T), code=0)
+    run("validate", data(T2T), "--against", f"{ROOT}/{T2T}", code=0)
+    p = run("validate", f"{ROOT}/estimator_dnn_adam_2shards/model.ckpt-1000", "--against",
+            data("estimator_dnn_adam_2shards/model.ckpt-0"), code=1)
+    assert p.stdout, p
+
+
+@test(needs_data=True)
+def inspect_makes_one_get_for_the_index_and_at_most_one_head_per_data_object():
+    uploaded()
+    clear_proxy_log()
+    run("inspect", f"{ROOT}/{T2T}", code=0, env=PROXY)
+    log = proxy_log()
+    key = f"/{BUCKET}/{T2T}"
+    index_gets = [l for l in log if l.startswith(f"GET {key}.index ")]
+    assert len(index_gets) == 1, log
+    for shard in range(2):
+        data_file = f"{key}.data-0000{shard}-of-00002"
+        assert len([l for l in log if l.startswith(f"HEAD {data_file} ")]) <= 1, log
+        assert not [l for l in log if l.startswith(f"GET {data_file} ")], log
+
+
+@test(needs_data=True)
+def validate_reads_through_503_bursts_and_a_reset_mid_body():
+    uploaded()
+    clear_proxy_log()
+    data_key = f"/{BUCKET}/{T2T}".rsplit("/", 1)[0] + "/" + T2T_DATA1
+    faults("status 503 SlowDown", "status 503", f"when GET {data_key} reset-mid-body",
+           f"when GET {data_key} status 503 SlowDown")
+    run("validate", f"{ROOT}/{T2T}", code=0, env=PROXY)
+    log = proxy_log()
+    assert len([l for l in log if "fault=status 503" in l]) == 3, log
+    reset = [i for i, l in enumerate(log) if "fault=reset-mid-body" in l]
+    assert len(reset) == 1, log
+    # The retry after the reset asks only for what was missing, pinned to the ETag.
+    resumed = [l for l in log[reset[0] + 1:] if l.startswith(f"GET {data_key} ") and "fault=status" not in l]
+    assert resumed and "if-match=\"" in resumed[0] and "range=bytes=0-" not in resumed[0], log
+
+
+@test(needs_data=True)
+def a_data_object_replaced_during_validate_is_an_error_naming_it():
+    uploaded()
+    prefix = f"{ROOT}/replaced/model.ckpt-1"
+    s3_put("tree", data("t2t_transformer_2shards"), f"{ROOT}/replaced/")
+    data_url = f"{ROOT}/replaced/{T2T_DATA1}"
+    data_key = f"/{BUCKET}/replaced/{T2T_DATA1}"
+    clear_proxy_log()
+    # The proxy stalls the data object's first GET half-way; meanwhile it is replaced.
+    faults(f"when GET {data_key} stall 15")
+    p = subprocess.Popen([TFCKPT, "validate", prefix], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, **PROXY, "TFCKPT_S3_MAX_RETRIES": "2"})
+    while not any("fault=stall" in l for l in proxy_log()):
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.1)
+    s3_put("put", data("t2t_transformer_2shards/model.ckpt-1.data-00000-of-00002"), data_url)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 3, (p.returncode, out, err)
+    line = one_error_line(subprocess.CompletedProcess([], 3, out, err), data_url, "replaced")
+    assert "412" in line, line
+
+
+@test(needs_data=True)
+def validate_fetches_each_byte_of_a_data_object_once():
+    """Small reads come from read-ahead windows; validate reads small tensors in file order,
+    so no window is fetched twice (here windows of 64 KiB: 26 for the 1.6 MB data object,
+    more than the 8 the cache keeps)."""
+    uploaded()
+    clear_proxy_log()
+    run("validate", f"{ROOT}/{T2T}", "-j", "2", code=0, env={**PROXY, "TFCKPT_S3_READ_AHEAD_KIB": "64"})
+    ranges = []
+    for line in proxy_log():
+        if line.startswith(f"GET /{BUCKET}/t2t_transformer_2shards/{T2T_DATA1} "):
+            first, last = line.split("range=bytes=")[1].split()[0].split("-")
+            ranges.append((int(first), int(last)))
+    size = os.path.getsize(data("t2t_transformer_2shards/" + T2T_DATA1))
+    assert sorted(ranges) == [(at, min(at + 65536, size) - 1) for at in range(0, size, 65536)], ranges
+
+
+@test(needs_data=True)
+def connections_bounds_the_concurrent_transfers():
+    uploaded()
+    # 2.7 MB of data: its read-ahead window is fetched as two ranged GETs at once.
+    prefix = f"{ROOT}/tf2_float64_variant_pinn/ckpt-3332"
+    clear_proxy_log()
+    run("validate", prefix, "--connections", "1", code=0, env={**PROXY, "TFCKPT_S3_CONNECTIONS": "8"})
+    log = proxy_log()
+    data_gets = [l for l in log if l.startswith(f"GET /{BUCKET}/tf2_float64_variant_pinn/ckpt-3332.data-")]
+    assert len(data_gets) == 2, log
+    assert len({l.split(" conn=")[1].split()[0] for l in log}) == 1, log
+    p = run("validate", prefix, "--connections", "0", code=2)
+    one_error_line(p, "--connections", "0: not a whole number from 1 to 256")
+
+
+@test(needs_data=True)
+def reshard_and_convert_read_remote_checkpoints_into_local_outputs():
+    uploaded()
+    with tempfile.TemporaryDirectory() as d:
+        for case in (T2T, "tf2_float64_variant_pinn/ckpt-3332"):
+            remote, local = f"{ROOT}/{case}", data(case)
+            out = os.path.join(d, case.replace("/", "_"))
+            run("reshard", remote, "-o", out, "--policy", "shards:3", code=0, env=PROXY)
+            run("validate", out, "--against", local, code=0)
+        # t2t holds numbers only: safetensors takes all of it.
+        out = os.path.join(d, "t2t.safetensors")
+        run("convert", f"{ROOT}/{T2T}", "-o", out, code=0)
+        run("validate", out, "--against", data(T2T), code=0)
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@test(needs_data=True)
+def bad_urls_credentials_and_endpoints_are_one_line_exit_3():
+    uploaded()
+    secret = os.environ["S3_TEST_SECRET"]
+    cases = [
+        ("s3://Bad_Bucket!/m", {}, "malformed object URL"),
+        ("s3:///m", {}, "malformed object URL"),
+        (f"s3://no-such-bucket-{os.getpid()}/m", {}, "NoSuchBucket"),
+        (f"{ROOT}/no/such/checkpoint", {}, "no checkpoint found"),
+        (f"{ROOT}/{T2T}", {"AWS_SECRET_ACCESS_KEY": "not-the-secret"}, "403"),
+        (f"{ROOT}/{T2T}", {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed_port()}", "TFCKPT_S3_MAX_RETRIES": "1"},
+         "2 attempts"),
+    ]
+    for url, env, why in cases:
+        for cmd in ("inspect", "validate"):
+            p = run(cmd, url, code=3, env=env)
+            line = one_error_line(p, url.split("/m")[0] if "malformed" in why else url, why)
+            assert secret not in p.stderr + p.stdout and "not-the-secret" not in p.stderr, line
+    # A variable of ours that is not a number is a usage error, not a default.
+    p = run("inspect", f"{ROOT}/{T2T}", code=2, env={"TFCKPT_S3_MAX_RETRIES": "many"})
+    one_error_line(p, "TFCKPT_S3_MAX_RETRIES=many")
+
+
+if __name__ == "__main__":
+    sys.exit(main("cli_s3"))
