@@ -84,8 +84,23 @@ def a_forced_run_that_fails_verification_leaves_the_output_it_would_replace():
             line = one_error_line(p, out + ".data-0000", "nothing was written")
             assert "removed" not in line, line
             assert j["error"]["id"] == "output.mismatch", j
+            # The key is the tensor's name (a slice is described in the message), never a raw
+            # slice key.
+            key = j["error"]["key"]
+            assert key and key.isprintable() and "\\" not in key and "\ufffd" not in key, j
+            if "--rename" not in case:
+                assert key in run("inspect", good).stdout, j
             after = snapshot(out)
             assert after == before, (case, sorted(before), sorted(after))
+        # A slice read back wrong is named by its tensor and described in the message.
+        os.environ["TFCKPT_FAULT_FLIP_OUTPUT_BYTE"] = "20000"
+        try:
+            p = run("reshard", good, "-o", out + "3", "--partition", "fixed:3", code=1)
+        finally:
+            del os.environ["TFCKPT_FAULT_FLIP_OUTPUT_BYTE"]
+        one_error_line(p, out + "3.data-00000-of-00002", 'key "' + EMB + '"', "offset 20000",
+                       "slice 0,334:0,16: read back differs from what was written; nothing was written")
+        assert not any(f.startswith("m3") for f in os.listdir(os.path.dirname(out)))
         # --no-verify does not read the output back: the flipped bit goes through (which is
         # what the fault plants), and the output is published.
         os.environ["TFCKPT_FAULT_FLIP_OUTPUT_BYTE"] = "100"
@@ -109,6 +124,29 @@ def a_forced_merge_removes_the_old_outputs_extra_data_files():
         assert sorted(os.listdir(os.path.dirname(out))) == ["m.data-00000-of-00002", "m.data-00001-of-00002",
                                                             "m.index"], os.listdir(os.path.dirname(out))
         run("validate", out, "--against", src, code=0)
+
+
+@test()
+def merging_an_input_with_an_empty_data_file_writes_every_file_its_header_counts():
+    # A policy can leave a data file without pieces (2 files, 1 tensor). TensorFlow's
+    # MergeV2 names only the files entries use, so its header counted 4 files of which 3
+    # were written, and the verification failed (with --force it even read the old
+    # checkpoint's file of that name and said "validated").
+    with tempfile.TemporaryDirectory() as d:
+        src = example(d)
+        bias = "hiddenlayer_0/bias$"
+        one, rest = os.path.join(d, "one"), os.path.join(d, "rest")
+        run("convert", src, "-o", one + "_whole", "--include", bias, "-q", code=0)
+        run("reshard", one + "_whole", "-o", one, "--policy", "shards:2", "-q", code=0)
+        assert os.path.getsize(one + ".data-00001-of-00002") == 0
+        run("convert", src, "-o", rest, "--exclude", bias, "-q", code=0)
+        out = os.path.join(d, "out", "m")
+        run("reshard", src, "-o", out, "--policy", "shards:3", "-q", code=0)  # to be replaced
+        for extra in ([], ["--move"]):
+            run("merge", one, rest, "-o", out, "--force", *extra, code=0)
+            names = sorted(os.listdir(os.path.dirname(out)))
+            assert names == ["m.data-0000%d-of-00004" % i for i in range(4)] + ["m.index"], names
+            run("validate", out, "--against", src, code=0)
 
 
 @test()

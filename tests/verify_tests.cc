@@ -308,3 +308,52 @@ TEST_CASE("VerifyWritten: CRCs that do not match the input's fall back to the va
   CHECK(tfckpt::ErrorInfoOf(r.status()).key == "t");
   CHECK(msg.find("1 of 12 elements differ") != std::string::npos);
 }
+
+TEST_CASE("VerifyWritten: a tensor with one piece not read back is read (CRCs prove only whole read-back tensors)") {
+  TempDir dir;
+  WriteRows(dir / "in", {3, 6});
+  auto in = Open(dir / "in");
+  const std::string out = dir / "out";
+  WriteRows(out, {2, 4, 6});
+  std::string bytes = tfckpt::testing::ReadFile(out + ".data-00000-of-00001");
+  bytes[44] ^= 1;  // inside the last piece, rows [4, 6) at offset 32
+  tfckpt::testing::WriteFile(out + ".data-00000-of-00001", bytes);
+  auto r = VerifyTrusting(out, *in, [](int32_t, uint64_t offset, uint64_t) { return offset != 32; });
+  REQUIRE_FALSE(r.ok());
+  CHECK(tfckpt::ErrorInfoOf(r.status()).check == "output.mismatch");
+}
+
+TEST_CASE("BundleWriter: overlapping positional entries are refused at Finish, and nothing is published") {
+  TempDir dir;
+  tfckpt::BundleWriterOptions o;
+  o.read_back = [](std::string_view) { return true; };
+  auto w = tfckpt::BundleWriter::Create(dir / "out", o);
+  REQUIRE(w.ok());
+  const std::string eight(8, '\2');
+  REQUIRE((*w)->AddAt("a", 1, {2}, std::nullopt, eight, 0, 0).ok());
+  REQUIRE((*w)->AddAt("b", 1, {2}, std::nullopt, eight, 0, 4).ok());  // overwrites half of "a"
+  const absl::Status st = (*w)->Finish();
+  CHECK(absl::IsInternal(st));
+  CHECK(std::string(st.message()).find("overlap") != std::string::npos);
+  w->reset();
+  CHECK(fs::is_empty(dir.path()));
+}
+
+TEST_CASE("WrittenOutput::open answers NotFound for any name that is not one of the output's files") {
+  TempDir dir;
+  WriteRows(dir / "out", {6});  // an existing checkpoint that --force would replace
+  tfckpt::BundleWriterOptions o;
+  o.overwrite = true;
+  o.before_commit = [&](const tfckpt::WrittenOutput& written) {
+    CHECK(written.open(dir / "out.data-00000-of-00001").ok());  // the new one's temporary
+    auto other = written.open(dir / "out.data-00001-of-00002");
+    CHECK(absl::IsNotFound(other.status()));
+    tfckpt::testing::WriteFile(dir / "stray", "x");
+    CHECK(absl::IsNotFound(written.open(dir / "stray").status()));  // exists, but not written here
+    return absl::OkStatus();
+  };
+  auto w = tfckpt::BundleWriter::Create(dir / "out", o);
+  REQUIRE(w.ok());
+  REQUIRE((*w)->Add("x", 3, {1}, std::string(4, '\1')).ok());
+  REQUIRE((*w)->Finish().ok());
+}

@@ -40,13 +40,19 @@ std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_sh
 
 // What a writer hands its BeforeCommit: its output, written and not yet published.
 struct WrittenOutput {
-  // Opens the output's files by their final names (storage.h: WritableFile::OpenWritten).
+  // Opens the output's files by their final names (storage.h: WritableFile::OpenWritten);
+  // any other name is NotWritten.
   FileOpener open;
   // Whether bytes [offset, offset + size) of data file `shard` were read back right after
   // they were written and found equal to the bytes their CRC was computed on
-  // (BundleWriterOptions::read_back): that entry's CRC then holds for the file. Empty: none.
+  // (BundleWriterOptions::read_back): that entry's CRC then holds for the file. Empty
+  // entries are never named. Empty: none.
   std::function<bool(int32_t shard, uint64_t offset, uint64_t size)> read_back;
 };
+
+// What WrittenOutput::open answers for a name that is not one of the output's files: NotFound
+// (never the file of that name on the medium, which may be the checkpoint being replaced).
+absl::Status NotWritten(const std::string& path);
 
 // Called by a writer once every byte of its output (data files and index) is written and
 // before anything of it is published. An error abandons the output (nothing is published;
@@ -162,6 +168,9 @@ class BundleWriter {
   absl::Status AddPayload(std::string_view name, int32_t dtype, const Shape& full, const std::optional<Region>& region,
                           std::string_view payload, int32_t shard, std::optional<uint64_t> at,
                           const SliceExtents* extents);
+  // Internal error when two entries of a data file overlap (positional writers promise they
+  // do not): an entry read back whole (options.read_back) then still holds its bytes.
+  absl::Status CheckDisjoint() const;
   // The output (data files and `index`, not committed) for options.before_commit.
   WrittenOutput Written(WritableFile& index);
   // BeginEntry (appending) or, with `at`, BeginEntryAt.

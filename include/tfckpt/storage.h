@@ -89,8 +89,9 @@ class WritableFile {
   // A reader of the bytes written so far, before Commit(): to verify an output before it is
   // published (and, before Close(), while its write-back is under way). Its path() is the
   // final name. Unimplemented where the medium cannot read an unfinished file (an object
-  // store's multipart upload); the caller then verifies after Commit(). REQUIRES: no write
-  // to this file while the reader is used.
+  // store's multipart upload): a BeforeCommit that needs it then fails. REQUIRES: no write
+  // to this file while the reader is used (positional writers: none at all; the buffer of
+  // appends is flushed without the positional writers' lock).
   virtual absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() {
     return absl::UnimplementedError(path() + ": cannot be read before it is committed");
   }
@@ -98,7 +99,7 @@ class WritableFile {
   // Reads back [offset, offset + n) of what was written, so that a writer can check a range
   // right after writing it (while the other threads copy). Unimplemented where the medium
   // cannot read an unfinished file. REQUIRES: the range written, before Close(); no write
-  // to it meanwhile.
+  // to it meanwhile; not mixed with Append (whose buffer it flushes unlocked).
   virtual absl::Status ReadBack(uint64_t /*offset*/, uint64_t /*n*/, char* /*out*/) {
     return absl::UnimplementedError(path() + ": cannot be read before it is committed");
   }

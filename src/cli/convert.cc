@@ -259,7 +259,7 @@ std::function<int()> AddConvert(CLI::App& app) {
       "  tfckpt convert model.ckpt-1000 -o weights.st --to safetensors\n\n"
       "A run that fails or is interrupted (Ctrl-C: exit 130, SIGTERM 143, SIGHUP 129) leaves nothing\n"
       "under the output's names.\n"
-      "Exit codes: 0 ok, 1 the output does not match the input (it is removed), 2 usage error or refused request (bfloat16\n"
+      "Exit codes: 0 ok, 1 the output does not match the input (not written: a TF output is checked before it is published; safetensors and .npz are removed), 2 usage error or refused request (bfloat16\n"
       "to npz without a cast, --strict with tensors the format cannot hold, existing output), 3\n"
       "unreadable or corrupt input (including malformed safetensors headers).");
   return [args] { return RunConvert(*args); };

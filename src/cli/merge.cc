@@ -338,7 +338,7 @@ std::function<int()> AddMerge(CLI::App& app) {
       "  tfckpt merge tpu/model -o cpu/model --collapse-replicas\n\n"
       "Without edits, inputs are left untouched unless --move (data files are hard-linked, else copied).\n"
       "With edits, the data is rewritten and the object graph updated to match.\n"
-      "Exit codes: 0 ok, 1 the output does not match the inputs (it is removed) or parallel components / replicas differ,\n"
+      "Exit codes: 0 ok, 1 the output does not match the inputs (nothing is written; with --move it is kept) or parallel components / replicas differ,\n"
       "2 usage error or refused request (conflict, rename collision, existing output), 3 missing or\n"
       "unreadable input; interrupted: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP). A run that fails or is\n"
       "interrupted leaves nothing under OUT's names (with --move: until the inputs are consumed).");

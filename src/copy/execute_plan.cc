@@ -113,12 +113,14 @@ bool GathersTogether(const Checkpoint& c, const TensorPlan& tp) {
   return false;
 }
 
-// Whether every stored piece of `t` and every planned piece of `tp` spans whole rows
+// Whether `c` is a little-endian V2 bundle and every stored piece of `t` and every planned
+// piece of `tp` spans whole rows
 // (all of axes 1.. of a fixed-size tensor): the pieces the verification can prove equal to
 // the input by CRCs alone once they were read back (CompareOptions::crc_holds).
-bool CutOnAxis0Only(const TensorEntry& t, const TensorPlan& tp) {
+bool CutOnAxis0Only(const Checkpoint& c, const TensorEntry& t, const TensorPlan& tp) {
   const DTypeInfo* info = LookupDType(t.dtype);
   if (info == nullptr || info->element_size == 0) return false;
+  if (c.info().format != Format::kV2 || c.info().big_endian) return false;  // its CRCs are not the bytes'
   auto rows = [&](const Region& r) {
     for (size_t d = 1; d < r.rank(); ++d) {
       if (r.start[d] != 0 || r.shape[d] != t.shape[d]) return false;
@@ -145,7 +147,7 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
   if (options.read_back) {
     std::set<std::string, std::less<>> rows;
     for (const TensorPlan& tp : plan.tensors) {
-      if (CutOnAxis0Only(*tp.source, tp)) rows.insert(tp.source->name);
+      if (CutOnAxis0Only(c, *tp.source, tp)) rows.insert(tp.source->name);
     }
     wo.read_back = [rows = std::move(rows)](std::string_view name) { return rows.count(name) > 0; };
   }

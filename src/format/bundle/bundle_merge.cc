@@ -105,6 +105,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   std::map<std::string, Merged> entries;
   std::map<std::string, int32_t> file_ids;  // input data file -> output shard id
   std::vector<std::string> files_in_order;
+  std::vector<std::pair<std::string, int32_t>> shards_used;  // inputs used, with their num_shards
   for (size_t j = 0; j < inputs.size(); ++j) {
     const std::string& prefix = inputs[j];
     const std::string index = prefix + ".index";
@@ -151,6 +152,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     }
     num_shards_total += header.num_shards();
     report.inputs_used.push_back(prefix);
+    shards_used.emplace_back(prefix, header.num_shards());
     if (mine.empty()) {  // keep_empty: its data files, in order
       for (int32_t s = 0; s < header.num_shards(); ++s) {
         const std::string file = DataFileName(prefix, s, header.num_shards());
@@ -189,6 +191,19 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   }
   if (!first_header) {
     return absl::NotFoundError(StrCat("no input checkpoint found (tried ", absl::StrJoin(inputs, ", "), ")"));
+  }
+  // Data files no entry uses (an input's empty file: a policy left it without pieces).
+  // TensorFlow's MergeV2 names none of them, and its header then counts more files than it
+  // wrote; here they follow the used ones (whose numbers stay TensorFlow's), so that every
+  // file the header counts exists.
+  for (const auto& [prefix, n] : shards_used) {
+    for (int32_t s = 0; s < n; ++s) {
+      const std::string file = DataFileName(prefix, s, n);
+      if (!file_ids.count(file) && FileExists(file)) {
+        file_ids.emplace(file, static_cast<int32_t>(files_in_order.size()));
+        files_in_order.push_back(file);
+      }
+    }
   }
   const int32_t k = static_cast<int32_t>(files_in_order.size());
   report.num_files = k;
@@ -231,7 +246,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     written.open = [&](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
       if (path == index_name) return index->OpenWritten();
       auto it = by_name.find(path);
-      return it != by_name.end() ? it->second->OpenWritten() : Storage::For(path).OpenForRead(path);
+      return it != by_name.end() ? it->second->OpenWritten() : NotWritten(path);
     };
     TFCKPT_RETURN_IF_ERROR(options.before_commit(written));
   }

@@ -190,7 +190,8 @@ absl::Status BundleWriter::FinishEntry(const std::string& key, uint64_t offset, 
                                        bool read_back) {
   std::lock_guard<std::mutex> lock(mu_);
   Pending& p = *entries_.at(key);
-  if (read_back) read_back_.emplace(p.entry.shard_id(), offset, size);
+  // (An empty entry is not named: several can share a place, and it has nothing to read.)
+  if (read_back && size > 0) read_back_.emplace(p.entry.shard_id(), offset, size);
   p.entry.set_offset(static_cast<int64_t>(offset));
   p.entry.set_size(static_cast<int64_t>(size));
   p.entry.set_crc32c(crc32c::Mask(crc));
@@ -261,8 +262,14 @@ absl::StatusOr<bool> BundleWriter::AfterPositionalWrite(int32_t shard, uint64_t 
   if (std::memcmp(back.data(), bytes.data(), bytes.size()) != 0) {
     size_t i = 0;
     while (back[i] == bytes[i]) ++i;
-    return DataLossAt("output.mismatch", f.path(), PrintableKey(key), static_cast<int64_t>(at + i),
-                      "read back differs from what was written; nothing was written");
+    std::string name = key, slice;
+    if (IsSliceKey(key)) {
+      TFCKPT_ASSIGN_OR_RETURN(DecodedSliceKey d, DecodeSliceKey(key));
+      name = d.name;
+      slice = StrCat("slice ", ExtentsString(d.extents), ": ");
+    }
+    return DataLossAt("output.mismatch", f.path(), name, static_cast<int64_t>(at + i),
+                      StrCat(slice, "read back differs from what was written; nothing was written"));
   }
   return true;
 }
@@ -349,13 +356,32 @@ absl::Status BundleWriter::EntryStream::Close() {
   return w->FinishEntry(key_, offset_, written_, crc_, positional_ && read_back_ == written_);
 }
 
+absl::Status BundleWriter::CheckDisjoint() const {
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> ranges(data_.size());
+  for (const auto& [key, p] : entries_) {
+    if (p->entry.slices_size() > 0 || !p->done) continue;  // a partitioned tensor's metadata entry
+    ranges[static_cast<size_t>(p->entry.shard_id())].emplace_back(p->entry.offset(), p->entry.size());
+  }
+  for (size_t shard = 0; shard < ranges.size(); ++shard) {
+    auto& r = ranges[shard];
+    std::sort(r.begin(), r.end());
+    for (size_t i = 0; i + 1 < r.size(); ++i) {
+      if (r[i].first + r[i].second > r[i + 1].first) {
+        return absl::InternalError(StrCat("bug: entries at offsets ", r[i].first, " and ", r[i + 1].first, " of ",
+                                          data_[shard]->path(), " overlap"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 WrittenOutput BundleWriter::Written(WritableFile& index) {
   std::map<std::string, WritableFile*> files{{index.path(), &index}};
   for (auto& f : data_) files.emplace(f->path(), f.get());
   WrittenOutput out;
   out.open = [files = std::move(files)](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
     auto it = files.find(path);
-    if (it == files.end()) return Storage::For(path).OpenForRead(path);
+    if (it == files.end()) return NotWritten(path);
     return it->second->OpenWritten();
   };
   out.read_back = [this](int32_t shard, uint64_t offset, uint64_t size) {
@@ -389,6 +415,7 @@ absl::Status BundleWriter::Finish() {
     // file where the tensor's first slice is: do the same (0 for one data file).
     if (!order.empty()) meta.set_shard_id(std::get<0>(order.front()));
   }
+  TFCKPT_RETURN_IF_ERROR(CheckDisjoint());
   TFCKPT_ASSIGN_OR_RETURN(auto index, Storage::For(prefix_).Create(prefix_ + ".index"));
   {
     TableWriter table(index.get());
@@ -427,6 +454,10 @@ absl::Status BundleWriter::Finish() {
         return absl::OkStatus();
       },
       [&] { return index->Commit(); });
+}
+
+absl::Status NotWritten(const std::string& path) {
+  return absl::NotFoundError(StrCat(path, ": not a file of the output being written"));
 }
 
 absl::Status PublishBundle(const std::string& prefix, bool overwrite, int32_t num_files,
