@@ -58,11 +58,12 @@ struct BundleWriterOptions {
   int32_t num_shards = 1;  // data files PREFIX.data-0000i-of-NNNNN, all created
   bool overwrite = false;  // replace an existing checkpoint at the prefix
   BeforeCommit before_commit;  // e.g. verification (verify.h)
-  // Positional entries (AddAt, BeginEntryAt) are read back right after each write and
-  // compared with the bytes their CRC was computed on, by the thread that wrote them
-  // (while others copy): a difference fails the write (DataLoss, check id
-  // "output.mismatch"). WrittenOutput::read_back then names them.
-  bool read_back = false;
+  // Positional entries (AddAt, BeginEntryAt) of the tensors this accepts (by name) are read
+  // back right after each write and compared with the bytes their CRC was computed on, by
+  // the thread that wrote them (while others copy): a difference fails the write
+  // (DataLoss, check id "output.mismatch"). WrittenOutput::read_back then names them.
+  // Empty: none (the read-back pays only where the verification can then skip reading).
+  std::function<bool(std::string_view tensor)> read_back;
 };
 
 // Publishes a bundle written under temporary names: with `overwrite`, the index of a
@@ -117,7 +118,8 @@ class BundleWriter {
     int32_t shard_ = 0;
     bool positional_ = false;
     uint64_t expected_ = 0, written_ = 0, offset_ = 0;
-    uint64_t read_back_ = 0;  // bytes read back and found equal (BundleWriterOptions::read_back)
+    bool check_ = false;      // read back each write (BundleWriterOptions::read_back)
+    uint64_t read_back_ = 0;  // bytes read back and found equal
     uint32_t crc_ = 0;
   };
   absl::StatusOr<EntryStream> BeginEntry(std::string_view name, int32_t dtype, const Shape& full,
@@ -150,9 +152,12 @@ class BundleWriter {
                                        bool positional, const SliceExtents* extents);
   absl::Status FinishEntry(const std::string& key, uint64_t offset, uint64_t size, uint32_t crc, bool read_back);
   // After a positional write of `bytes` at `at` of data file `shard` (entry `key`): plants
-  // the test fault (TFCKPT_FAULT_FLIP_OUTPUT_BYTE) when it falls there, then, with
-  // options.read_back, reads the range back and compares. Returns whether it was checked.
-  absl::StatusOr<bool> AfterPositionalWrite(int32_t shard, uint64_t at, std::string_view bytes, const std::string& key);
+  // the test fault (TFCKPT_FAULT_FLIP_OUTPUT_BYTE) when it falls there, then, with `check`,
+  // reads the range back and compares. Returns whether it was checked.
+  absl::StatusOr<bool> AfterPositionalWrite(int32_t shard, uint64_t at, std::string_view bytes, const std::string& key,
+                                            bool check);
+  // Whether options.read_back asks for the entries of `tensor`.
+  bool WantsReadBack(std::string_view tensor) const { return options_.read_back && options_.read_back(tensor); }
   // Add / AddSlice (appending) or, with `at`, AddAt.
   absl::Status AddPayload(std::string_view name, int32_t dtype, const Shape& full, const std::optional<Region>& region,
                           std::string_view payload, int32_t shard, std::optional<uint64_t> at,

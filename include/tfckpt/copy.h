@@ -150,7 +150,9 @@ struct ExecuteOptions {
   bool overwrite = false;
   std::atomic<uint64_t>* progress = nullptr;  // bytes written so far, if given
   BeforeCommit before_commit;                 // bundle_writer.h: e.g. verification
-  bool read_back = false;                     // BundleWriterOptions::read_back
+  // BundleWriterOptions::read_back for every tensor whose input and output pieces are all
+  // cut on axis 0 only (the verification proves those by CRCs alone; others it reads).
+  bool read_back = false;
 };
 
 // The bytes a writer stores for `region` of `t`: elements x element size, or for strings

@@ -239,13 +239,13 @@ absl::Status BundleWriter::AddPayload(std::string_view name, int32_t dtype, cons
   TFCKPT_RETURN_IF_ERROR(at ? data_[shard]->WriteAt(offset, payload) : data_[shard]->Append(payload));
   bool read_back = false;
   if (at) {
-    TFCKPT_ASSIGN_OR_RETURN(read_back, AfterPositionalWrite(shard, offset, payload, key));
+    TFCKPT_ASSIGN_OR_RETURN(read_back, AfterPositionalWrite(shard, offset, payload, key, WantsReadBack(name)));
   }
   return FinishEntry(key, offset, payload.size(), *crc, read_back);
 }
 
 absl::StatusOr<bool> BundleWriter::AfterPositionalWrite(int32_t shard, uint64_t at, std::string_view bytes,
-                                                        const std::string& key) {
+                                                        const std::string& key, bool check) {
   WritableFile& f = *data_[shard];
   if (const char* fault = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE"); fault != nullptr && shard == 0) {
     const uint64_t n = std::strtoull(fault, nullptr, 10);
@@ -254,7 +254,7 @@ absl::StatusOr<bool> BundleWriter::AfterPositionalWrite(int32_t shard, uint64_t 
       fault_planted_ = true;
     }
   }
-  if (!options_.read_back) return false;
+  if (!check) return false;
   thread_local std::string back;
   back.resize(bytes.size());
   TFCKPT_RETURN_IF_ERROR(f.ReadBack(at, bytes.size(), back.data()));
@@ -292,6 +292,7 @@ absl::StatusOr<BundleWriter::EntryStream> BundleWriter::StartEntry(std::string_v
   s.key_ = std::move(key);
   s.shard_ = shard;
   s.positional_ = at.has_value();
+  s.check_ = s.positional_ && WantsReadBack(name);
   s.expected_ = size;
   s.offset_ = at ? *at : data_[shard]->size();
   if (!at) in_stream_[shard] = 1;
@@ -319,7 +320,7 @@ absl::Status BundleWriter::EntryStream::Append(std::string_view bytes) {
 }
 
 absl::Status BundleWriter::EntryStream::Checked(uint64_t at, std::string_view bytes) {
-  TFCKPT_ASSIGN_OR_RETURN(const bool checked, writer_->AfterPositionalWrite(shard_, at, bytes, key_));
+  TFCKPT_ASSIGN_OR_RETURN(const bool checked, writer_->AfterPositionalWrite(shard_, at, bytes, key_, check_));
   if (checked) read_back_ += bytes.size();
   return absl::OkStatus();
 }
