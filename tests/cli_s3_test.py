@@ -219,6 +219,32 @@ def reshard_and_convert_read_remote_checkpoints_into_local_outputs():
         run("validate", out, "--against", data(T2T), code=0)
 
 
+@test(needs_data=True)
+def validate_reports_unfinished_saves_and_aborts_their_uploads():
+    uploaded()
+    # What a save killed before its index leaves: a data object, and an upload in progress.
+    prefix = f"{ROOT}/unfinished/m"
+    s3_put("put", data("t2t_transformer_2shards/" + T2T_DATA1), prefix + ".data-00000-of-00001")
+    s3_put("start-upload", prefix + ".index")
+    p = run("validate", prefix, "--json", code=1)
+    errors = {(e["check"], e["file"]) for e in json.loads(p.stdout)["errors"]}
+    assert errors == {("files.no-index", prefix + ".data-00000-of-00001"),
+                      ("files.upload-in-progress", prefix + ".index")}, p.stdout
+    assert "tfckpt validate --abort-uploads " + prefix in p.stdout, p.stdout
+    p = run("validate", prefix, "--abort-uploads", code=1)
+    assert "aborted the upload in progress of " + prefix + ".index" in p.stderr, p.stderr
+    assert "files.upload-in-progress" not in p.stdout and "files.no-index" in p.stdout, p.stdout
+    # Beside a complete checkpoint, an upload in progress under its prefix is a warning.
+    complete = f"{ROOT}/complete/model.ckpt-1"
+    s3_put("tree", data("t2t_transformer_2shards"), f"{ROOT}/complete/")
+    s3_put("start-upload", complete + ".data-00001-of-00002")
+    p = run("validate", complete, code=0)
+    assert "files.upload-in-progress" in p.stdout and "1 warning" in p.stdout, p.stdout
+    run("validate", complete, "--strict", code=1)
+    run("validate", complete, "--abort-uploads", code=0)
+    assert "files.upload-in-progress" not in run("validate", complete, "--strict", code=0).stdout
+
+
 def closed_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

@@ -4,6 +4,8 @@
 //   s3_put mb s3://BUCKET           creates the bucket (OK when it exists)
 //   s3_put put FILE s3://B/KEY      uploads a local file as one object
 //   s3_put tree DIR s3://B/PREFIX/  uploads every file under DIR as PREFIX/RELATIVE/PATH
+//   s3_put start-upload s3://B/KEY  starts a multipart upload and leaves it in progress
+//                                   (what a writer killed mid-upload leaves)
 // Exit 0, or 1 with the error on stderr.
 #include <cstdio>
 #include <string>
@@ -40,14 +42,15 @@ absl::Status PutTree(Client& client, const std::string& dir, const ObjectUrl& pr
 }
 
 absl::Status Main(const std::vector<std::string>& args) {
-  if (args.size() < 2) return absl::InvalidArgumentError("usage: s3_put mb URL | put FILE URL | tree DIR URL");
+  if (args.size() < 2) return absl::InvalidArgumentError("usage: s3_put mb URL | put FILE URL | tree DIR URL | start-upload URL");
   TFCKPT_ASSIGN_OR_RETURN(ObjectUrl url, tfckpt::s3::ParseObjectUrl(args.back()));
   TFCKPT_ASSIGN_OR_RETURN(auto settings, tfckpt::s3::ResolveSettings(url.scheme, tfckpt::s3::ProcessEnv()));
   TFCKPT_ASSIGN_OR_RETURN(auto client, Client::Create(std::move(settings)));
   if (args[0] == "mb" && args.size() == 2) return client->CreateBucket(url);
   if (args[0] == "put" && args.size() == 3) return PutFile(*client, args[1], url);
   if (args[0] == "tree" && args.size() == 3) return PutTree(*client, args[1], url);
-  return absl::InvalidArgumentError("usage: s3_put mb URL | put FILE URL | tree DIR URL");
+  if (args[0] == "start-upload" && args.size() == 2) return client->CreateMultipartUpload(url).status();
+  return absl::InvalidArgumentError("usage: s3_put mb URL | put FILE URL | tree DIR URL | start-upload URL");
 }
 
 }  // namespace

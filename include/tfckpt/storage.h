@@ -199,6 +199,18 @@ class Storage {
   // accepted and the endpoint answers (one request). The error names `path`.
   virtual absl::Status CheckAccess(const std::string& /*path*/) { return absl::OkStatus(); }
 
+  // The final names of writes under `prefix` (names starting with it) that were started and
+  // are neither finished nor abandoned: an object store's multipart uploads in progress,
+  // left by a writer that was killed (or that still runs). None locally (an interrupted
+  // local write is a temporary: RemoveStaleTemporaries).
+  virtual absl::StatusOr<std::vector<std::string>> UnfinishedWrites(const std::string& /*prefix*/) {
+    return std::vector<std::string>{};
+  }
+  // Abandons them (aborts the uploads); the names abandoned.
+  virtual absl::StatusOr<std::vector<std::string>> AbortUnfinishedWrites(const std::string& /*prefix*/) {
+    return std::vector<std::string>{};
+  }
+
   // Removes the temporaries (NAME.tmp-tfckpt-PID-N) that writers killed before they
   // finished left in `dir` for names starting with `stem`: those whose PID no longer runs.
   // Returns the paths removed (the final name each was meant for is NAME).

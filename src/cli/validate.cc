@@ -17,7 +17,7 @@ namespace {
 
 struct ValidateArgs {
   std::string ckpt, against;
-  bool json = false, strict = false, quick = false, report = false;
+  bool json = false, strict = false, quick = false, report = false, abort_uploads = false;
   int jobs = 0;
   std::optional<double> tolerance;
 };
@@ -85,6 +85,12 @@ int RunValidate(const ValidateArgs& a) {
   if (a.tolerance && !(*a.tolerance >= 0)) {
     return ReportError("validate", absl::InvalidArgumentError("--tolerance must be a number >= 0"));
   }
+  if (a.abort_uploads) {
+    if (!a.against.empty()) return ReportError("validate", absl::InvalidArgumentError("--abort-uploads takes no --against"));
+    auto aborted = Storage::For(a.ckpt).AbortUnfinishedWrites(a.ckpt);
+    if (!aborted.ok()) return ReportError("validate", aborted.status());
+    for (const std::string& name : *aborted) std::cerr << "tfckpt validate: aborted the upload in progress of " << name << "\n";
+  }
   absl::StatusOr<ValidateReport> report;
   if (a.against.empty()) {
     ValidateOptions o;
@@ -145,6 +151,9 @@ std::function<int()> AddValidate(CLI::App& app) {
   AddJsonOption(sub, &args->json);
   sub->add_flag("--strict", args->strict, "Treat warnings as errors (notes stay notes)");
   sub->add_flag("--quick", args->quick, "Metadata only: skip reading data and checking tensor checksums");
+  sub->add_flag("--abort-uploads", args->abort_uploads,
+                "First abort the uploads in progress under an s3:// or gs:// CKPT (left by killed writers; "
+                "validate lists them), then validate, e.g. validate --abort-uploads s3://b/run/ckpt-100");
   AddJobsOption(sub, &args->jobs, "Threads for data checks");
   AddConnectionsOption(sub);
   sub->add_option("--tolerance", args->tolerance,

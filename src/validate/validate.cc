@@ -46,6 +46,31 @@ Finding Make(std::string check, Severity sev, std::string file, std::string key,
 // ---------------------------------------------------------------------------------------
 // Files beside the index: data files present, unreferenced, leftovers of crashed saves.
 
+// The writes under `prefix` in progress (an object store's multipart uploads), one
+// finding each of `severity`, saying how to abandon them.
+void CheckUnfinishedWrites(const std::string& prefix, Severity severity, std::vector<Finding>* out) {
+  auto unfinished = Storage::For(prefix).UnfinishedWrites(prefix);
+  for (const std::string& name : unfinished.ok() ? *unfinished : std::vector<std::string>{}) {
+    out->push_back(Make("files.upload-in-progress", severity, name, "", -1,
+                        StrCat("upload in progress, never completed (its writer was killed, or still runs); "
+                               "abort it with: tfckpt validate --abort-uploads ", prefix)));
+  }
+}
+
+// `spec` (an object URL) names no checkpoint: when data files of that prefix, or uploads in progress under
+// it, are there, an unfinished or interrupted save (the index is written last), one error
+// finding each; else nothing.
+std::vector<Finding> UnfinishedCheckpoint(const std::string& spec) {
+  std::vector<Finding> out;
+  for (const std::string& f : Storage::For(spec).Glob(spec + ".data-?????-of-?????")) {
+    out.push_back(Make("files.no-index", Severity::kError, f, "", -1,
+                       StrCat("data file without ", spec, ".index: an unfinished or interrupted save (the index is "
+                              "written last)")));
+  }
+  CheckUnfinishedWrites(spec, Severity::kError, &out);
+  return out;
+}
+
 void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
   const CheckpointInfo& info = c.info();
   const std::string dir = DirectoryOf(info.prefix);
@@ -402,6 +427,10 @@ absl::StatusOr<ValidateReport> Validate(const std::string& spec, const ValidateO
       report.findings.push_back(FindingOf(resolved.status()));
       return report;
     }
+    if (absl::IsNotFound(resolved.status()) && IsUrl(spec)) {
+      report.findings = UnfinishedCheckpoint(spec);
+      if (!report.findings.empty()) return report;
+    }
     return resolved.status();
   }
   report.path = resolved->prefix;
@@ -423,6 +452,7 @@ absl::StatusOr<ValidateReport> Validate(const std::string& spec, const ValidateO
   if (info.format == Format::kV2) {
     TFCKPT_RETURN_IF_ERROR(DataFilesPermitted(c));
     CheckFiles(c, &out);
+    CheckUnfinishedWrites(info.prefix, Severity::kWarning, &out);
   }
   size_t pieces_total = 0;
   for (const auto& t : c.tensors()) pieces_total += t.slices.size();

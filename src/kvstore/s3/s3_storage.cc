@@ -306,6 +306,29 @@ absl::Status S3Storage::RemoveAll(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<std::string>> S3Storage::UnfinishedWrites(const std::string& prefix) {
+  TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(prefix));
+  absl::StatusOr<std::vector<MultipartUpload>> uploads = t.client->ListMultipartUploads(t.url);
+  if (!uploads.ok()) return Named(uploads.status(), prefix);
+  std::vector<std::string> out;
+  for (const MultipartUpload& u : *uploads) out.push_back(ObjectUrl{t.url.scheme, t.url.bucket, u.key}.ToString());
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> S3Storage::AbortUnfinishedWrites(const std::string& prefix) {
+  TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(prefix));
+  absl::StatusOr<std::vector<MultipartUpload>> uploads = t.client->ListMultipartUploads(t.url);
+  if (!uploads.ok()) return Named(uploads.status(), prefix);
+  std::vector<std::string> out;
+  for (const MultipartUpload& u : *uploads) {
+    const ObjectUrl url{t.url.scheme, t.url.bucket, u.key};
+    absl::Status s = t.client->AbortMultipartUpload(url, u.upload_id);
+    if (!s.ok() && !absl::IsNotFound(s)) return s;  // NotFound: finished or aborted meanwhile
+    out.push_back(url.ToString());
+  }
+  return out;
+}
+
 absl::Status S3Storage::CreateDirectories(const std::string& /*dir*/) { return absl::OkStatus(); }
 
 absl::Status S3Storage::Move(const std::string& from, const std::string& to) {

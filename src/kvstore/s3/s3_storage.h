@@ -19,6 +19,8 @@
 //   Remove        DELETE (NotFound when there is no such object); RemoveAll also deletes
 //                 every object under "KEY/".
 //   Create        not yet: Unimplemented (writes come with issue 16's second part).
+//   UnfinishedWrites, AbortUnfinishedWrites  ListMultipartUploads under the prefix,
+//                 AbortMultipartUpload of each.
 //   Move, Link    Unimplemented: an object store has no rename (never copy + delete).
 //   CreateDirectories  nothing to do.
 //
@@ -84,6 +86,8 @@ class S3Storage final : public Storage {
                               const std::vector<std::string>& inputs) override;
   std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, const std::string& stem) override;
   absl::Status CheckAccess(const std::string& path) override;
+  absl::StatusOr<std::vector<std::string>> UnfinishedWrites(const std::string& prefix) override;
+  absl::StatusOr<std::vector<std::string>> AbortUnfinishedWrites(const std::string& prefix) override;
 
  private:
   S3Storage();
