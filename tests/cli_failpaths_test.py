@@ -3,6 +3,7 @@
 merge --recover --move --force after a plain --recover (issue 14, B2-B4). Interrupts and
 full disks are in crash_safety_test.py. Usage: cli_failpaths_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE"""
 
+import json
 import os
 import subprocess
 import sys
@@ -175,6 +176,23 @@ def merge_again_over_its_own_linked_output_leaves_no_temporaries():
         left = [n for n in os.listdir(os.path.dirname(out)) if ".tmp-tfckpt-" in n]
         assert left == [], left
         run("validate", out, "--against", src, code=0)
+
+
+@test()
+def an_object_url_as_output_is_refused_at_once():
+    # Outputs are local for now: -o s3://... is a usage error before any request (it used
+    # to ask an unreachable AWS endpoint, with retries, for minutes).
+    with tempfile.TemporaryDirectory() as d:
+        src = example(d)
+        env = dict(os.environ, AWS_ENDPOINT_URL="http://127.0.0.1:9", TFCKPT_S3_MAX_RETRIES="0")
+        for args in (["reshard", src, "-o", "s3://bucket/run/m"], ["merge", src, "-o", "gs://bucket/m"],
+                     ["convert", src, "-o", "s3://bucket/m.safetensors"],
+                     ["reshard", src, "-o", os.path.join(d, "o"), "--plan", "s3://bucket/plan.json"]):
+            p = subprocess.run([TFCKPT, *args], capture_output=True, text=True, timeout=30, env=env)
+            assert p.returncode == 2, (args, p.returncode, p.stderr)
+            one_error_line(p, args[-1], "writing to an object store is not supported yet")
+            j = subprocess.run([TFCKPT, *args, "--json"], capture_output=True, text=True, timeout=30, env=env)
+            assert j.returncode == 2 and json.loads(j.stdout)["error"]["id"] == "usage", j.stdout
 
 
 if __name__ == "__main__":
