@@ -357,3 +357,30 @@ TEST_CASE("WrittenOutput::open answers NotFound for any name that is not one of 
   REQUIRE((*w)->Add("x", 3, {1}, std::string(4, '\1')).ok());
   REQUIRE((*w)->Finish().ok());
 }
+
+TEST_CASE("VerifyWritten: a safetensors output is proved by the input's CRCs, reading the input no more") {
+  TempDir dir;
+  WriteRows(dir / "in", {3, 6});
+  auto in = Open(dir / "in");
+  const std::string out = dir / "m.safetensors";
+  auto w = tfckpt::WriteSafetensors(*in, out, {});
+  REQUIRE(w.ok());
+  tfckpt::VerifyOptions st;
+  st.format = tfckpt::Format::kSafetensors;
+  CHECK(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, st).ok());
+  // The input's bytes changed after the copy (its stored CRCs not): the output still has
+  // the bytes those CRCs were computed on, which proves it without reading the input's
+  // data (a value comparison would read it and fail).
+  std::string bytes = tfckpt::testing::ReadFile(dir / "in.data-00000-of-00001");
+  bytes[20] ^= 1;
+  tfckpt::testing::WriteFile(dir / "in.data-00000-of-00001", bytes);
+  auto changed = Open(dir / "in");
+  CHECK(tfckpt::VerifyWritten(out, w->files, {{changed.get(), w->sources}}, st).ok());
+  // A byte changed in the output is found (then compared by value, and named).
+  bytes[20] ^= 1;
+  tfckpt::testing::WriteFile(dir / "in.data-00000-of-00001", bytes);  // the input as it was
+  std::string o = tfckpt::testing::ReadFile(out);
+  o[o.size() - 3] ^= 1;
+  tfckpt::testing::WriteFile(out, o);
+  CheckRemoved(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, st), w->files, "t", "differ");
+}

@@ -708,9 +708,12 @@ struct ByteRange {
 
 // The pieces of `t` as byte ranges in order, when they tile the tensor's bytes exactly
 // (each piece whole rows, i.e. cut on axis 0 only, or the whole tensor; no gap, no
-// overlap; each stored with the size of its range) and are raw little-endian V2 bytes.
-std::optional<std::vector<ByteRange>> RowTiling(const Checkpoint& c, const TensorEntry& t, int64_t esize) {
-  if (c.info().format != Format::kV2 || c.info().big_endian || !t.defect.empty()) return std::nullopt;
+// overlap; each stored with the size of its range) and are raw little-endian V2 bytes (or,
+// with `safetensors_too`, a safetensors tensor's bytes, which have no CRC).
+std::optional<std::vector<ByteRange>> RowTiling(const Checkpoint& c, const TensorEntry& t, int64_t esize,
+                                                bool safetensors_too = false) {
+  const bool raw = c.info().format == Format::kV2 || (safetensors_too && c.info().format == Format::kSafetensors);
+  if (!raw || c.info().big_endian || !t.defect.empty()) return std::nullopt;
   const auto total = NumElements(t.shape);
   if (!total.ok()) return std::nullopt;
   std::vector<ByteRange> ranges;
@@ -774,15 +777,17 @@ bool SameByStoredCrcs(const TensorEntry& a, const std::vector<ByteRange>& new_ra
 // both of one fixed-size dtype, raw, and cut on axis 0 only. The new side is read once,
 // front to back: every new piece's bytes must have its stored CRC, and the new bytes
 // over each old piece's range must have that piece's stored CRC. (Where a new piece is
-// an old piece's range exactly, its one CRC serves both.) False when that cannot be
-// shown, for whatever reason (the caller then compares as usual and reports).
+// an old piece's range exactly, its one CRC serves both.) A safetensors new side has no
+// CRCs: its bytes are proved by the old side's alone. False when that cannot be shown, for
+// whatever reason (the caller then compares as usual and reports).
 bool SameByCrc(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb, const TensorEntry& b,
                const CompareOptions& options) {
   if (a.dtype != b.dtype) return false;
   const int64_t esize = LookupDType(a.dtype)->element_size;
-  const auto new_ranges = RowTiling(ca, a, esize), old_ranges = RowTiling(cb, b, esize);
+  const bool new_crcs = ca.info().format == Format::kV2;
+  const auto new_ranges = RowTiling(ca, a, esize, /*safetensors_too=*/true), old_ranges = RowTiling(cb, b, esize);
   if (!new_ranges || !old_ranges) return false;
-  if (options.crc_holds && std::all_of(a.slices.begin(), a.slices.end(), options.crc_holds)) {
+  if (new_crcs && options.crc_holds && std::all_of(a.slices.begin(), a.slices.end(), options.crc_holds)) {
     return SameByStoredCrcs(a, *new_ranges, b, *old_ranges);
   }
   std::vector<crc32c::Cursor> old(b.slices.size());
@@ -809,7 +814,7 @@ bool SameByCrc(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb,
       at += n;
       while (first < old_ranges->size() && (*old_ranges)[first].end <= at) ++first;
     }
-    if (!cur.Covered(s.data.size) || cur.crc != crc32c::Unmask(s.data.masked_crc)) return false;
+    if (!cur.Covered(s.data.size) || (new_crcs && cur.crc != crc32c::Unmask(s.data.masked_crc))) return false;
     if (same) old[*same] = cur;
   }
   for (const ByteRange& o : *old_ranges) {
