@@ -39,6 +39,9 @@ struct Region {
   // True when 0 <= start, 0 <= shape and start + shape <= full in every dimension.
   bool InsideOf(const Shape& full) const;
   bool Covers(const Shape& full) const;  // equals Full(full)
+  // Spans all of axes 1.. of `full` (a cut on axis 0 only: whole rows). REQUIRES: rank() ==
+  // full.size().
+  bool WholeRowsOf(const Shape& full) const;
   bool Contains(const std::vector<int64_t>& index) const;
 
   friend bool operator==(const Region&, const Region&) = default;

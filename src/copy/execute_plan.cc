@@ -121,17 +121,11 @@ bool CutOnAxis0Only(const Checkpoint& c, const TensorEntry& t, const TensorPlan&
   const DTypeInfo* info = LookupDType(t.dtype);
   if (info == nullptr || info->element_size == 0) return false;
   if (c.info().format != Format::kV2 || c.info().big_endian) return false;  // its CRCs are not the bytes'
-  auto rows = [&](const Region& r) {
-    for (size_t d = 1; d < r.rank(); ++d) {
-      if (r.start[d] != 0 || r.shape[d] != t.shape[d]) return false;
-    }
-    return true;
-  };
   for (const StoredSlice& s : t.slices) {
-    if (!rows(s.region)) return false;
+    if (!s.region.WholeRowsOf(t.shape)) return false;
   }
   for (const PlannedPiece& p : tp.pieces) {
-    if (!rows(p.region)) return false;
+    if (!p.region.WholeRowsOf(t.shape)) return false;
   }
   return true;
 }

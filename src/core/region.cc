@@ -54,6 +54,13 @@ bool Region::InsideOf(const Shape& full) const {
 
 bool Region::Covers(const Shape& full) const { return *this == Full(full); }
 
+bool Region::WholeRowsOf(const Shape& full) const {
+  for (size_t d = 1; d < rank(); ++d) {
+    if (start[d] != 0 || shape[d] != full[d]) return false;
+  }
+  return true;
+}
+
 bool Region::Contains(const std::vector<int64_t>& index) const {
   for (size_t d = 0; d < rank(); ++d) {
     if (index[d] < start[d] || index[d] >= start[d] + shape[d]) return false;

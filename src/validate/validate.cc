@@ -721,9 +721,8 @@ std::optional<std::vector<ByteRange>> RowTiling(const Checkpoint& c, const Tenso
     const Region& r = t.slices[k].region;
     uint64_t begin = 0, end = static_cast<uint64_t>(*total * esize);
     if (!r.Covers(t.shape)) {
-      if (r.rank() != t.shape.size() || r.rank() == 0 || t.shape[0] == 0) return std::nullopt;
-      for (size_t d = 1; d < r.rank(); ++d) {
-        if (r.start[d] != 0 || r.shape[d] != t.shape[d]) return std::nullopt;
+      if (r.rank() != t.shape.size() || r.rank() == 0 || t.shape[0] == 0 || !r.WholeRowsOf(t.shape)) {
+        return std::nullopt;
       }
       const uint64_t row = end / static_cast<uint64_t>(t.shape[0]);
       begin = static_cast<uint64_t>(r.start[0]) * row;
