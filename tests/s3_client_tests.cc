@@ -610,15 +610,14 @@ TEST_CASE("MultipartWriter: bytes in odd pieces, parts sent as they fill, nothin
   const std::string body = RandomBytes((17 << 20) + 5, 15);
   constexpr uint64_t kPart = 5 << 20;
   auto w = MultipartWriter::Create(c.get(), obj, kPart, 2);
-  REQUIRE_OK(w);
   for (size_t at = 0; at < body.size();) {
     const size_t n = std::min<size_t>(body.size() - at, 777777);
-    REQUIRE_OK((*w)->Append(std::string_view(body).substr(at, n)));
+    REQUIRE_OK(w->Append(std::string_view(body).substr(at, n)));
     at += n;
   }
-  CHECK((*w)->size() == body.size());
+  CHECK(w->size() == body.size());
   CHECK(c->Head(obj).status().code() == absl::StatusCode::kNotFound);
-  REQUIRE_OK((*w)->Close());
+  REQUIRE_OK(w->Close());
   auto info = c->Head(obj);
   REQUIRE_OK(info);
   CHECK(info->size == body.size());
@@ -630,8 +629,7 @@ TEST_CASE("MultipartWriter: bytes in odd pieces, parts sent as they fill, nothin
   // An empty object is one empty part.
   const ObjectUrl empty = In(bucket, "empty");
   auto e = MultipartWriter::Create(c.get(), empty, kPart, 2);
-  REQUIRE_OK(e);
-  REQUIRE_OK((*e)->Close());
+  REQUIRE_OK(e->Close());
   auto empty_info = c->Head(empty);
   REQUIRE_OK(empty_info);
   CHECK(empty_info->size == 0);
@@ -640,8 +638,7 @@ TEST_CASE("MultipartWriter: bytes in odd pieces, parts sent as they fill, nothin
   const ObjectUrl dropped = In(bucket, "dropped");
   {
     auto d = MultipartWriter::Create(c.get(), dropped, kPart, 2);
-    REQUIRE_OK(d);
-    REQUIRE_OK((*d)->Append(body));
+      REQUIRE_OK(d->Append(body));
   }
   CHECK(c->Head(dropped).status().code() == absl::StatusCode::kNotFound);
   auto uploads = c->ListMultipartUploads(In(bucket, ""));
@@ -654,14 +651,13 @@ TEST_CASE("MultipartWriter: a part that fails for good fails Close and aborts th
   const ObjectUrl bucket = NewBucket(*c, "writerfail");
   const ObjectUrl obj = In(bucket, "m.data");
   auto w = MultipartWriter::Create(c.get(), obj, 5 << 20, 1);
-  REQUIRE_OK(w);
   Faults("\nstatus 400 InvalidRequest\n");  // part 1 passes, part 2 is refused
-  absl::Status s = (*w)->Append(RandomBytes(11 << 20, 16));
-  if (s.ok()) s = (*w)->Close();
+  absl::Status s = w->Append(RandomBytes(11 << 20, 16));
+  if (s.ok()) s = w->Close();
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK(Message(s).find(obj.ToString()) != std::string::npos);
   Faults("");
-  w->reset();
+  w.reset();
   CHECK(c->Head(obj).status().code() == absl::StatusCode::kNotFound);
   auto uploads = c->ListMultipartUploads(In(bucket, ""));
   REQUIRE_OK(uploads);

@@ -6,6 +6,9 @@
 //   s3_put tree DIR s3://B/PREFIX/  uploads every file under DIR as PREFIX/RELATIVE/PATH
 //   s3_put start-upload s3://B/KEY  starts a multipart upload and leaves it in progress
 //                                   (what a writer killed mid-upload leaves)
+//   s3_put get s3://B/KEY FILE      downloads one object into a local file
+//   s3_put ls s3://B/PREFIX         prints every key under PREFIX with its size, in key order
+//   s3_put uploads s3://B/PREFIX    prints the key of every multipart upload in progress
 // Exit 0, or 1 with the error on stderr.
 #include <cstdio>
 #include <string>
@@ -28,6 +31,16 @@ absl::Status PutFile(Client& client, const std::string& file, const ObjectUrl& u
   return client.Put(url, bytes).status();
 }
 
+absl::Status GetFile(Client& client, const ObjectUrl& url, const std::string& file) {
+  TFCKPT_ASSIGN_OR_RETURN(tfckpt::s3::ObjectInfo info, client.Head(url));
+  std::string bytes(info.size, '\0');
+  TFCKPT_RETURN_IF_ERROR(client.Read(url, 0, info.size, info.etag, bytes.data()));
+  TFCKPT_ASSIGN_OR_RETURN(auto out, tfckpt::Storage::Local().Create(file));
+  TFCKPT_RETURN_IF_ERROR(out->Append(bytes));
+  TFCKPT_RETURN_IF_ERROR(out->Close());
+  return out->Commit();
+}
+
 absl::Status PutTree(Client& client, const std::string& dir, const ObjectUrl& prefix) {
   TFCKPT_ASSIGN_OR_RETURN(std::vector<tfckpt::DirEntry> entries, tfckpt::Storage::Local().List(dir));
   for (const tfckpt::DirEntry& e : entries) {
@@ -41,16 +54,30 @@ absl::Status PutTree(Client& client, const std::string& dir, const ObjectUrl& pr
   return absl::OkStatus();
 }
 
+constexpr const char* kUsage =
+    "usage: s3_put mb URL | put FILE URL | tree DIR URL | start-upload URL | get URL FILE | ls URL | uploads URL";
+
 absl::Status Main(const std::vector<std::string>& args) {
-  if (args.size() < 2) return absl::InvalidArgumentError("usage: s3_put mb URL | put FILE URL | tree DIR URL | start-upload URL");
-  TFCKPT_ASSIGN_OR_RETURN(ObjectUrl url, tfckpt::s3::ParseObjectUrl(args.back()));
+  if (args.size() < 2) return absl::InvalidArgumentError(kUsage);
+  TFCKPT_ASSIGN_OR_RETURN(ObjectUrl url, tfckpt::s3::ParseObjectUrl(args[0] == "get" ? args[1] : args.back()));
   TFCKPT_ASSIGN_OR_RETURN(auto settings, tfckpt::s3::ResolveSettings(url.scheme, tfckpt::s3::ProcessEnv()));
   TFCKPT_ASSIGN_OR_RETURN(auto client, Client::Create(std::move(settings)));
   if (args[0] == "mb" && args.size() == 2) return client->CreateBucket(url);
   if (args[0] == "put" && args.size() == 3) return PutFile(*client, args[1], url);
   if (args[0] == "tree" && args.size() == 3) return PutTree(*client, args[1], url);
   if (args[0] == "start-upload" && args.size() == 2) return client->CreateMultipartUpload(url).status();
-  return absl::InvalidArgumentError("usage: s3_put mb URL | put FILE URL | tree DIR URL | start-upload URL");
+  if (args[0] == "get" && args.size() == 3) return GetFile(*client, url, args[2]);
+  if (args[0] == "ls" && args.size() == 2) {
+    TFCKPT_ASSIGN_OR_RETURN(auto objects, client->List(url));
+    for (const auto& o : objects) std::printf("%s %llu\n", o.key.c_str(), static_cast<unsigned long long>(o.size));
+    return absl::OkStatus();
+  }
+  if (args[0] == "uploads" && args.size() == 2) {
+    TFCKPT_ASSIGN_OR_RETURN(auto uploads, client->ListMultipartUploads(url));
+    for (const auto& u : uploads) std::printf("%s\n", u.key.c_str());
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(kUsage);
 }
 
 }  // namespace

@@ -76,9 +76,14 @@ struct BundleWriterOptions {
 // checkpoint already at `prefix` is removed first (no reader ever pairs it with new data
 // files), then `commit_data` puts the data files in place, `commit_index` the index, and
 // the old checkpoint's data files that the new one (`num_files`) does not use are removed.
+// `check_data`, when given, runs between the two commits (an object store, whose uploads
+// cannot be read before they are complete: WritableFile::ReadableBeforeCommit): when it
+// fails, the data files just committed (and the old checkpoint's) are removed and no
+// index is written.
 absl::Status PublishBundle(const std::string& prefix, bool overwrite, int32_t num_files,
                            const std::function<absl::Status()>& commit_data,
-                           const std::function<absl::Status()>& commit_index);
+                           const std::function<absl::Status()>& commit_index,
+                           const std::function<absl::Status()>& check_data = nullptr);
 
 class BundleWriter {
  public:
@@ -145,7 +150,11 @@ class BundleWriter {
                                            const SliceExtents* extents = nullptr);
 
   // Writes the index, calls options.before_commit, makes every file durable and renames
-  // them into place (data files first, the index last). REQUIRES: called once.
+  // them into place (data files first, the index last). On an object store (data files
+  // not ReadableBeforeCommit): the data objects are completed first, before_commit reads
+  // them then, and the index goes up last (PublishBundle's check_data). An entry that
+  // options.read_back asks for counts as read back there: its CRC was taken from the bytes
+  // uploaded, which the store checks against their SHA-256. REQUIRES: called once.
   absl::Status Finish();
 
   const std::string& prefix() const { return prefix_; }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -75,6 +76,15 @@ void SetInterruptCommand(std::string_view command);
 // document); empty (the default) writes nothing. Text beyond 1 KiB is cut.
 void SetInterruptDocument(std::string_view text);
 void HoldInterruptsInThisThread();
+
+// Work an interrupt must still do that a signal handler cannot (a network request: abort an
+// object store's upload in progress): `fn` runs on a helper thread when an interrupt
+// arrives, after the tracked files are removed and before the process exits; the handler
+// waits for all of them at most kInterruptWorkSeconds. Returns an id for
+// ForgetAtInterrupt. Thread-safe.
+inline constexpr int kInterruptWorkSeconds = 10;
+uint64_t AtInterrupt(std::function<void()> fn);
+void ForgetAtInterrupt(uint64_t id);  // no-op for 0
 
 // An errno-based error for `path`: NotFound for ENOENT, ResourceExhausted for ENOSPC,
 // otherwise Internal-free codes that the CLI maps to exit code 3.

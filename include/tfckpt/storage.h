@@ -7,10 +7,11 @@
 // implementation:
 //   - ReadableFile::ReadAt is a ranged GET; mapping() is nullopt (no whole-object mapping),
 //     so Range() reads into the caller's scratch buffer; Release is a no-op.
-//   - WritableFile is a multipart upload: Append/WriteAt/the copy forms fill parts (a copy
-//     from an object of the same store may be an UploadPartCopy), Close completes nothing,
-//     Commit completes the upload so that the object appears whole under its name at once;
-//     destroying it uncommitted aborts the upload (no trace). There is no temporary name.
+//   - WritableFile is a multipart upload: Append/WriteAt/the copy forms fill parts, Close
+//     sends the last one and completes nothing, Commit completes the upload so that the
+//     object appears whole under its name at once; destroying it uncommitted aborts the
+//     upload (no trace). There is no temporary name, and no reading before Commit
+//     (ReadableBeforeCommit).
 //   - List is a listing by prefix (directories are common prefixes), Stat a HEAD, Glob a
 //     listing of the pattern's fixed prefix filtered by the pattern.
 //   - Move answers Unimplemented: an object store has no rename, and callers copy instead
@@ -103,6 +104,16 @@ class WritableFile {
   virtual absl::Status ReadBack(uint64_t /*offset*/, uint64_t /*n*/, char* /*out*/) {
     return absl::UnimplementedError(path() + ": cannot be read before it is committed");
   }
+
+  // Whether OpenWritten and ReadBack can read the bytes before Commit(): a local file, yes;
+  // an object store's upload, no. A writer that must check its output before publishing it
+  // then commits the data first and the file that makes them a whole last (BundleWriter:
+  // the index).
+  virtual bool ReadableBeforeCommit() const { return true; }
+  // Whether AppendFrom/CopyAt move bytes without them passing through this process (local
+  // to local: copy_file_range). Where not, a caller that holds the bytes already should
+  // Append/WriteAt them instead of having them read again.
+  virtual bool MovesInKernel() const { return false; }
 
   // Flushes and makes the bytes durable. REQUIRES: called at most once.
   virtual absl::Status Close() = 0;

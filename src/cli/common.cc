@@ -238,11 +238,6 @@ void KeepUntilExit(std::shared_ptr<const void> object) { Kept().push_back(std::m
 void ReleaseKept() { Kept().clear(); }
 
 absl::StatusOr<std::string> OutputName(std::string_view option, const std::string& out, bool tf_prefix) {
-  if (IsUrl(out)) {
-    return absl::InvalidArgumentError(StrCat(option, " ", out,
-                                             ": writing to an object store is not supported yet (inputs may be "
-                                             "URLs): write it locally, then upload it"));
-  }
   std::string name = out;
   if (tf_prefix && absl::EndsWith(name, ".index")) name.resize(name.size() - 6);
   const size_t slash = name.find_last_of('/');

@@ -256,6 +256,10 @@ absl::StatusOr<bool> BundleWriter::AfterPositionalWrite(int32_t shard, uint64_t 
     }
   }
   if (!check) return false;
+  // An upload cannot be read before it is complete; the bytes just written are what goes
+  // up (their CRC was taken from them), and the store checks each part's SHA-256 against
+  // what we sent (signed payload hash): the entry's CRC holds for the stored bytes.
+  if (!f.ReadableBeforeCommit()) return true;
   thread_local std::string back;
   back.resize(bytes.size());
   TFCKPT_RETURN_IF_ERROR(f.ReadBack(at, bytes.size(), back.data()));
@@ -340,8 +344,11 @@ absl::Status BundleWriter::EntryStream::AppendFrom(const ReadableFile& src, uint
   crc_ = crc32c::Extend(crc_, bytes.data(), bytes.size());
   const uint64_t at = offset_ + written_;
   written_ += bytes.size();
-  if (!positional_) return writer_->data_[shard_]->AppendFrom(src, src_offset, bytes.size());
-  TFCKPT_RETURN_IF_ERROR(writer_->data_[shard_]->CopyAt(at, src, src_offset, bytes.size()));
+  WritableFile& f = *writer_->data_[shard_];
+  // Moved in-kernel where both ends allow; else the bytes at hand, not read again.
+  const bool move = f.MovesInKernel() && src.mapping().has_value();
+  if (!positional_) return move ? f.AppendFrom(src, src_offset, bytes.size()) : f.Append(bytes);
+  TFCKPT_RETURN_IF_ERROR(move ? f.CopyAt(at, src, src_offset, bytes.size()) : f.WriteAt(at, bytes));
   return Checked(at, bytes);
 }
 
@@ -434,26 +441,35 @@ absl::Status BundleWriter::Finish() {
   if (const char* at = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE"); at != nullptr && !data_.empty() && !fault_planted_) {
     TFCKPT_RETURN_IF_ERROR(FlipWrittenByte(*data_[0], std::strtoull(at, nullptr, 10)));
   }
+  const auto commit_data = [&] {
+    for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Commit());
+    return absl::OkStatus();
+  };
+  const auto close_all = [&] {  // in parallel: with several files, the device sees their writes at once
+    return ParallelForStatus(data_.size() + 1, Jobs(0), [&](size_t i, const std::atomic<bool>&) {
+      return i < data_.size() ? data_[i]->Close() : index->Close();
+    });
+  };
+  const auto check = [&] { return options_.before_commit ? options_.before_commit(Written(*index)) : absl::OkStatus(); };
+  if (!std::all_of(data_.begin(), data_.end(), [](const auto& f) { return f->ReadableBeforeCommit(); })) {
+    // An object store: the data objects cannot be read before they are complete. They are
+    // completed first and checked then, and the index (kept in memory) goes up last: no
+    // reader finds an index before its data is whole and checked.
+    TFCKPT_RETURN_IF_ERROR(close_all());
+    return PublishBundle(prefix_, options_.overwrite, options_.num_shards, commit_data, [&] { return index->Commit(); },
+                         check);
+  }
   // Everything is written and nothing published: the check before the commit (reading
   // what the kernel is still writing back), then all of it made durable.
-  if (options_.before_commit) TFCKPT_RETURN_IF_ERROR(options_.before_commit(Written(*index)));
-  // fsync the files in parallel: with several, the device sees their writes at once.
-  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(data_.size() + 1, Jobs(0), [&](size_t i, const std::atomic<bool>&) {
-    return i < data_.size() ? data_[i]->Close() : index->Close();
-  }));
+  TFCKPT_RETURN_IF_ERROR(check());
+  TFCKPT_RETURN_IF_ERROR(close_all());  // (fsync)
   // Fault injection for the scale-out test (docs/SCALE_OUT.md): a task whose data is
   // written but not committed stays in that state this long, so a batch engine can
   // kill it there.
   if (const char* ms = std::getenv("TFCKPT_FAULT_STALL_BEFORE_COMMIT_MS")) {
     ::usleep(static_cast<useconds_t>(std::strtoul(ms, nullptr, 10) * 1000));
   }
-  return PublishBundle(
-      prefix_, options_.overwrite, options_.num_shards,
-      [&] {
-        for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Commit());
-        return absl::OkStatus();
-      },
-      [&] { return index->Commit(); });
+  return PublishBundle(prefix_, options_.overwrite, options_.num_shards, commit_data, [&] { return index->Commit(); });
 }
 
 absl::Status NotWritten(const std::string& path) {
@@ -462,7 +478,8 @@ absl::Status NotWritten(const std::string& path) {
 
 absl::Status PublishBundle(const std::string& prefix, bool overwrite, int32_t num_files,
                            const std::function<absl::Status()>& commit_data,
-                           const std::function<absl::Status()>& commit_index) {
+                           const std::function<absl::Status()>& commit_index,
+                           const std::function<absl::Status()>& check_data) {
   Storage& store = Storage::For(prefix);
   std::vector<std::string> stale;
   if (overwrite) stale = ExistingFiles(prefix);
@@ -470,12 +487,23 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, int32_t nu
   // index with new data files.
   if (overwrite && FileExists(prefix + ".index")) TFCKPT_RETURN_IF_ERROR(store.Remove(prefix + ".index"));
   TFCKPT_RETURN_IF_ERROR(commit_data());
+  // Data with no index, when the check or the index fails: removed, as no reader would
+  // take them. (Not the index: an index that could not be written only if absent is
+  // another run's.)
+  const auto unpublish = [&](absl::Status s) {
+    for (int32_t i = 0; i < num_files; ++i) (void)store.Remove(DataFileName(prefix, i, num_files));
+    for (const auto& path : stale) (void)store.Remove(path);
+    return s;
+  };
+  if (check_data) {
+    if (absl::Status s = check_data(); !s.ok()) return unpublish(s);
+  }
   // Fault injection for the crash-safety test (docs/RELIABILITY.md): die in the one
   // window where data files are in place and the index is not.
   if (const char* fault = std::getenv("TFCKPT_FAULT_KILL_AT"); fault && std::string_view(fault) == "commit") {
     ::kill(::getpid(), SIGKILL);
   }
-  TFCKPT_RETURN_IF_ERROR(commit_index());
+  if (absl::Status s = commit_index(); !s.ok()) return unpublish(s);
   // Replacing a checkpoint with fewer data files: remove the old ones it no longer uses.
   const std::vector<std::string> ours = BundleFiles(prefix, num_files);
   for (const auto& path : stale) {

@@ -18,7 +18,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tfckpt/status.h"
@@ -123,6 +126,40 @@ void RemoveTrackedNoLock() {
   }
 }
 
+// AtInterrupt: the work, and the pipe through which the handler wakes its thread.
+std::mutex g_work_mu;  // taken only inside shields (never by the handler)
+std::map<uint64_t, std::function<void()>>& InterruptWork() {
+  static auto* work = new std::map<uint64_t, std::function<void()>>();
+  return *work;
+}
+std::atomic<int> g_work_pipe{-1};  // write end, once the thread runs
+std::atomic<bool> g_work_done{false};
+
+void RunInterruptWork(int read_end) {
+  HoldInterruptsInThisThread();
+  char byte;
+  while (::read(read_end, &byte, 1) < 0 && errno == EINTR) {
+  }
+  std::vector<std::function<void()>> todo;
+  {
+    std::lock_guard<std::mutex> lock(g_work_mu);
+    for (auto& [id, fn] : InterruptWork()) todo.push_back(fn);
+  }
+  for (auto& fn : todo) fn();
+  g_work_done = true;
+}
+
+// Async-signal-safe: wakes the AtInterrupt thread and waits for it (bounded).
+void DoInterruptWork() {
+  const int fd = g_work_pipe.load();
+  if (fd < 0) return;
+  (void)!::write(fd, "x", 1);
+  for (int waited_ms = 0; !g_work_done.load() && waited_ms < kInterruptWorkSeconds * 1000; waited_ms += 10) {
+    const struct timespec wait = {0, 10000000};
+    ::nanosleep(&wait, nullptr);
+  }
+}
+
 void OnInterrupt(int sig) {
   if (g_exiting.exchange(true)) {
     for (;;) ::pause();  // another thread is handling an interrupt and exits the process
@@ -132,6 +169,7 @@ void OnInterrupt(int sig) {
     ::nanosleep(&wait, nullptr);
   }
   RemoveTrackedNoLock();
+  DoInterruptWork();
   (void)!::write(STDERR_FILENO, g_interrupt_line, g_interrupt_line_size);
   (void)!::write(STDOUT_FILENO, g_interrupt_document, g_interrupt_document_size);
   ::_exit(128 + sig);
@@ -262,6 +300,28 @@ void InstallInterruptHandlers() {
 void HoldInterruptsInThisThread() {
   const sigset_t set = InterruptSignals();
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+uint64_t AtInterrupt(std::function<void()> fn) {
+  static std::once_flag started;
+  std::call_once(started, [] {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return;  // then interrupts simply do not run the work
+    std::thread(RunInterruptWork, fds[0]).detach();
+    g_work_pipe = fds[1];
+  });
+  InterruptShield shield;  // (the handler's helper takes the lock: never hold it into the handler)
+  std::lock_guard<std::mutex> lock(g_work_mu);
+  const uint64_t id = g_next_track_id.fetch_add(1);
+  InterruptWork().emplace(id, std::move(fn));
+  return id;
+}
+
+void ForgetAtInterrupt(uint64_t id) {
+  if (id == 0) return;
+  InterruptShield shield;
+  std::lock_guard<std::mutex> lock(g_work_mu);
+  InterruptWork().erase(id);
 }
 
 }  // namespace tfckpt

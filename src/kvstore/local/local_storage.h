@@ -55,6 +55,7 @@ class LocalWritableFile final : public WritableFile {
   // (also after Close()).
   absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() override;
   absl::Status ReadBack(uint64_t offset, uint64_t n, char* out) override;
+  bool MovesInKernel() const override { return true; }
   absl::Status Close() override;
   absl::Status Commit() override;
   void Publish() override;

@@ -544,7 +544,7 @@ absl::Status Client::AbortMultipartUpload(const ObjectUrl& url, const std::strin
 
 absl::Status Client::UploadMultipart(const ObjectUrl& url, std::string_view body, uint64_t part_size) {
   if (part_size == 0) part_size = MultipartPartSize(body.size());
-  TFCKPT_ASSIGN_OR_RETURN(auto writer, MultipartWriter::Create(this, url, part_size, impl_->options.connections));
+  auto writer = MultipartWriter::Create(this, url, part_size, impl_->options.connections);
   TFCKPT_RETURN_IF_ERROR(writer->Append(body));  // on error the writer aborts the upload
   return writer->Close();
 }

@@ -1,80 +1,219 @@
 #include "kvstore/s3/multipart_writer.h"
 
 #include <algorithm>
+#include <cstring>
+#include <thread>
 
+#include "tfckpt/file.h"
 #include "tfckpt/status.h"
+#include "tfckpt/strings.h"
 
 namespace tfckpt::s3 {
 
-absl::StatusOr<std::unique_ptr<MultipartWriter>> MultipartWriter::Create(Client* client, ObjectUrl url,
-                                                                         uint64_t part_size, int in_flight) {
-  TFCKPT_ASSIGN_OR_RETURN(std::string id, client->CreateMultipartUpload(url));
+int PartLayout::PartOf(uint64_t offset) const {
+  int k = 0;
+  uint64_t size = first_;
+  uint64_t tier_begin = 0;
+  // Tiers double in size: at most a few dozen steps for any 64-bit offset.
+  while (offset - tier_begin >= size * kPartsPerTier) {
+    tier_begin += size * kPartsPerTier;
+    size *= 2;
+    k += kPartsPerTier;
+  }
+  return k + static_cast<int>((offset - tier_begin) / size);
+}
+
+uint64_t PartLayout::Begin(int k) const {
+  uint64_t at = 0, size = first_;
+  for (; k >= kPartsPerTier; k -= kPartsPerTier, size *= 2) at += size * kPartsPerTier;
+  return at + static_cast<uint64_t>(k) * size;
+}
+
+std::unique_ptr<MultipartWriter> MultipartWriter::Create(Client* client, ObjectUrl url, uint64_t part_size,
+                                                         int in_flight, std::shared_ptr<PartBudget> shared) {
   return std::unique_ptr<MultipartWriter>(
-      new MultipartWriter(client, std::move(url), std::move(id), part_size, std::max(in_flight, 1)));
+      new MultipartWriter(client, std::move(url), part_size, std::max(in_flight, 1), std::move(shared)));
 }
 
 MultipartWriter::~MultipartWriter() {
-  if (!finished_) Abort();
+  if (!completed_) Abort();
 }
 
-absl::Status MultipartWriter::Append(std::string_view data) {
-  TFCKPT_RETURN_IF_ERROR(status_);
-  size_ += data.size();
+uint64_t MultipartWriter::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return size_;
+}
+
+absl::Status MultipartWriter::WriteAt(uint64_t offset, std::string_view data) {
   while (!data.empty()) {
-    const size_t take = std::min<uint64_t>(data.size(), part_size_ - buffer_.size());
-    buffer_.append(data.substr(0, take));
-    data.remove_prefix(take);
-    if (buffer_.size() == part_size_) {
-      status_ = StartPart();
+    const int k = layout_.PartOf(offset);
+    const uint64_t begin = layout_.Begin(k), end = layout_.End(k);
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(data.size(), end - offset));
+    char* dst;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
       TFCKPT_RETURN_IF_ERROR(status_);
+      if (finished_) return absl::FailedPreconditionError(StrCat(url_string_, ": write after the last part"));
+      Held& h = held_[k];  // (map nodes stay put: the copy below runs unlocked)
+      if (h.bytes.empty()) h.bytes.resize(end - begin);
+      dst = h.bytes.data() + (offset - begin);
     }
+    std::memcpy(dst, data.data(), take);
+    std::unique_lock<std::mutex> lock(mu_);
+    Held& h = held_[k];
+    h.filled += take;
+    size_ = std::max<uint64_t>(size_, offset + take);
+    if (h.filled == end - begin) {
+      std::string bytes = std::move(h.bytes);
+      held_.erase(k);
+      TFCKPT_RETURN_IF_ERROR(Send(lock, k, std::move(bytes)));
+    }
+    offset += take;
+    data.remove_prefix(take);
   }
   return absl::OkStatus();
 }
 
-absl::Status MultipartWriter::StartPart() {
-  if (pending_.size() >= in_flight_) TFCKPT_RETURN_IF_ERROR(FinishOldest());
-  const int number = static_cast<int>(done_.size() + pending_.size() + 1);
-  auto data = std::make_unique<std::string>(std::move(buffer_));
-  buffer_.clear();
-  buffer_.reserve(part_size_);
-  const std::string_view view = *data;
-  auto etag = std::async(std::launch::async,
-                         [this, number, view] { return client_->UploadPart(url_, upload_id_, number, view); });
-  pending_.push_back({number, std::move(data), std::move(etag)});
+absl::Status MultipartWriter::EnsureUpload(std::unique_lock<std::mutex>& lock) {
+  cv_.wait(lock, [&] { return !creating_; });
+  if (!upload_id_.empty() || !status_.ok()) return status_;
+  creating_ = true;
+  lock.unlock();
+  absl::StatusOr<std::string> id = client_->CreateMultipartUpload(url_);
+  lock.lock();
+  creating_ = false;
+  if (id.ok()) {
+    upload_id_ = *std::move(id);
+    // An interrupted run leaves no upload in progress (file.h).
+    interrupt_work_ = AtInterrupt([client = client_, url = url_, id = upload_id_] {
+      client->AbortMultipartUpload(url, id).IgnoreError();
+    });
+  } else if (status_.ok()) {
+    status_ = id.status();
+  }
+  cv_.notify_all();
+  return status_;
+}
+
+absl::Status MultipartWriter::Send(std::unique_lock<std::mutex>& lock, int k, std::string bytes) {
+  TFCKPT_RETURN_IF_ERROR(EnsureUpload(lock));
+  cv_.wait(lock, [&] { return sending_ < in_flight_ || !status_.ok(); });
+  TFCKPT_RETURN_IF_ERROR(status_);
+  ++sending_;  // (counted before the shared wait: Finish waits for this part too)
+  if (shared_) {
+    lock.unlock();
+    shared_->Acquire();
+    lock.lock();
+  }
+  auto body = std::make_shared<std::string>(std::move(bytes));
+  std::thread([this, k, body, id = upload_id_] {
+    HoldInterruptsInThisThread();
+    absl::StatusOr<std::string> etag = client_->UploadPart(url_, id, k + 1, *body);
+    if (shared_) shared_->Release();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (etag.ok()) {
+      etags_[k] = *std::move(etag);
+    } else if (status_.ok()) {
+      status_ = etag.status();
+    }
+    --sending_;
+    cv_.notify_all();  // (under the lock: the writer may be destroyed as soon as it sees 0)
+  }).detach();
   return absl::OkStatus();
 }
 
-absl::Status MultipartWriter::FinishOldest() {
-  Pending p = std::move(pending_.front());
-  pending_.erase(pending_.begin());
-  absl::StatusOr<std::string> etag = p.etag.get();
-  if (!etag.ok()) return etag.status();
-  done_.push_back({p.number, *etag});
-  return absl::OkStatus();
+void MultipartWriter::WaitForAll(std::unique_lock<std::mutex>& lock) {
+  cv_.wait(lock, [&] { return sending_ == 0 && !creating_; });
+}
+
+absl::Status MultipartWriter::Finish() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (finished_) return absl::FailedPreconditionError(StrCat(url_string_, ": finished twice"));
+  finished_ = true;
+  if (status_.ok()) {
+    const int last = size_ == 0 ? 0 : layout_.PartOf(size_ - 1);
+    for (auto& [k, h] : held_) {
+      const uint64_t begin = layout_.Begin(k);
+      if (k != last || h.filled != size_ - begin) {
+        status_ = absl::InternalError(StrCat("bug: ", url_string_, ": bytes from offset ", begin + h.filled,
+                                             " were never written"));
+        break;
+      }
+    }
+    // A small object stays held for one PUT; otherwise the last part goes up now.
+    if (status_.ok() && !held_.empty() && (last != 0 || !etags_.empty() || sending_ > 0)) {
+      std::string bytes = std::move(held_[last].bytes);
+      bytes.resize(size_ - layout_.Begin(last));
+      held_.erase(last);
+      status_ = Send(lock, last, std::move(bytes));
+    }
+  }
+  WaitForAll(lock);
+  return status_;
+}
+
+std::optional<std::string_view> MultipartWriter::HeldWhole() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!upload_id_.empty() || creating_) return std::nullopt;
+  if (held_.empty()) return size_ == 0 ? std::optional<std::string_view>(std::string_view()) : std::nullopt;
+  const Held& h = held_.begin()->second;
+  if (held_.size() != 1 || held_.begin()->first != 0 || h.filled != size_) return std::nullopt;
+  return std::string_view(h.bytes.data(), size_);
+}
+
+absl::Status MultipartWriter::Complete(bool if_absent) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!finished_ || !status_.ok()) return absl::FailedPreconditionError(StrCat(url_string_, ": not finished"));
+  if (completed_) return absl::FailedPreconditionError(StrCat(url_string_, ": completed twice"));
+  absl::Status s;
+  if (upload_id_.empty()) {
+    std::string_view body;
+    if (!held_.empty()) body = std::string_view(held_.begin()->second.bytes.data(), size_);
+    lock.unlock();
+    s = client_->Put(url_, body, if_absent).status();
+    lock.lock();
+  } else {
+    std::vector<CompletedPart> parts;
+    for (const auto& [k, etag] : etags_) parts.push_back({k + 1, etag});
+    lock.unlock();
+    if (if_absent) {
+      // No conditional completion everywhere: ask first (a race with another writer
+      // remains, as with the HEAD fallback of a PUT).
+      absl::StatusOr<ObjectInfo> there = client_->Head(url_);
+      if (there.ok()) {
+        s = absl::AlreadyExistsError(StrCat(url_string_, ": already exists"));
+      } else if (!absl::IsNotFound(there.status())) {
+        s = there.status();
+      }
+    }
+    if (s.ok()) s = client_->CompleteMultipartUpload(url_, upload_id_, parts);
+    lock.lock();
+  }
+  if (s.ok()) {
+    completed_ = true;
+    held_.clear();
+    ForgetAtInterrupt(interrupt_work_);
+  }
+  return s;
 }
 
 absl::Status MultipartWriter::Close() {
-  // The last part (possibly empty: an upload needs at least one part).
-  if (status_.ok() && (!buffer_.empty() || done_.size() + pending_.size() == 0)) status_ = StartPart();
-  while (!pending_.empty()) {
-    absl::Status s = FinishOldest();
-    if (status_.ok()) status_ = s;
-  }
-  if (status_.ok()) status_ = client_->CompleteMultipartUpload(url_, upload_id_, done_);
-  if (!status_.ok()) {
-    Abort();
-    return status_;
-  }
-  finished_ = true;
-  return absl::OkStatus();
+  absl::Status s = Finish();
+  if (s.ok()) s = Complete();
+  if (!s.ok()) Abort();
+  return s;
 }
 
 void MultipartWriter::Abort() {
-  for (Pending& p : pending_) p.etag.wait();  // their buffers must outlive the requests
-  pending_.clear();
-  client_->AbortMultipartUpload(url_, upload_id_).IgnoreError();  // best effort: status_ is the news
+  std::unique_lock<std::mutex> lock(mu_);
+  WaitForAll(lock);  // every part's body must outlive its request
   finished_ = true;
+  if (upload_id_.empty() || completed_) return;
+  const std::string id = upload_id_;
+  upload_id_.clear();
+  lock.unlock();
+  client_->AbortMultipartUpload(url_, id).IgnoreError();  // best effort: the caller has the news
+  ForgetAtInterrupt(interrupt_work_);
 }
 
 }  // namespace tfckpt::s3

@@ -1,12 +1,24 @@
-// Writes one object as a multipart upload while its bytes arrive, with bounded memory:
-// full parts go up in the background, at most `in_flight` at once, so at most
-// (in_flight + 1) parts are held. Nothing is visible under the object's key until
-// Close() completes the upload; a writer destroyed before that aborts it.
+// Writes one object as a multipart upload while its bytes arrive, in order (Append) or at
+// offsets known in advance (WriteAt, from several threads at once), with bounded memory.
+//
+// The object is cut into parts at fixed offsets (PartLayout): a part goes up in the
+// background as soon as every byte of it is there, at most `in_flight` parts at once (a
+// writer that fills one more waits for the oldest). Only parts being filled or sent are
+// held, so memory stays near (in_flight + parts being filled) * part size.
+//
+// Nothing is visible under the object's key until Complete(). An object that fits in its
+// first part is sent whole by one PUT at Complete() (no upload is ever created for it); a
+// writer destroyed before Complete() aborts its upload, and so does an interrupt of the
+// process (AtInterrupt, file.h).
 #pragma once
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdint>
-#include <future>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,56 +28,115 @@
 
 namespace tfckpt::s3 {
 
+// Where parts begin. Parts 1..kPartsPerTier are `first` bytes each, the next kPartsPerTier
+// twice that, and so on: objects of any size up to S3's 10,000 parts stay within the limit
+// (8 MiB first parts reach 16 GiB in the first tier and 496 GiB in five), while objects of
+// ordinary size keep small parts (memory). REQUIRES: first >= 5 MiB for S3.
+class PartLayout {
+ public:
+  static constexpr int kPartsPerTier = 2000;
+  explicit PartLayout(uint64_t first) : first_(first) {}
+  // The 0-based part holding byte `offset`, and where part `k` begins and ends.
+  int PartOf(uint64_t offset) const;
+  uint64_t Begin(int k) const;
+  uint64_t End(int k) const { return Begin(k + 1); }
+
+ private:
+  uint64_t first_;
+};
+
+// A limit on parts on their way shared by several writers (memory: each holds a part).
+class PartBudget {
+ public:
+  explicit PartBudget(int parts) : free_(std::max(parts, 1)) {}
+  void Acquire() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return free_ > 0; });
+    --free_;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++free_;
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int free_;
+};
+
 class MultipartWriter {
  public:
-  // Starts the upload. REQUIRES: `client` outlives the writer. part_size should be at
-  // least 5 MiB, S3's minimum for all but the last part (else Close() fails with
-  // EntityTooSmall); MultipartPartSize() gives one. in_flight below 1 counts as 1.
-  static absl::StatusOr<std::unique_ptr<MultipartWriter>> Create(Client* client, ObjectUrl url, uint64_t part_size,
-                                                                 int in_flight);
+  // No request yet: the upload is created when the first part is full. REQUIRES: `client`
+  // outlives the writer; part_size >= 5 MiB (S3's minimum for all but the last part, else
+  // Complete() fails with EntityTooSmall). in_flight below 1 counts as 1. With `shared`,
+  // a part also takes one of its places while it is sent.
+  static std::unique_ptr<MultipartWriter> Create(Client* client, ObjectUrl url, uint64_t part_size, int in_flight,
+                                                 std::shared_ptr<PartBudget> shared = nullptr);
   ~MultipartWriter();
   MultipartWriter(const MultipartWriter&) = delete;
   MultipartWriter& operator=(const MultipartWriter&) = delete;
 
-  // Adds bytes at the end. After an error the writer only aborts.
-  absl::Status Append(std::string_view data);
-  // Uploads the last part and completes the upload; on any error (now or from an
-  // earlier part) aborts it and returns the first error. REQUIRES: called at most once.
+  // Places `data` at `offset`. Thread-safe. REQUIRES: ranges of different calls do not
+  // overlap; before Finish(). After an error every call returns it.
+  absl::Status WriteAt(uint64_t offset, std::string_view data);
+  // WriteAt(size()). REQUIRES: no WriteAt at the same time.
+  absl::Status Append(std::string_view data) { return WriteAt(size(), data); }
+
+  // Sends what is held (the last part) and waits for every part: the object is then
+  // ready to be completed. Internal error when a byte before the end was never written.
+  // REQUIRES: called at most once, with no write under way.
+  absl::Status Finish();
+  // Makes the object visible: CompleteMultipartUpload, or the one PUT of a small object.
+  // With `if_absent` it must not exist yet (If-None-Match: *, or a HEAD where the server
+  // does not support that): AlreadyExists. REQUIRES: Finish() succeeded; at most once.
+  absl::Status Complete(bool if_absent = false);
+  // Finish(), then Complete(); on an error the upload is aborted.
   absl::Status Close();
 
-  uint64_t size() const { return size_; }
-  const std::string& upload_id() const { return upload_id_; }
+  // The object's bytes while all of them are still held (nothing sent: the object fits in
+  // its first part, after Finish() or before its first part is full); nullopt otherwise.
+  // REQUIRES: no write under way.
+  std::optional<std::string_view> HeldWhole() const;
+
+  uint64_t size() const;
+  const std::string& url() const { return url_string_; }
 
  private:
-  MultipartWriter(Client* client, ObjectUrl url, std::string upload_id, uint64_t part_size, int in_flight)
-      : client_(client),
-        url_(std::move(url)),
-        upload_id_(std::move(upload_id)),
-        part_size_(part_size),
-        in_flight_(in_flight) {}
-  // Sends buffer_ as the next part in the background, first waiting for the oldest part
-  // when in_flight_ are on their way.
-  absl::Status StartPart();
-  // Waits for the oldest part on its way and records its ETag.
-  absl::Status FinishOldest();
+  MultipartWriter(Client* client, ObjectUrl url, uint64_t part_size, int in_flight,
+                  std::shared_ptr<PartBudget> shared)
+      : client_(client), url_(std::move(url)), url_string_(url_.ToString()), layout_(part_size),
+        in_flight_(in_flight), shared_(std::move(shared)) {}
+  // Sends part `k` (its bytes moved out of held_) in the background, first waiting while
+  // in_flight_ parts are on their way. REQUIRES: lock held (released while waiting).
+  absl::Status Send(std::unique_lock<std::mutex>& lock, int k, std::string bytes);
+  absl::Status EnsureUpload(std::unique_lock<std::mutex>& lock);
+  void WaitForAll(std::unique_lock<std::mutex>& lock);
   void Abort();
 
   Client* client_;
   ObjectUrl url_;
-  std::string upload_id_;
-  uint64_t part_size_;
-  size_t in_flight_;
-  std::string buffer_;
-  uint64_t size_ = 0;
-  struct Pending {
-    int number;
-    std::unique_ptr<std::string> data;  // kept alive while it is sent
-    std::future<absl::StatusOr<std::string>> etag;
+  std::string url_string_;
+  PartLayout layout_;
+  int in_flight_;
+  std::shared_ptr<PartBudget> shared_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  struct Held {
+    std::string bytes;
+    uint64_t filled = 0;
   };
-  std::vector<Pending> pending_;  // oldest first
-  std::vector<CompletedPart> done_;
+  std::map<int, Held> held_;       // parts being filled, by 0-based number
+  uint64_t size_ = 0;              // where the furthest write ends
+  std::string upload_id_;          // once created
+  bool creating_ = false;          // a thread is creating the upload
+  int sending_ = 0;                // parts on their way
+  std::map<int, std::string> etags_;  // parts sent, by 0-based number
   absl::Status status_;
-  bool finished_ = false;  // completed or aborted
+  bool finished_ = false, completed_ = false;
+  uint64_t interrupt_work_ = 0;  // aborts the upload on an interrupt (AtInterrupt)
 };
 
 }  // namespace tfckpt::s3

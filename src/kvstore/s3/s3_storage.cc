@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -149,6 +150,80 @@ class S3File final : public ReadableFile {
   WindowCache* cache_;
 };
 
+// Bytes in memory as a file: an upload's object while all of it is still held.
+class HeldFile final : public ReadableFile {
+ public:
+  HeldFile(std::string name, std::string_view bytes) : name_(std::move(name)), bytes_(bytes) {}
+  const std::string& path() const override { return name_; }
+  uint64_t size() const override { return bytes_.size(); }
+  absl::Status ReadAt(uint64_t offset, uint64_t n, char* out) const override {
+    if (offset > size() || n > size() - offset) return PastEndError(offset, n);
+    std::memcpy(out, bytes_.data() + offset, static_cast<size_t>(n));
+    return absl::OkStatus();
+  }
+  std::optional<std::string_view> mapping() const override { return bytes_; }
+
+ private:
+  std::string name_;
+  std::string_view bytes_;
+};
+
+// An object being written: a MultipartWriter (multipart_writer.h) that Close() finishes
+// and Commit() completes. A bundle's index (a name ending in ".index") is the commit of a
+// checkpoint: it is completed only if no object has that name yet (If-None-Match: *), so a
+// run never replaces an index another run wrote meanwhile (--force removes the old one
+// before it writes anything: PublishBundle).
+class S3Upload final : public WritableFile {
+ public:
+  S3Upload(std::string name, std::unique_ptr<MultipartWriter> writer)
+      : name_(std::move(name)), writer_(std::move(writer)), exclusive_(absl::EndsWith(name_, ".index")) {}
+
+  const std::string& path() const override { return name_; }
+  uint64_t size() const override { return writer_->size(); }
+  absl::Status Append(std::string_view data) override { return writer_->Append(data); }
+  absl::Status WriteAt(uint64_t offset, std::string_view data) override { return writer_->WriteAt(offset, data); }
+  absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, uint64_t n) override {
+    return CopyAt(writer_->size(), src, src_offset, n);
+  }
+  // Read and placed in pieces of a part (no copy between objects on the server: the
+  // bytes are at hand in every caller that matters, MovesInKernel).
+  absl::Status CopyAt(uint64_t offset, const ReadableFile& src, uint64_t src_offset, uint64_t n) override {
+    if (src_offset > src.size() || n > src.size() - src_offset) return src.PastEndError(src_offset, n);
+    std::string buffer;
+    for (uint64_t done = 0; done < n;) {
+      const uint64_t take = std::min<uint64_t>(n - done, kPieceBytes);
+      buffer.resize(static_cast<size_t>(take));
+      TFCKPT_RETURN_IF_ERROR(src.ReadAt(src_offset + done, take, buffer.data()));
+      TFCKPT_RETURN_IF_ERROR(writer_->WriteAt(offset + done, buffer));
+      done += take;
+    }
+    return absl::OkStatus();
+  }
+  // After Commit(), the object; before, its bytes while the writer holds them all (a small
+  // object, such as an index); otherwise Unimplemented.
+  absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() override {
+    if (committed_) return S3Storage::Get().OpenForRead(name_);
+    if (std::optional<std::string_view> whole = writer_->HeldWhole()) {
+      return std::unique_ptr<ReadableFile>(new HeldFile(name_, *whole));
+    }
+    return WritableFile::OpenWritten();
+  }
+  bool ReadableBeforeCommit() const override { return false; }
+  absl::Status Close() override { return Named(writer_->Finish(), name_); }
+  absl::Status Commit() override {
+    TFCKPT_RETURN_IF_ERROR(Named(writer_->Complete(exclusive_), name_));
+    committed_ = true;
+    return absl::OkStatus();
+  }
+  void Publish() override {}
+
+ private:
+  std::string name_;
+  std::unique_ptr<MultipartWriter> writer_;
+  bool exclusive_;
+  bool committed_ = false;
+};
+
 // A key as a directory prefix: "" stays "", else it ends in one "/".
 std::string DirectoryPrefix(const std::string& key) {
   return key.empty() || key.back() == '/' ? key : key + "/";
@@ -199,8 +274,10 @@ absl::StatusOr<S3Storage::Target> S3Storage::Resolve(const std::string& path) {
     if (const int n = connections_override; n > 0) options.client.connections = n;
     TFCKPT_ASSIGN_OR_RETURN(client, Client::Create(std::move(settings), options.client));
     window_bytes_ = options.window_bytes;
+    connections_ = options.client.connections;
+    if (!parts_) parts_ = std::make_shared<PartBudget>(connections_);
   }
-  return Target{*std::move(url), client.get(), window_bytes_};
+  return Target{*std::move(url), client.get(), window_bytes_, connections_};
 }
 
 absl::Status S3Storage::CheckAccess(const std::string& path) {
@@ -218,7 +295,12 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> S3Storage::OpenForRead(const std::
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::string& final_path) {
-  return absl::UnimplementedError(StrCat(final_path, ": writing to an object store is not supported yet"));
+  TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(final_path));
+  if (t.url.key.empty() || t.url.key.back() == '/') {
+    return absl::InvalidArgumentError(StrCat(final_path, ": names no object (a key is needed)"));
+  }
+  return std::unique_ptr<WritableFile>(
+      new S3Upload(final_path, MultipartWriter::Create(t.client, t.url, kPartBytes, t.connections, parts_)));
 }
 
 absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {

@@ -18,7 +18,11 @@
 //   ReadSmallFile HEAD, then one GET when the object is within the cap.
 //   Remove        DELETE (NotFound when there is no such object); RemoveAll also deletes
 //                 every object under "KEY/".
-//   Create        not yet: Unimplemented (writes come with issue 16's second part).
+//   Create        an upload (S3Upload, multipart_writer.h): parts of kPartBytes go up as
+//                 they fill, at most --connections parts of all uploads at once (memory);
+//                 nothing is visible before Commit(), which completes it (a small object:
+//                 one PUT). A name ending in ".index" is completed only if absent
+//                 (If-None-Match: *). Not readable before Commit (ReadableBeforeCommit).
 //   UnfinishedWrites, AbortUnfinishedWrites  ListMultipartUploads under the prefix,
 //                 AbortMultipartUpload of each.
 //   Move, Link    Unimplemented: an object store has no rename (never copy + delete).
@@ -52,6 +56,8 @@ inline constexpr int kCachedWindows = 8;  // 128 MiB at most
 inline constexpr uint64_t kPieceBytes = 8ull << 20;
 // A window is fetched in pieces this size, so that the connections share it.
 inline constexpr uint64_t kWindowPieceBytes = 2ull << 20;
+// The parts of an upload (the first 2,000; then larger: PartLayout).
+inline constexpr uint64_t kPartBytes = 8ull << 20;
 
 // What the environment asks for: the client's options (TFCKPT_S3_CONNECTIONS,
 // TFCKPT_S3_MAX_RETRIES) and the read-ahead window (TFCKPT_S3_READ_AHEAD_KIB);
@@ -63,6 +69,7 @@ struct StoreOptions {
 absl::StatusOr<StoreOptions> StoreOptionsFromEnv(const EnvLookup& env);
 
 class WindowCache;
+class PartBudget;
 
 class S3Storage final : public Storage {
  public:
@@ -96,12 +103,15 @@ class S3Storage final : public Storage {
     ObjectUrl url;
     Client* client;
     uint64_t window_bytes;
+    int connections;
   };
   absl::StatusOr<Target> Resolve(const std::string& path);
 
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Client>> clients_;  // by scheme
   uint64_t window_bytes_ = kWindowBytes;  // from the environment, with the first client
+  int connections_ = 8;                   // likewise
+  std::shared_ptr<PartBudget> parts_;     // parts on their way, all uploads together
   std::unique_ptr<WindowCache> cache_;
 };
 

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Commands writing to s3:// (issue 16), against the real S3 server that tests/s3_server.sh
+starts (Swift + s3api, and the fault proxy in front of it).
+Usage: s3_server.sh python3 cli_s3_write_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE S3_PUT GEN_CHECKPOINT
+
+Every output written to the store is compared byte for byte with the same command's output
+on local files; the commit order (data objects, then the index last, If-None-Match) is read
+off the fault proxy's request log."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from cli_common import *
+
+S3_PUT, GEN = sys.argv[4], sys.argv[5]
+BUCKET = f"tfckpt-write-{os.getpid()}"
+ROOT = f"s3://{BUCKET}"
+DIRECT = {
+    "AWS_ENDPOINT_URL": os.environ["S3_TEST_ENDPOINT"],
+    "AWS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"],
+    "AWS_SECRET_ACCESS_KEY": os.environ["S3_TEST_SECRET"],
+    "AWS_REGION": os.environ["S3_TEST_REGION"],
+}
+PROXY = {**DIRECT, "AWS_ENDPOINT_URL": os.environ["S3_TEST_PROXY_ENDPOINT"]}
+os.environ.update(DIRECT)
+for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION"):
+    os.environ.pop(name, None)
+
+T2T = "t2t_transformer_2shards/model.ckpt-1"
+WORK = tempfile.mkdtemp(prefix="tfckpt-s3w-")
+
+
+def s3_put(*args):
+    return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True).stdout
+
+
+def listing(prefix):
+    """{key: size} of the objects under the URL prefix."""
+    out = {}
+    for line in s3_put("ls", prefix).splitlines():
+        key, size = line.rsplit(" ", 1)
+        out[key] = int(size)
+    return out
+
+
+def uploads(prefix):
+    return s3_put("uploads", prefix).split()
+
+
+def get(url):
+    path = os.path.join(WORK, "got")
+    s3_put("get", url, path)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def faults(*lines):
+    with open(os.environ["S3_TEST_FAULTS"], "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def proxy_log():
+    with open(os.environ["S3_TEST_PROXY_LOG"]) as f:
+        return f.read().splitlines()
+
+
+def clear_proxy_log():
+    open(os.environ["S3_TEST_PROXY_LOG"], "w").close()
+
+
+def big():
+    """An 84 MiB checkpoint in 4 data files of 20-24 MiB (parts of 8 MiB: multipart uploads),
+    with partitioned tables."""
+    prefix = os.path.join(WORK, "big", "m")
+    if not os.path.exists(prefix + ".index"):
+        subprocess.run([GEN, "tables", prefix, "40", "2", "4"], check=True, timeout=300, capture_output=True)
+        s3_put("mb", ROOT)
+    return prefix
+
+
+def key_of(url):
+    return url.split("/", 3)[3]
+
+
+def same_bytes(remote_prefix, local_prefix):
+    """The objects under remote_prefix. are the files of local_prefix., byte for byte (and no
+    other object is there, no upload is in progress)."""
+    local_dir, stem = os.path.split(local_prefix)
+    local = sorted(f for f in os.listdir(local_dir) if f.startswith(os.path.basename(local_prefix) + "."))
+    objects = listing(remote_prefix + ".")
+    remote_stem = key_of(remote_prefix)
+    assert sorted(k[len(remote_stem):] for k in objects) == [f[len(stem):] for f in local], (objects, local)
+    for f in local:
+        with open(os.path.join(local_dir, f), "rb") as h:
+            assert get(remote_prefix + f[len(stem):]) == h.read(), f
+    assert uploads(remote_prefix) == [], uploads(remote_prefix)
+
+
+@test(needs_data=True)
+def reshard_writes_remote_outputs_byte_identical_to_local_ones():
+    src = big()
+    args = ["--partition", "fixed:3", "--policy", "shards:3"]
+    local = os.path.join(WORK, "local", "r")
+    run("reshard", src, "-o", local, *args, code=0)
+    # local -> s3, s3 -> s3, s3 -> local: the same bytes every time.
+    out = f"{ROOT}/r1/r"
+    p = run("reshard", src, "-o", out, *args, "--json", code=0)
+    assert json.loads(p.stdout)["verified"] is True, p.stdout
+    same_bytes(out, local)
+    run("validate", out, "--against", src, code=0)
+    s3_put("tree", os.path.dirname(src), f"{ROOT}/in/")
+    out2 = f"{ROOT}/r2/r"
+    run("reshard", f"{ROOT}/in/m", "-o", out2, *args, code=0)
+    same_bytes(out2, local)
+    back = os.path.join(WORK, "back", "r")
+    run("reshard", f"{ROOT}/in/m", "-o", back, *args, code=0)
+    for f in os.listdir(os.path.dirname(local)):
+        with open(os.path.join(os.path.dirname(local), f), "rb") as a, open(os.path.join(os.path.dirname(back), f), "rb") as b:
+            assert a.read() == b.read(), f
+    # A small real checkpoint too (every object a single PUT), and a directory as -o is refused.
+    run("reshard", data(T2T), "-o", f"{ROOT}/t2t/m", "--policy", "shards:3", code=0)
+    run("reshard", data(T2T), "-o", os.path.join(WORK, "t2t", "m"), "--policy", "shards:3", code=0)
+    same_bytes(f"{ROOT}/t2t/m", os.path.join(WORK, "t2t", "m"))
+    one_error_line(run("reshard", src, "-o", f"{ROOT}/r1/", code=2), "is a directory")
+
+
+@test(needs_data=True)
+def the_index_goes_up_last_only_if_absent_and_force_replaces_in_that_order():
+    src = big()
+    out = f"{ROOT}/order/m"
+    clear_proxy_log()
+    run("reshard", src, "-o", out, "--policy", "shards:2", code=0, env=PROXY)
+    log = [l for l in proxy_log() if "/order/" in l]
+    writes = [l for l in log if l.startswith(("PUT", "POST", "DELETE"))]
+    index_put = [i for i, l in enumerate(writes) if l.startswith("PUT") and "/order/m.index" in l]
+    # (Swift answers 501 to If-None-Match: the client then asks with a HEAD and PUTs plainly.)
+    assert index_put and index_put[-1] == len(writes) - 1, writes
+    assert "if-none-match=*" in writes[index_put[0]], writes[index_put[0]]
+    completes = [l for l in writes if l.startswith("POST") and "uploadId=" in l]
+    assert len(completes) == 2, writes  # both data objects (> 8 MiB) were multipart uploads
+    # Without --force an existing output is refused (nothing asked to change);
+    one_error_line(run("reshard", src, "-o", out, code=2), out, "--force")
+    # with it, the old index goes first, then the data, the new index last; the data object
+    # the new checkpoint no longer has is removed.
+    clear_proxy_log()
+    run("reshard", src, "-o", out, "--policy", "single", "--force", code=0, env=PROXY)
+    writes = [l for l in proxy_log() if "/order/" in l and l.startswith(("PUT", "POST", "DELETE"))]
+    # (parts go up before: invisible until their upload is completed)
+    visible = [i for i, l in enumerate(writes) if "partNumber=" not in l and "?uploads" not in l]
+    assert writes[visible[0]].startswith("DELETE") and "/order/m.index" in writes[visible[0]], writes
+    last_index = max(i for i, l in enumerate(writes) if l.startswith("PUT") and "/order/m.index" in l)
+    assert all(l.startswith("DELETE") for l in writes[last_index + 1:]), writes
+    assert sorted(listing(out + ".")) == [key_of(out) + s for s in (".data-00000-of-00001", ".index")]
+    run("validate", out, "--against", src, code=0)
+
+
+@test(needs_data=True)
+def convert_and_merge_write_remote_outputs():
+    src = big()
+    for name in ("m.safetensors", "m.npz"):
+        local = os.path.join(WORK, "conv", name)
+        run("convert", src, "-o", local, code=0)
+        run("convert", src, "-o", f"{ROOT}/conv/{name}", code=0)
+        with open(local, "rb") as f:
+            assert get(f"{ROOT}/conv/{name}") == f.read(), name
+        run("validate", f"{ROOT}/conv/{name}", "--against", src, code=0)
+    # convert back to a TF checkpoint from the store into the store
+    run("convert", f"{ROOT}/conv/m.safetensors", "-o", f"{ROOT}/conv/tf/m", "--to", "tf", code=0)
+    run("convert", os.path.join(WORK, "conv", "m.safetensors"), "-o", os.path.join(WORK, "conv", "tf", "m"), "--to",
+        "tf", code=0)
+    same_bytes(f"{ROOT}/conv/tf/m", os.path.join(WORK, "conv", "tf", "m"))
+    # merge with edits, inputs local and remote, outputs remote and local
+    edits = ["--rename", "^dense_=d_", "--exclude", "table_1"]
+    run("merge", data(T2T), src, "-o", os.path.join(WORK, "merged", "m"), *edits, code=0)
+    s3_put("tree", data("t2t_transformer_2shards"), f"{ROOT}/t2t_in/")
+    run("merge", f"{ROOT}/t2t_in/model.ckpt-1", src, "-o", f"{ROOT}/merged/m", *edits, code=0)
+    same_bytes(f"{ROOT}/merged/m", os.path.join(WORK, "merged", "m"))
+
+
+@test(needs_data=True)
+def merge_recover_finishes_a_save_left_in_the_store():
+    # An unmerged save: PREFIX_temp/part-0000N-of-00002 parts, no PREFIX.index.
+    with tempfile.TemporaryDirectory() as d:
+        parts = os.path.join(d, "ckpt-1_temp")
+        for i, keep in enumerate(("^[^n-z]", "^[n-z]")):
+            run("merge", data(T2T), "-o", os.path.join(parts, f"part-{i:05d}-of-00002"), "--exclude", keep, code=0)
+        s3_put("tree", d, f"{ROOT}/rec/")
+        run("merge", "--recover", os.path.join(d, "ckpt-1"), code=0)
+        run("merge", "--recover", f"{ROOT}/rec/ckpt-1", code=0)
+        same_bytes(f"{ROOT}/rec/ckpt-1", os.path.join(d, "ckpt-1"))
+
+
+@test(needs_data=True)
+def scale_out_steps_write_their_parts_and_the_index_to_the_store():
+    src = big()
+    plan = os.path.join(WORK, "plan.json")
+    out = f"{ROOT}/scale/m"
+    run("reshard", f"{ROOT}/in/m" if listing(f"{ROOT}/in/") else src, "-o", out, "--partition", "fixed:2",
+        "--policy", "shards:3", "--plan", plan, code=0)
+    for task in range(3):
+        run("reshard", "--execute", plan, "--task", str(task), code=0)
+        assert key_of(out) + ".index" not in listing(out + "."), task
+    run("reshard", "--finalize", plan, code=0)
+    local = os.path.join(WORK, "scale_local", "m")
+    run("reshard", src, "-o", local, "--partition", "fixed:2", "--policy", "shards:3", code=0)
+    same_bytes(out, local)
+
+
+@test(needs_data=True)
+def writes_retry_through_faults_and_fail_cleanly_when_the_budget_is_spent():
+    src = big()
+    local = os.path.join(WORK, "faults_local", "m")
+    run("reshard", src, "-o", local, "--policy", "shards:2", code=0)
+    # 503s, SlowDown and a reset on part uploads and on the index: retried, the same bytes.
+    out = f"{ROOT}/faulty/m"
+    faults("when PUT partNumber=2 status 503", "when PUT partNumber=1 status 503 SlowDown",
+           "when PUT partNumber=3 reset", "when PUT m.index status 500 InternalError")
+    run("reshard", src, "-o", out, "--policy", "shards:2", code=0, env=PROXY)
+    faults()
+    same_bytes(out, local)
+    # Retries used up on a part: exit 3, one line naming the object and the last status; no
+    # index, no data object, no upload left in progress.
+    out = f"{ROOT}/failed/m"
+    faults(*["when PUT partNumber=2 status 503 SlowDown"] * 8)
+    p = run("reshard", src, "-o", out, "--policy", "shards:2", code=3, env={**PROXY, "TFCKPT_S3_MAX_RETRIES": "2"})
+    faults()
+    one_error_line(p, f"{out}.data-0000", "503")
+    assert listing(out + ".") == {} and uploads(out) == [], (listing(out + "."), uploads(out))
+    # The index refused for good: the data objects (complete by then) are removed again.
+    faults(*["when PUT failed/m.index status 503"] * 4)
+    p = run("reshard", src, "-o", out, "--policy", "shards:2", code=3, env={**PROXY, "TFCKPT_S3_MAX_RETRIES": "2"})
+    faults()
+    one_error_line(p, f"{out}.index", "503")
+    assert listing(out + ".") == {} and uploads(out) == [], listing(out + ".")
+    p = run("reshard", src, "-o", out, "--policy", "shards:2", "--json", code=3,
+            env={**PROXY, "AWS_SECRET_ACCESS_KEY": "wrong", "TFCKPT_S3_MAX_RETRIES": "0"})
+    assert json.loads(p.stdout)["ok"] is False and "wrong" not in p.stdout + p.stderr, p.stdout
+
+
+@test(needs_data=True)
+def a_killed_reshard_leaves_no_index_and_no_complete_object_and_validate_reports_its_uploads():
+    src = big()
+    out = f"{ROOT}/killed/m"
+    clear_proxy_log()  # (the wait below reads it)
+    faults("when PUT partNumber=2 stall 60")
+    proc = subprocess.Popen([TFCKPT, "reshard", src, "-o", out, "--policy", "shards:2"], env={**os.environ, **PROXY},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not any("partNumber=2" in l and "fault=stall" in l for l in proxy_log()):
+            time.sleep(0.2)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        faults()
+    assert listing(out + ".") == {}, listing(out + ".")
+    left = uploads(out)
+    assert left, "a killed upload is still in progress"
+    p = run("validate", out, "--json")
+    assert "files.upload-in-progress" in p.stdout and "--abort-uploads" in p.stdout, p.stdout
+    run("validate", out, "--abort-uploads", code=None)
+    assert uploads(out) == []
+
+
+@test(needs_data=True)
+def an_interrupted_reshard_aborts_its_uploads():
+    src = big()
+    out = f"{ROOT}/interrupted/m"
+    clear_proxy_log()  # (the wait below reads it)
+    faults("when PUT partNumber=2 stall 60")
+    proc = subprocess.Popen([TFCKPT, "reshard", src, "-o", out, "--policy", "shards:2"], env={**os.environ, **PROXY},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not any("partNumber=2" in l and "fault=stall" in l for l in proxy_log()):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        faults()
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert "interrupted" in err, err
+    assert listing(out + ".") == {} and uploads(out) == [], (listing(out + "."), uploads(out))
+
+
+if __name__ == "__main__":
+    sys.exit(main("cli_s3_write"))
