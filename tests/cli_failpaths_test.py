@@ -179,20 +179,22 @@ def merge_again_over_its_own_linked_output_leaves_no_temporaries():
 
 
 @test()
-def an_object_url_as_output_is_refused_at_once():
-    # Outputs are local for now: -o s3://... is a usage error before any request (it used
-    # to ask an unreachable AWS endpoint, with retries, for minutes).
+def an_unreachable_object_store_output_fails_before_any_work():
+    # -o s3://... asks the store once before reading the input: an endpoint that refuses
+    # connections is exit 3 at once, naming the URL (it used to copy everything first).
     with tempfile.TemporaryDirectory() as d:
         src = example(d)
-        env = dict(os.environ, AWS_ENDPOINT_URL="http://127.0.0.1:9", TFCKPT_S3_MAX_RETRIES="0")
+        env = dict(os.environ, AWS_ENDPOINT_URL="http://127.0.0.1:9", TFCKPT_S3_MAX_RETRIES="0",
+                   AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s3cr3t-value", AWS_REGION="us-east-1")
         for args in (["reshard", src, "-o", "s3://bucket/run/m"], ["merge", src, "-o", "gs://bucket/m"],
                      ["convert", src, "-o", "s3://bucket/m.safetensors"],
                      ["reshard", src, "-o", os.path.join(d, "o"), "--plan", "s3://bucket/plan.json"]):
             p = subprocess.run([TFCKPT, *args], capture_output=True, text=True, timeout=30, env=env)
-            assert p.returncode == 2, (args, p.returncode, p.stderr)
-            one_error_line(p, args[-1], "writing to an object store is not supported yet")
+            assert p.returncode == 3, (args, p.returncode, p.stderr)
+            one_error_line(p, args[-1])
+            assert "s3cr3t-value" not in p.stderr, p.stderr
             j = subprocess.run([TFCKPT, *args, "--json"], capture_output=True, text=True, timeout=30, env=env)
-            assert j.returncode == 2 and json.loads(j.stdout)["error"]["id"] == "usage", j.stdout
+            assert j.returncode == 3 and json.loads(j.stdout)["ok"] is False, j.stdout
 
 
 if __name__ == "__main__":

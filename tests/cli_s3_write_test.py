@@ -205,7 +205,13 @@ def scale_out_steps_write_their_parts_and_the_index_to_the_store():
     for task in range(3):
         run("reshard", "--execute", plan, "--task", str(task), code=0)
         assert key_of(out) + ".index" not in listing(out + "."), task
-    run("reshard", "--finalize", plan, code=0)
+    # --finalize moves no data (the tasks' data objects are already under their final
+    # names: no copy standing in for a rename); it writes the index and removes the parts.
+    clear_proxy_log()
+    run("reshard", "--finalize", plan, code=0, env=PROXY)
+    writes = [l.split("?")[0].split(" conn=")[0] for l in proxy_log() if l.startswith(("PUT", "POST"))]
+    assert writes == [f"PUT /{BUCKET}/scale/m.index"] * len(writes) and writes, writes
+    assert listing(f"{ROOT}/scale/m_temp") == {}, listing(f"{ROOT}/scale/m_temp")
     local = os.path.join(WORK, "scale_local", "m")
     run("reshard", src, "-o", local, "--partition", "fixed:2", "--policy", "shards:3", code=0)
     same_bytes(out, local)

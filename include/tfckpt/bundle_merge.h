@@ -18,6 +18,10 @@ struct MergeOptions {
   bool overwrite = false;      // replace an existing checkpoint at the output
   bool keep_empty = false;     // an input with no tensors still brings its (empty) data files, in
                                // order (reshard --finalize: output file i is task i's file)
+  // The inputs' data files are already the output's: the i-th in order of first use is
+  // OUT.data-0000i-of-K (reshard --finalize on an object store, whose tasks wrote their data
+  // objects under the final names: there is no rename). Only the index is written.
+  bool data_in_place = false;
   // Called before anything is published (bundle_writer.h), e.g. verification; not with
   // `move`, whose renames cannot wait.
   BeforeCommit before_commit;

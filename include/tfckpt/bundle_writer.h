@@ -62,6 +62,10 @@ using BeforeCommit = std::function<absl::Status(const WrittenOutput& written)>;
 
 struct BundleWriterOptions {
   int32_t num_shards = 1;  // data files PREFIX.data-0000i-of-NNNNN, all created
+  // Other names for the data files (num_shards of them), e.g. a scale-out task's on an
+  // object store: its data object goes straight under the output's final name, as there
+  // is no rename to put it there later (scale_out.h). Empty: PREFIX.data-….
+  std::vector<std::string> data_files;
   bool overwrite = false;  // replace an existing checkpoint at the prefix
   BeforeCommit before_commit;  // e.g. verification (verify.h)
   // Positional entries (AddAt, BeginEntryAt) of the tensors this accepts (by name) are read
@@ -75,12 +79,12 @@ struct BundleWriterOptions {
 // Publishes a bundle written under temporary names: with `overwrite`, the index of a
 // checkpoint already at `prefix` is removed first (no reader ever pairs it with new data
 // files), then `commit_data` puts the data files in place, `commit_index` the index, and
-// the old checkpoint's data files that the new one (`num_files`) does not use are removed.
+// the old checkpoint's data files that the new one (`data_files`) does not use are removed.
 // `check_data`, when given, runs between the two commits (an object store, whose uploads
 // cannot be read before they are complete: WritableFile::ReadableBeforeCommit): when it
 // fails, the data files just committed (and the old checkpoint's) are removed and no
 // index is written.
-absl::Status PublishBundle(const std::string& prefix, bool overwrite, int32_t num_files,
+absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std::vector<std::string>& data_files,
                            const std::function<absl::Status()>& commit_data,
                            const std::function<absl::Status()>& commit_index,
                            const std::function<absl::Status()>& check_data = nullptr);
@@ -180,6 +184,7 @@ class BundleWriter {
   // Internal error when two entries of a data file overlap (positional writers promise they
   // do not): an entry read back whole (options.read_back) then still holds its bytes.
   absl::Status CheckDisjoint() const;
+  std::vector<std::string> DataNames() const;  // the data files' names, in order
   // The output (data files and `index`, not committed) for options.before_commit.
   WrittenOutput Written(WritableFile& index);
   // BeginEntry (appending) or, with `at`, BeginEntryAt.

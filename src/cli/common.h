@@ -121,7 +121,8 @@ int ReportWriteError(std::string_view command, const absl::Status& s);
 // -o of reshard, merge and convert: refuses a directory (OUT/, ., .., an existing
 // directory; the output needs a name) and, for TensorFlow prefixes (`tf_prefix`), takes
 // OUT.index as the prefix OUT, as CKPT does (an object URL likewise: a key ending in "/"
-// or with objects under "KEY/" is a directory). InvalidArgument naming the option.
+// or with objects under "KEY/" is a directory). InvalidArgument naming the option; for a
+// URL, first the store's CheckAccess error (storage.h) when it cannot be reached.
 absl::StatusOr<std::string> OutputName(std::string_view option, const std::string& out, bool tf_prefix);
 
 // True when `s` is valid UTF-8.

@@ -15,6 +15,7 @@
 #include "tfckpt/dtype.h"
 #include "tfckpt/file.h"
 #include "tfckpt/open.h"
+#include "tfckpt/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 #include "tfckpt/validate.h"
@@ -124,8 +125,17 @@ auto WithPlan(const std::string& plan_path, Fn&& fn) -> decltype(fn(std::declval
 }
 
 // Checks that the part at `prefix` holds exactly the planned entries of `task`.
-absl::Status CheckPart(const std::string& prefix, const json& task) {
-  TFCKPT_ASSIGN_OR_RETURN(auto part, OpenResolved({.format = Format::kV2, .prefix = prefix}));
+absl::Status CheckPart(const std::string& prefix, const json& task, bool data_in_place) {
+  // With the data in place (an object store), the part's one data file is the task's
+  // data_file, read under the part's name.
+  const std::string data_file = task.at("data_file").get<std::string>(), part_data = DataFileName(prefix, 0, 1);
+  const FileOpener in_place = [&](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
+    if (path != part_data) return Storage::For(path).OpenForRead(path);
+    TFCKPT_ASSIGN_OR_RETURN(auto f, Storage::For(data_file).OpenForRead(data_file));
+    return Renamed(std::move(f), path);
+  };
+  TFCKPT_ASSIGN_OR_RETURN(auto part, OpenResolved({.format = Format::kV2, .prefix = prefix}, nullptr,
+                                                  data_in_place ? &in_place : nullptr));
   int64_t pieces = 0;
   for (const auto& t : part->tensors()) pieces += static_cast<int64_t>(t.slices.size());
   const json& entries = task.at("entries");
@@ -246,6 +256,20 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
     BundleWriterOptions wo;
     wo.num_shards = 1;
     wo.overwrite = true;  // a re-run after a crash replaces the part with the same bytes
+    const std::string out = plan.at("output").at("prefix").get<std::string>();
+    if (IsUrl(out)) {
+      // An object store has no rename: the task's data object goes straight under its final
+      // name, the part's index beside the others; --finalize writes only the index. An old
+      // checkpoint there must lose its index first (--force), so that no reader pairs it
+      // with these data objects.
+      if (FileExists(out + ".index")) {
+        if (!plan.at("output").at("overwrite").get<bool>()) {
+          return absl::AlreadyExistsError(StrCat(out, ".index: output exists (plan with --force to replace it)"));
+        }
+        if (absl::Status s = Storage::For(out).Remove(out + ".index"); !s.ok() && !absl::IsNotFound(s)) return s;
+      }
+      wo.data_files = {t.at("data_file").get<std::string>()};
+    }
     TFCKPT_ASSIGN_OR_RETURN(auto w, BundleWriter::Create(r.part, wo));
     PieceCopier copier(*c, *w, progress);
     for (const json& e : t.at("entries")) {
@@ -272,7 +296,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
       r.bytes += p.bytes;
     }
     TFCKPT_RETURN_IF_ERROR(w->Finish());
-    TFCKPT_RETURN_IF_ERROR(CheckPart(r.part, t));
+    TFCKPT_RETURN_IF_ERROR(CheckPart(r.part, t, IsUrl(out)));
     return r;
   });
 }
@@ -311,9 +335,11 @@ absl::StatusOr<FinalizeReport> FinalizeTasks(const std::string& plan_path) {
                                                absl::StrJoin(missing, ", "), "; run them with --execute"));
     }
     TFCKPT_RETURN_IF_ERROR(CheckSourceUnchanged(plan.at("source")));
-    for (int i = 0; i < n; ++i) TFCKPT_RETURN_IF_ERROR(CheckPart(parts[i], plan.at("tasks").at(i)));
+    const bool in_place = IsUrl(r.out);
+    for (int i = 0; i < n; ++i) TFCKPT_RETURN_IF_ERROR(CheckPart(parts[i], plan.at("tasks").at(i), in_place));
     MergeOptions mo;
     mo.move = true;
+    mo.data_in_place = in_place;
     mo.keep_empty = true;
     mo.overwrite = output.at("overwrite").get<bool>();
     TFCKPT_ASSIGN_OR_RETURN(MergeReport m, MergeBundles(parts, r.out, mo));

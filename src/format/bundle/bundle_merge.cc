@@ -210,11 +210,14 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   // Data files first (hard link / copy / rename), then the index.
   const std::string out_dir = DirectoryOf(out);
   TFCKPT_RETURN_IF_ERROR(store.CreateDirectories(out_dir));
-  for (const std::string& src : files_in_order) {
+  for (int32_t i = 0; i < k; ++i) {
+    const std::string& src = options.data_in_place ? DataFileName(out, i, k) : files_in_order[i];
     if (!FileExists(src)) return absl::NotFoundError(StrCat(src, ": data file missing"));
   }
   std::vector<std::unique_ptr<LinkedOrCopied>> staged;
-  if (options.move) {
+  if (options.data_in_place) {
+    // Nothing to move: the index below is the commit.
+  } else if (options.move) {
     // The inputs' files become the output's (not tracked: they are not ours to remove).
     for (int32_t i = 0; i < k; ++i) TFCKPT_RETURN_IF_ERROR(MoveDataFile(files_in_order[i], DataFileName(out, i, k)));
   } else {
@@ -255,8 +258,10 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     TFCKPT_RETURN_IF_ERROR(index->Commit());
     index->Publish();  // the inputs are consumed: the output stays, whatever follows
   } else {
+    std::vector<std::string> names;
+    for (int32_t i = 0; i < k; ++i) names.push_back(DataFileName(out, i, k));
     TFCKPT_RETURN_IF_ERROR(PublishBundle(
-        out, options.overwrite, k,
+        out, options.overwrite, names,
         [&] {
           for (auto& f : staged) TFCKPT_RETURN_IF_ERROR(f->Commit());
           return absl::OkStatus();

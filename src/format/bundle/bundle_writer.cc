@@ -107,8 +107,13 @@ absl::StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const std::st
   w->prefix_ = prefix;
   w->options_ = options;
   w->in_stream_.assign(options.num_shards, 0);
+  if (!options.data_files.empty() && options.data_files.size() != static_cast<size_t>(options.num_shards)) {
+    return absl::InvalidArgumentError("bug: data file names given for some data files only");
+  }
   for (int32_t i = 0; i < options.num_shards; ++i) {
-    TFCKPT_ASSIGN_OR_RETURN(auto f, store.Create(DataFileName(prefix, i, options.num_shards)));
+    const std::string name = options.data_files.empty() ? DataFileName(prefix, i, options.num_shards)
+                                                        : options.data_files[static_cast<size_t>(i)];
+    TFCKPT_ASSIGN_OR_RETURN(auto f, Storage::For(name).Create(name));
     w->data_.push_back(std::move(f));
   }
   return w;
@@ -456,8 +461,7 @@ absl::Status BundleWriter::Finish() {
     // completed first and checked then, and the index (kept in memory) goes up last: no
     // reader finds an index before its data is whole and checked.
     TFCKPT_RETURN_IF_ERROR(close_all());
-    return PublishBundle(prefix_, options_.overwrite, options_.num_shards, commit_data, [&] { return index->Commit(); },
-                         check);
+    return PublishBundle(prefix_, options_.overwrite, DataNames(), commit_data, [&] { return index->Commit(); }, check);
   }
   // Everything is written and nothing published: the check before the commit (reading
   // what the kernel is still writing back), then all of it made durable.
@@ -469,14 +473,20 @@ absl::Status BundleWriter::Finish() {
   if (const char* ms = std::getenv("TFCKPT_FAULT_STALL_BEFORE_COMMIT_MS")) {
     ::usleep(static_cast<useconds_t>(std::strtoul(ms, nullptr, 10) * 1000));
   }
-  return PublishBundle(prefix_, options_.overwrite, options_.num_shards, commit_data, [&] { return index->Commit(); });
+  return PublishBundle(prefix_, options_.overwrite, DataNames(), commit_data, [&] { return index->Commit(); });
 }
 
 absl::Status NotWritten(const std::string& path) {
   return absl::NotFoundError(StrCat(path, ": not a file of the output being written"));
 }
 
-absl::Status PublishBundle(const std::string& prefix, bool overwrite, int32_t num_files,
+std::vector<std::string> BundleWriter::DataNames() const {
+  std::vector<std::string> names;
+  for (const auto& f : data_) names.push_back(f->path());
+  return names;
+}
+
+absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std::vector<std::string>& data_files,
                            const std::function<absl::Status()>& commit_data,
                            const std::function<absl::Status()>& commit_index,
                            const std::function<absl::Status()>& check_data) {
@@ -491,7 +501,7 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, int32_t nu
   // take them. (Not the index: an index that could not be written only if absent is
   // another run's.)
   const auto unpublish = [&](absl::Status s) {
-    for (int32_t i = 0; i < num_files; ++i) (void)store.Remove(DataFileName(prefix, i, num_files));
+    for (const auto& path : data_files) (void)Storage::For(path).Remove(path);
     for (const auto& path : stale) (void)store.Remove(path);
     return s;
   };
@@ -505,7 +515,8 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, int32_t nu
   }
   if (absl::Status s = commit_index(); !s.ok()) return unpublish(s);
   // Replacing a checkpoint with fewer data files: remove the old ones it no longer uses.
-  const std::vector<std::string> ours = BundleFiles(prefix, num_files);
+  std::vector<std::string> ours = data_files;
+  ours.push_back(prefix + ".index");
   for (const auto& path : stale) {
     if (std::find(ours.begin(), ours.end(), path) == ours.end()) (void)store.Remove(path);
   }
