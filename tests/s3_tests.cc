@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/client.h"
 #include "kvstore/s3/ranges.h"
 #include "kvstore/s3/settings.h"
@@ -458,3 +459,22 @@ TEST_CASE("retry delays: exponential caps, capped at max_delay, full jitter belo
   p.initial_delay = std::chrono::microseconds(0);
   CHECK(RetryDelay(p, 5) == std::chrono::microseconds(0));
 }
+
+TEST_CASE("PartLayout: parts of the first size, then doubling every 2000 parts, without gaps") {
+  constexpr uint64_t kMiB = 1ull << 20;
+  const tfckpt::s3::PartLayout layout(8 * kMiB);
+  CHECK(layout.Begin(0) == 0);
+  CHECK(layout.End(0) == 8 * kMiB);
+  CHECK(layout.PartOf(8 * kMiB - 1) == 0);
+  CHECK(layout.PartOf(8 * kMiB) == 1);
+  CHECK(layout.Begin(2000) == 2000 * 8 * kMiB);
+  CHECK(layout.End(2000) - layout.Begin(2000) == 16 * kMiB);
+  CHECK(layout.PartOf(2000 * 8 * kMiB + 16 * kMiB) == 2001);
+  // 10,000 parts (S3's limit) hold 496 GiB: 8, 16, 32, 64 and 128 MiB parts, 2000 each.
+  CHECK(layout.Begin(10000) == 2000 * (8 + 16 + 32 + 64 + 128) * kMiB);
+  for (int k : {0, 1, 1999, 2000, 2001, 3999, 4000, 9999}) {
+    CHECK(layout.PartOf(layout.Begin(k)) == k);
+    CHECK(layout.PartOf(layout.End(k) - 1) == k);
+  }
+}
+

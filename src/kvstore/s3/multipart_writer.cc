@@ -134,9 +134,10 @@ absl::Status MultipartWriter::Finish() {
     const int last = size_ == 0 ? 0 : layout_.PartOf(size_ - 1);
     for (auto& [k, h] : held_) {
       const uint64_t begin = layout_.Begin(k);
-      if (k != last || h.filled != size_ - begin) {
-        status_ = absl::InternalError(StrCat("bug: ", url_string_, ": bytes from offset ", begin + h.filled,
-                                             " were never written"));
+      const uint64_t end = k == last ? size_ : layout_.End(k);
+      if (h.filled != end - begin) {
+        status_ = absl::InternalError(StrCat("bug: ", url_string_, ": bytes ", begin, " to ", end,
+                                             " were not all written (", h.filled, " of ", end - begin, ")"));
         break;
       }
     }
