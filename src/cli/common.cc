@@ -168,7 +168,7 @@ std::string WithDetail(std::string_view sentence, const std::string& detail) {
 }  // namespace
 
 CLI::Option* AddOutputOption(CLI::App* sub, std::string* out, const std::string& detail) {
-  return sub->add_option("-o,--output", *out, StrCat("Output ", detail, "; OUT.index also names a TF prefix; not a directory"));
+  return sub->add_option("-o,--output", *out, StrCat("Output ", detail, "; OUT.index also names a TF prefix; not a directory; may be an s3:// or gs:// URL"));
 }
 
 CLI::Option* AddForceOption(CLI::App* sub, bool* force) {

@@ -251,6 +251,7 @@ std::function<int()> AddConvert(CLI::App& app) {
   sub->footer(
       "Examples:\n"
       "  tfckpt convert model.ckpt-1000 -o model.safetensors\n"
+      "  tfckpt convert gs://bkt/run/ckpt-100 -o s3://bkt/model.safetensors\n"
       "  tfckpt convert model.ckpt-1000 -o model.safetensors --max-file-size 5G\n"
       "  tfckpt convert model.ckpt-1000 -o weights.npz --cast bfloat16=float32\n"
       "  tfckpt convert model.safetensors -o tf/model.ckpt --partition 'embedding=fixed:4'\n"

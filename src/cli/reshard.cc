@@ -328,6 +328,7 @@ std::function<int()> AddReshard(CLI::App& app) {
       "  tfckpt reshard model.ckpt -o out/model --partition 'embedding=max-size:67108864' --dry-run\n"
       "  tfckpt reshard model.ckpt -o out/model --partition 'emb$=fixed:3'   # other tensors stay in their files\n"
       "  tfckpt reshard model.ckpt -o out/model --partition 'layout:x,unsharded@x=2,y=4'\n"
+      "  tfckpt reshard s3://bkt/run/ckpt-100 -o s3://bkt/serve/ckpt --policy shards:4  # data objects, then the index\n"
       "  tfckpt reshard model.ckpt -o out/model --policy max-shard-size:1G\n"
       "  tfckpt reshard model.ckpt -o out/model --partition fixed:8 --policy shards:16 --plan plan.json\n"
       "  tfckpt reshard --execute plan.json --task auto        # one task, e.g. in a Slurm array job\n"
