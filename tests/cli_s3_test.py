@@ -16,28 +16,13 @@ import tempfile
 import time
 
 from cli_common import *
+from s3_common import *
 
-S3_PUT = sys.argv[4]
 BUCKET = f"tfckpt-cli-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
-DIRECT = {
-    "AWS_ENDPOINT_URL": os.environ["S3_TEST_ENDPOINT"],
-    "AWS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"],
-    "AWS_SECRET_ACCESS_KEY": os.environ["S3_TEST_SECRET"],
-    "AWS_REGION": os.environ["S3_TEST_REGION"],
-}
-# Through the fault proxy: few, quick retries, so that a test that exhausts them is short.
-PROXY = {**DIRECT, "AWS_ENDPOINT_URL": os.environ["S3_TEST_PROXY_ENDPOINT"]}
-os.environ.update(DIRECT)
-for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION"):
-    os.environ.pop(name, None)
 
 T2T = "t2t_transformer_2shards/model.ckpt-1"
 T2T_DATA1 = "model.ckpt-1.data-00001-of-00002"
-
-
-def s3_put(*args):
-    subprocess.run([S3_PUT, *args], check=True, timeout=300)
 
 
 def uploaded():
@@ -50,20 +35,6 @@ def uploaded():
         # A SavedModel directory: variables/variables and no state file.
         s3_put("tree", data("estimator_dnn_adam_2shards/variables"), f"{ROOT}/savedmodel/variables/")
         uploaded.done = True
-
-
-def faults(*lines):
-    with open(os.environ["S3_TEST_FAULTS"], "w") as f:
-        f.write("".join(line + "\n" for line in lines))
-
-
-def proxy_log():
-    with open(os.environ["S3_TEST_PROXY_LOG"]) as f:
-        return f.read().splitlines()
-
-
-def clear_proxy_log():
-    open(os.environ["S3_TEST_PROXY_LOG"], "w").close()
 
 
 def same_json(args_remote, args_local, remote, local):

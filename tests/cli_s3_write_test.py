@@ -16,27 +16,14 @@ import tempfile
 import time
 
 from cli_common import *
+from s3_common import *
 
-S3_PUT, GEN = sys.argv[4], sys.argv[5]
+GEN = sys.argv[5]
 BUCKET = f"tfckpt-write-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
-DIRECT = {
-    "AWS_ENDPOINT_URL": os.environ["S3_TEST_ENDPOINT"],
-    "AWS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"],
-    "AWS_SECRET_ACCESS_KEY": os.environ["S3_TEST_SECRET"],
-    "AWS_REGION": os.environ["S3_TEST_REGION"],
-}
-PROXY = {**DIRECT, "AWS_ENDPOINT_URL": os.environ["S3_TEST_PROXY_ENDPOINT"]}
-os.environ.update(DIRECT)
-for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION"):
-    os.environ.pop(name, None)
 
 T2T = "t2t_transformer_2shards/model.ckpt-1"
 WORK = tempfile.mkdtemp(prefix="tfckpt-s3w-")
-
-
-def s3_put(*args):
-    return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True).stdout
 
 
 def listing(prefix):
@@ -57,20 +44,6 @@ def get(url):
     s3_put("get", url, path)
     with open(path, "rb") as f:
         return f.read()
-
-
-def faults(*lines):
-    with open(os.environ["S3_TEST_FAULTS"], "w") as f:
-        f.write("".join(line + "\n" for line in lines))
-
-
-def proxy_log():
-    with open(os.environ["S3_TEST_PROXY_LOG"]) as f:
-        return f.read().splitlines()
-
-
-def clear_proxy_log():
-    open(os.environ["S3_TEST_PROXY_LOG"], "w").close()
 
 
 def big():
@@ -248,18 +221,25 @@ def writes_retry_through_faults_and_fail_cleanly_when_the_budget_is_spent():
     assert json.loads(p.stdout)["ok"] is False and "wrong" not in p.stdout + p.stderr, p.stdout
 
 
+def stalled_reshard(src, out):
+    """A reshard to `out` through the proxy, returned once it is in the middle of its uploads
+    (a part's answer stalled: the part is stored, the upload not complete)."""
+    clear_proxy_log()  # (the wait below reads it)
+    faults("when PUT partNumber=2 stall 60")
+    proc = subprocess.Popen([TFCKPT, "reshard", src, "-o", out, "--policy", "shards:2"], env={**os.environ, **PROXY},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not any("partNumber=2" in l and "fault=stall" in l for l in proxy_log()):
+        time.sleep(0.2)
+    return proc
+
+
 @test(needs_data=True)
 def a_killed_reshard_leaves_no_index_and_no_complete_object_and_validate_reports_its_uploads():
     src = big()
     out = f"{ROOT}/killed/m"
-    clear_proxy_log()  # (the wait below reads it)
-    faults("when PUT partNumber=2 stall 60")
-    proc = subprocess.Popen([TFCKPT, "reshard", src, "-o", out, "--policy", "shards:2"], env={**os.environ, **PROXY},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = stalled_reshard(src, out)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and not any("partNumber=2" in l and "fault=stall" in l for l in proxy_log()):
-            time.sleep(0.2)
         proc.kill()
         proc.wait(timeout=30)
     finally:
@@ -277,14 +257,8 @@ def a_killed_reshard_leaves_no_index_and_no_complete_object_and_validate_reports
 def an_interrupted_reshard_aborts_its_uploads():
     src = big()
     out = f"{ROOT}/interrupted/m"
-    clear_proxy_log()  # (the wait below reads it)
-    faults("when PUT partNumber=2 stall 60")
-    proc = subprocess.Popen([TFCKPT, "reshard", src, "-o", out, "--policy", "shards:2"], env={**os.environ, **PROXY},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = stalled_reshard(src, out)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and not any("partNumber=2" in l and "fault=stall" in l for l in proxy_log()):
-            time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:

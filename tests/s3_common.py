@@ -1,0 +1,41 @@
+"""What the suites against the test S3 server share (tests/s3_server.sh starts it and sets
+S3_TEST_*): tfckpt's environment as a user would set it, and the fault proxy's controls.
+Importing this sets AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+AWS_REGION in os.environ (the server directly) and removes the AWS variables that would
+change them."""
+import os
+import subprocess
+import sys
+
+S3_PUT = sys.argv[4]
+DIRECT = {
+    "AWS_ENDPOINT_URL": os.environ["S3_TEST_ENDPOINT"],
+    "AWS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"],
+    "AWS_SECRET_ACCESS_KEY": os.environ["S3_TEST_SECRET"],
+    "AWS_REGION": os.environ["S3_TEST_REGION"],
+}
+# Through the fault proxy.
+PROXY = {**DIRECT, "AWS_ENDPOINT_URL": os.environ["S3_TEST_PROXY_ENDPOINT"]}
+os.environ.update(DIRECT)
+for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION"):
+    os.environ.pop(name, None)
+
+
+def s3_put(*args):
+    """tests/s3_put ARGS (the library's client); its standard output."""
+    return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True).stdout
+
+
+def faults(*lines):
+    """The proxy's next faults, one a line (tests/s3_fault_proxy.py)."""
+    with open(os.environ["S3_TEST_FAULTS"], "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def proxy_log():
+    with open(os.environ["S3_TEST_PROXY_LOG"]) as f:
+        return f.read().splitlines()
+
+
+def clear_proxy_log():
+    open(os.environ["S3_TEST_PROXY_LOG"], "w").close()
