@@ -221,29 +221,28 @@ def writes_retry_through_faults_and_fail_cleanly_when_the_budget_is_spent():
     assert json.loads(p.stdout)["ok"] is False and "wrong" not in p.stdout + p.stderr, p.stdout
 
 
-def stalled_reshard(src, out):
-    """A reshard to `out` through the proxy, returned once it is in the middle of its uploads
-    (a part's answer stalled: the part is stored, the upload not complete)."""
+def stopped_reshard(src, out, sig):
+    """A reshard to `out` through the proxy, sent `sig` in the middle of its uploads (a part's
+    answer stalled: the part is stored, the upload not complete); (exit status, stderr)."""
     clear_proxy_log()  # (the wait below reads it)
     faults("when PUT partNumber=2 stall 60")
     proc = subprocess.Popen([TFCKPT, "reshard", src, "-o", out, "--policy", "shards:2"], env={**os.environ, **PROXY},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and not any("partNumber=2" in l and "fault=stall" in l for l in proxy_log()):
-        time.sleep(0.2)
-    return proc
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not any("partNumber=2" in l and "fault=stall" in l for l in proxy_log()):
+            time.sleep(0.2)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        faults()
+    return proc.returncode, err
 
 
 @test(needs_data=True)
 def a_killed_reshard_leaves_no_index_and_no_complete_object_and_validate_reports_its_uploads():
-    src = big()
     out = f"{ROOT}/killed/m"
-    proc = stalled_reshard(src, out)
-    try:
-        proc.kill()
-        proc.wait(timeout=30)
-    finally:
-        faults()
+    assert stopped_reshard(big(), out, signal.SIGKILL)[0] == -signal.SIGKILL
     assert listing(out + ".") == {}, listing(out + ".")
     left = uploads(out)
     assert left, "a killed upload is still in progress"
@@ -255,17 +254,11 @@ def a_killed_reshard_leaves_no_index_and_no_complete_object_and_validate_reports
 
 @test(needs_data=True)
 def an_interrupted_reshard_aborts_its_uploads():
-    src = big()
-    out = f"{ROOT}/interrupted/m"
-    proc = stalled_reshard(src, out)
-    try:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        faults()
-    assert proc.returncode == 130, (proc.returncode, err)
-    assert "interrupted" in err, err
-    assert listing(out + ".") == {} and uploads(out) == [], (listing(out + "."), uploads(out))
+    for sig, want in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        out = f"{ROOT}/interrupted-{want}/m"
+        code, err = stopped_reshard(big(), out, sig)
+        assert code == want and "interrupted" in err, (code, err)
+        assert listing(out + ".") == {} and uploads(out) == [], (listing(out + "."), uploads(out))
 
 
 if __name__ == "__main__":
