@@ -7,8 +7,10 @@ Every output written to the store is compared byte for byte with the same comman
 on local files; the commit order (data objects, then the index last, If-None-Match) is read
 off the fault proxy's request log."""
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +26,8 @@ ROOT = f"s3://{BUCKET}"
 
 T2T = "t2t_transformer_2shards/model.ckpt-1"
 WORK = tempfile.mkdtemp(prefix="tfckpt-s3w-")
+atexit.register(shutil.rmtree, WORK, True)
+s3_put("mb", ROOT)
 
 
 def listing(prefix):
@@ -52,7 +56,6 @@ def big():
     prefix = os.path.join(WORK, "big", "m")
     if not os.path.exists(prefix + ".index"):
         subprocess.run([GEN, "tables", prefix, "40", "2", "4"], check=True, timeout=300, capture_output=True)
-        s3_put("mb", ROOT)
     return prefix
 
 
@@ -133,7 +136,7 @@ def the_index_goes_up_last_only_if_absent_and_force_replaces_in_that_order():
 
 
 @test(needs_data=True)
-def convert_and_merge_write_remote_outputs():
+def convert_writes_remote_outputs():
     src = big()
     for name in ("m.safetensors", "m.npz"):
         local = os.path.join(WORK, "conv", name)
@@ -147,7 +150,13 @@ def convert_and_merge_write_remote_outputs():
     run("convert", os.path.join(WORK, "conv", "m.safetensors"), "-o", os.path.join(WORK, "conv", "tf", "m"), "--to",
         "tf", code=0)
     same_bytes(f"{ROOT}/conv/tf/m", os.path.join(WORK, "conv", "tf", "m"))
-    # merge with edits, inputs local and remote, outputs remote and local
+
+
+@test(needs_data=True)
+def merge_writes_remote_outputs_with_edits():
+    src = big()
+    # inputs local and remote, outputs remote and local; data files copied into the store
+    # (a big one as a multipart upload) are verified before the index goes up.
     edits = ["--rename", "^dense_=d_", "--exclude", "table_1"]
     run("merge", data(T2T), src, "-o", os.path.join(WORK, "merged", "m"), *edits, code=0)
     s3_put("tree", data("t2t_transformer_2shards"), f"{ROOT}/t2t_in/")
@@ -164,6 +173,9 @@ def merge_recover_finishes_a_save_left_in_the_store():
             run("merge", data(T2T), "-o", os.path.join(parts, f"part-{i:05d}-of-00002"), "--exclude", keep, code=0)
         s3_put("tree", d, f"{ROOT}/rec/")
         run("merge", "--recover", os.path.join(d, "ckpt-1"), code=0)
+        # TensorFlow's --move renames the parts' data files: refused on a store (no rename).
+        p = run("merge", "--recover", f"{ROOT}/rec/ckpt-1", "--move", code=2)
+        one_error_line(p, "--move", f"{ROOT}/rec/ckpt-1", "no rename")
         run("merge", "--recover", f"{ROOT}/rec/ckpt-1", code=0)
         same_bytes(f"{ROOT}/rec/ckpt-1", os.path.join(d, "ckpt-1"))
 

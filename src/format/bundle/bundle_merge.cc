@@ -1,6 +1,7 @@
 // MergeV2Checkpoints (docs/FORMAT.md §e.3): bundles merged into one on raw index entries.
 #include "tfckpt/bundle_merge.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -60,7 +61,9 @@ class LinkedOrCopied {
     ForgetCreated(tracked_);
   }
   const std::string& path() const { return dst_; }
-  // The staged file, read as the file it will become.
+  bool ReadableBeforeCommit() const { return !copy_ || copy_->ReadableBeforeCommit(); }
+  // The staged file, read as the file it will become (an object store's copy: once
+  // committed).
   absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() {
     if (copy_) return copy_->OpenWritten();
     TFCKPT_ASSIGN_OR_RETURN(auto f, Storage::For(tmp_).OpenForRead(tmp_));
@@ -91,7 +94,19 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
                                          const MergeOptions& options) {
   MergeReport report;
   if (inputs.empty()) return absl::InvalidArgumentError("merge needs at least one input");
-  // Refusals first: an output that exists, or that is one of the inputs.
+  // Refusals first: a rename an object store cannot do, an output that exists, or that is
+  // one of the inputs.
+  if (options.move && !options.data_in_place) {
+    for (const std::string& name : inputs) {
+      for (const std::string& url : {name, out}) {
+        if (IsUrl(url)) {
+          return absl::InvalidArgumentError(
+              StrCat("--move: ", url, ": an object store has no rename (and tfckpt does not fake one with copy + "
+                     "delete); merge without --move, then remove the parts"));
+        }
+      }
+    }
+  }
   Storage& store = Storage::For(out);
   for (const auto& in : inputs) {
     TFCKPT_RETURN_IF_ERROR(store.CheckNotInputs({out + ".index"}, {in + ".index"}));
@@ -241,18 +256,21 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     }
     TFCKPT_RETURN_IF_ERROR(table.Finish());
   }
-  if (options.before_commit && !options.move) {
-    std::map<std::string, LinkedOrCopied*> by_name;
-    for (auto& f : staged) by_name.emplace(f->path(), f.get());
-    const std::string index_name = index->path();
-    WrittenOutput written;
-    written.open = [&](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
-      if (path == index_name) return index->OpenWritten();
-      auto it = by_name.find(path);
-      return it != by_name.end() ? it->second->OpenWritten() : NotWritten(path);
-    };
-    TFCKPT_RETURN_IF_ERROR(options.before_commit(written));
-  }
+  std::map<std::string, LinkedOrCopied*> by_name;
+  for (auto& f : staged) by_name.emplace(f->path(), f.get());
+  const std::string index_name = index->path();
+  WrittenOutput written;
+  written.open = [&](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
+    if (path == index_name) return index->OpenWritten();
+    auto it = by_name.find(path);
+    return it != by_name.end() ? it->second->OpenWritten() : NotWritten(path);
+  };
+  std::function<absl::Status()> check;
+  if (options.before_commit && !options.move) check = [&] { return options.before_commit(written); };
+  // Copies into an object store cannot be read before they are complete: they are checked
+  // between the data's commit and the index's (PublishBundle), as BundleWriter does.
+  const bool readable = std::all_of(staged.begin(), staged.end(), [](const auto& f) { return f->ReadableBeforeCommit(); });
+  if (check && readable) TFCKPT_RETURN_IF_ERROR(check());
   TFCKPT_RETURN_IF_ERROR(index->Close());
   if (options.move) {
     TFCKPT_RETURN_IF_ERROR(index->Commit());
@@ -266,7 +284,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
           for (auto& f : staged) TFCKPT_RETURN_IF_ERROR(f->Commit());
           return absl::OkStatus();
         },
-        [&] { return index->Commit(); }));
+        [&] { return index->Commit(); }, readable ? nullptr : check));
   }
   report.entries = static_cast<int64_t>(entries.size());
   if (options.move) {

@@ -300,7 +300,9 @@ absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::strin
     return absl::InvalidArgumentError(StrCat(final_path, ": names no object (a key is needed)"));
   }
   return std::unique_ptr<WritableFile>(
-      new S3Upload(final_path, MultipartWriter::Create(t.client, t.url, kPartBytes, t.connections, parts_)));
+      new S3Upload(final_path, MultipartWriter::Create(t.client, t.url,
+                                                       absl::EndsWith(final_path, ".index") ? kIndexPartBytes : kPartBytes,
+                                                       t.connections, parts_)));
 }
 
 absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {

@@ -58,6 +58,9 @@ inline constexpr uint64_t kPieceBytes = 8ull << 20;
 inline constexpr uint64_t kWindowPieceBytes = 2ull << 20;
 // The parts of an upload (the first 2,000; then larger: PartLayout).
 inline constexpr uint64_t kPartBytes = 8ull << 20;
+// A bundle's index is checked before it goes up (it is the commit), read from memory: it
+// stays whole in its first part up to this size (an index of ~500,000 entries).
+inline constexpr uint64_t kIndexPartBytes = 64ull << 20;
 
 // What the environment asks for: the client's options (TFCKPT_S3_CONNECTIONS,
 // TFCKPT_S3_MAX_RETRIES) and the read-ahead window (TFCKPT_S3_READ_AHEAD_KIB);
