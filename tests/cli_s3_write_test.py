@@ -273,5 +273,34 @@ def an_interrupted_reshard_aborts_its_uploads():
         assert listing(out + ".") == {} and uploads(out) == [], (listing(out + "."), uploads(out))
 
 
+@test(needs_data=True)
+def between_the_data_and_the_index_an_interrupt_deletes_the_data_and_a_kill_leaves_them_reported():
+    src = big()
+    # Interrupted once the data objects are complete and before the index: they are deleted
+    # (the run's outputs until it succeeds, as local files are).
+    out = f"{ROOT}/window/m"
+    proc = subprocess.Popen([TFCKPT, "reshard", src, "-o", out, "--policy", "shards:2"],
+                            env={**os.environ, "TFCKPT_FAULT_STALL_BEFORE_INDEX_MS": "60000"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(listing(out + ".")) < 2:
+        time.sleep(0.2)
+    assert sorted(listing(out + ".")) == [key_of(out) + f".data-0000{i}-of-00002" for i in (0, 1)]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
+    assert listing(out + ".") == {}, listing(out + ".")
+    # Killed there: the data objects stay, with no index; validate names them.
+    run("reshard", src, "-o", out, "--policy", "shards:2", env={"TFCKPT_FAULT_KILL_AT": "commit"})
+    assert sorted(listing(out + ".")) == [key_of(out) + f".data-0000{i}-of-00002" for i in (0, 1)]
+    p = run("validate", out, "--json")
+    errors = {(e["check"], e["file"]) for e in json.loads(p.stdout)["errors"]}
+    assert ("files.no-index", f"{out}.data-00000-of-00002") in errors, p.stdout
+    # and the next run refuses to take them for its own without --force
+    one_error_line(run("reshard", src, "-o", out, "--policy", "shards:2", code=2), out, "--force")
+    run("reshard", src, "-o", out, "--policy", "shards:2", "--force", code=0)
+    run("validate", out, "--against", src, code=0)
+
+
 if __name__ == "__main__":
     sys.exit(main("cli_s3_write"))

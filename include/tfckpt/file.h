@@ -78,10 +78,12 @@ void SetInterruptDocument(std::string_view text);
 void HoldInterruptsInThisThread();
 
 // Work an interrupt must still do that a signal handler cannot (a network request: abort an
-// object store's upload in progress): `fn` runs on a helper thread when an interrupt
-// arrives, after the tracked files are removed and before the process exits; the handler
-// waits for all of them at most kInterruptWorkSeconds. Returns an id for
-// ForgetAtInterrupt. Thread-safe.
+// object store's upload in progress, delete an object a run completed before it failed):
+// `fn` runs on a helper thread when an interrupt arrives, after the tracked files are
+// removed and before the process exits; the handler waits for all of them at most
+// kInterruptWorkSeconds. Newest first. RemoveAllCreated() runs them too (the run failed),
+// ForgetAllCreated() drops them (it succeeded). Returns an id for ForgetAtInterrupt.
+// Thread-safe.
 inline constexpr int kInterruptWorkSeconds = 10;
 uint64_t AtInterrupt(std::function<void()> fn);
 void ForgetAtInterrupt(uint64_t id);  // no-op for 0

@@ -513,6 +513,10 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std:
   if (const char* fault = std::getenv("TFCKPT_FAULT_KILL_AT"); fault && std::string_view(fault) == "commit") {
     ::kill(::getpid(), SIGKILL);
   }
+  // ... or stay there this long, so that a test can interrupt the run in that window.
+  if (const char* ms = std::getenv("TFCKPT_FAULT_STALL_BEFORE_INDEX_MS")) {
+    ::usleep(static_cast<useconds_t>(std::strtoul(ms, nullptr, 10) * 1000));
+  }
   if (absl::Status s = commit_index(); !s.ok()) return unpublish(s);
   // Replacing a checkpoint with fewer data files: remove the old ones it no longer uses.
   std::vector<std::string> ours = data_files;

@@ -135,6 +135,15 @@ std::map<uint64_t, std::function<void()>>& InterruptWork() {
 std::atomic<int> g_work_pipe{-1};  // write end, once the thread runs
 std::atomic<bool> g_work_done{false};
 
+// The AtInterrupt work, newest first (as files are removed), and none left. REQUIRES:
+// g_work_mu held.
+std::vector<std::function<void()>> TakeInterruptWork() {
+  std::vector<std::function<void()>> todo;
+  for (auto it = InterruptWork().rbegin(); it != InterruptWork().rend(); ++it) todo.push_back(std::move(it->second));
+  InterruptWork().clear();
+  return todo;
+}
+
 void RunInterruptWork(int read_end) {
   HoldInterruptsInThisThread();
   char byte;
@@ -143,7 +152,7 @@ void RunInterruptWork(int read_end) {
   std::vector<std::function<void()>> todo;
   {
     std::lock_guard<std::mutex> lock(g_work_mu);
-    for (auto& [id, fn] : InterruptWork()) todo.push_back(fn);
+    todo = TakeInterruptWork();
   }
   for (auto& fn : todo) fn();
   g_work_done = true;
@@ -261,13 +270,21 @@ void ForgetAllCreated() {
   InterruptShield shield;
   std::lock_guard<std::mutex> lock(g_tracked_mu);
   TrackedList().clear();
+  std::lock_guard<std::mutex> work_lock(g_work_mu);
+  InterruptWork().clear();
 }
 
 void RemoveAllCreated() {
-  InterruptShield shield;
-  std::lock_guard<std::mutex> lock(g_tracked_mu);
-  RemoveTrackedNoLock();
-  TrackedList().clear();
+  std::vector<std::function<void()>> todo;
+  {
+    InterruptShield shield;
+    std::lock_guard<std::mutex> lock(g_tracked_mu);
+    RemoveTrackedNoLock();
+    TrackedList().clear();
+    std::lock_guard<std::mutex> work_lock(g_work_mu);
+    todo = TakeInterruptWork();
+  }
+  for (auto& fn : todo) fn();  // (unlocked: network requests)
 }
 
 void SetInterruptCommand(std::string_view command) {

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
+#include "tfckpt/file.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
@@ -175,8 +176,12 @@ class HeldFile final : public ReadableFile {
 // before it writes anything: PublishBundle).
 class S3Upload final : public WritableFile {
  public:
-  S3Upload(std::string name, std::unique_ptr<MultipartWriter> writer)
-      : name_(std::move(name)), writer_(std::move(writer)), exclusive_(absl::EndsWith(name_, ".index")) {}
+  S3Upload(std::string name, Client* client, ObjectUrl url, std::unique_ptr<MultipartWriter> writer)
+      : name_(std::move(name)),
+        client_(client),
+        url_(std::move(url)),
+        writer_(std::move(writer)),
+        exclusive_(absl::EndsWith(name_, ".index")) {}
 
   const std::string& path() const override { return name_; }
   uint64_t size() const override { return writer_->size(); }
@@ -210,15 +215,27 @@ class S3Upload final : public WritableFile {
   }
   bool ReadableBeforeCommit() const override { return false; }
   absl::Status Close() override { return Named(writer_->Finish(), name_); }
+  // Like a local output renamed into place, the object stays an output of the run until it
+  // succeeds (file.h): an interrupt or a failure of the run before that deletes it.
   absl::Status Commit() override {
+    InterruptShield shield;  // (completed and tracked as one step)
     TFCKPT_RETURN_IF_ERROR(Named(writer_->Complete(exclusive_), name_));
     committed_ = true;
+    if (TrackingOutputs()) {
+      delete_work_ = AtInterrupt([client = client_, url = url_] { client->Delete(url).IgnoreError(); });
+    }
     return absl::OkStatus();
   }
-  void Publish() override {}
+  void Publish() override {
+    ForgetAtInterrupt(delete_work_);
+    delete_work_ = 0;
+  }
 
  private:
   std::string name_;
+  Client* client_;
+  ObjectUrl url_;
+  uint64_t delete_work_ = 0;
   std::unique_ptr<MultipartWriter> writer_;
   bool exclusive_;
   bool committed_ = false;
@@ -300,7 +317,7 @@ absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::strin
     return absl::InvalidArgumentError(StrCat(final_path, ": names no object (a key is needed)"));
   }
   return std::unique_ptr<WritableFile>(
-      new S3Upload(final_path, MultipartWriter::Create(t.client, t.url,
+      new S3Upload(final_path, t.client, t.url, MultipartWriter::Create(t.client, t.url,
                                                        absl::EndsWith(final_path, ".index") ? kIndexPartBytes : kPartBytes,
                                                        t.connections, parts_)));
 }
