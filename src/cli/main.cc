@@ -1,4 +1,6 @@
 // tfckpt: TensorFlow checkpoints without TensorFlow.
+#include <malloc.h>
+
 #include <csignal>
 
 #include "app.h"
@@ -8,6 +10,12 @@ int main(int argc, char** argv) {
   // Under a file-size limit (ulimit -f), a write past it fails with EFBIG, reported as
   // "no space", instead of the default SIGXFSZ killing us mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Buffers of a few MiB (object store windows and upload parts, copy chunks) come and go
+  // on many threads. glibc raises its mmap threshold to the size of each such buffer freed,
+  // after which they are carved from per-thread arenas that keep the memory: a reshard
+  // between object stores peaked at 333 MiB instead of 190. A fixed threshold keeps them
+  // mapped and unmapped whole.
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
   // Ctrl-C, SIGTERM, SIGHUP: remove what the run made, "interrupted", exit 128 + signal.
   tfckpt::InstallInterruptHandlers();
   return tfckpt::cli::RunTfckpt(argc, argv);

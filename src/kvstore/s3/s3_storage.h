@@ -52,7 +52,9 @@
 namespace tfckpt::s3 {
 
 inline constexpr uint64_t kWindowBytes = 16ull << 20;
-inline constexpr int kCachedWindows = 8;  // 128 MiB at most
+// 64 MiB at most: with the parts of uploads (kPartBytes, --connections of them on their way)
+// a reshard from a store to a store stays within 256 MiB (docs/PERFORMANCE.md).
+inline constexpr int kCachedWindows = 4;
 inline constexpr uint64_t kPieceBytes = 8ull << 20;
 // A window is fetched in pieces this size, so that the connections share it.
 inline constexpr uint64_t kWindowPieceBytes = 2ull << 20;
