@@ -274,6 +274,20 @@ def an_interrupted_reshard_aborts_its_uploads():
 
 
 @test(needs_data=True)
+def progress_on_a_terminal_shows_bytes_and_throughput_of_remote_transfers():
+    src = big()
+    # One connection and a stalled part answer (retried): the run lasts past the bar's delay.
+    faults("when PUT partNumber=2 stall 2")
+    try:
+        code, err = run_with_tty_stderr(["reshard", src, "-o", f"{ROOT}/progress/m", "--policy", "shards:2"],
+                                        {**os.environ, **PROXY, "TFCKPT_S3_CONNECTIONS": "1"})
+    finally:
+        faults()
+    assert code == 0, err
+    assert "copying" in err and "MiB / 84.0 MiB" in err and "/s" in err, err[-600:]
+
+
+@test(needs_data=True)
 def between_the_data_and_the_index_an_interrupt_deletes_the_data_and_a_kill_leaves_them_reported():
     src = big()
     # Interrupted once the data objects are complete and before the index: they are deleted
