@@ -59,6 +59,13 @@ def big():
     return prefix
 
 
+def remote_big():
+    """big() uploaded as it is, once: its prefix in the store."""
+    if not listing(f"{ROOT}/in/"):
+        s3_put("tree", os.path.dirname(big()), f"{ROOT}/in/")
+    return f"{ROOT}/in/m"
+
+
 def key_of(url):
     return url.split("/", 3)[3]
 
@@ -89,12 +96,11 @@ def reshard_writes_remote_outputs_byte_identical_to_local_ones():
     assert json.loads(p.stdout)["verified"] is True, p.stdout
     same_bytes(out, local)
     run("validate", out, "--against", src, code=0)
-    s3_put("tree", os.path.dirname(src), f"{ROOT}/in/")
     out2 = f"{ROOT}/r2/r"
-    run("reshard", f"{ROOT}/in/m", "-o", out2, *args, code=0)
+    run("reshard", remote_big(), "-o", out2, *args, code=0)
     same_bytes(out2, local)
     back = os.path.join(WORK, "back", "r")
-    run("reshard", f"{ROOT}/in/m", "-o", back, *args, code=0)
+    run("reshard", remote_big(), "-o", back, *args, code=0)
     for f in os.listdir(os.path.dirname(local)):
         with open(os.path.join(os.path.dirname(local), f), "rb") as a, open(os.path.join(os.path.dirname(back), f), "rb") as b:
             assert a.read() == b.read(), f
@@ -183,9 +189,9 @@ def merge_recover_finishes_a_save_left_in_the_store():
 @test(needs_data=True)
 def scale_out_steps_write_their_parts_and_the_index_to_the_store():
     src = big()
-    plan = os.path.join(WORK, "plan.json")
+    plan = f"{ROOT}/scale/plan.json"  # no shared file system: the plan is in the store too
     out = f"{ROOT}/scale/m"
-    run("reshard", f"{ROOT}/in/m" if listing(f"{ROOT}/in/") else src, "-o", out, "--partition", "fixed:2",
+    run("reshard", remote_big(), "-o", out, "--partition", "fixed:2",
         "--policy", "shards:3", "--plan", plan, code=0)
     for task in range(3):
         run("reshard", "--execute", plan, "--task", str(task), code=0)
