@@ -279,6 +279,26 @@ def an_interrupted_reshard_aborts_its_uploads():
         assert listing(out + ".") == {} and uploads(out) == [], (listing(out + "."), uploads(out))
 
 
+@test()
+def bad_output_urls_credentials_and_endpoints_are_one_line_exit_3_before_any_work():
+    with tempfile.TemporaryDirectory() as d:
+        src = example(d)
+        secret = os.environ["AWS_SECRET_ACCESS_KEY"]
+        cases = [
+            ("s3://Bad_Bucket!/m", {}, "malformed object URL"),
+            (f"s3://no-such-bucket-{os.getpid()}/m", {}, "NoSuchBucket"),
+            (f"{ROOT}/bad/m", {"AWS_SECRET_ACCESS_KEY": "not-the-secret"}, "403"),
+            (f"{ROOT}/bad/m", {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "TFCKPT_S3_MAX_RETRIES": "1"}, "2 attempts"),
+        ]
+        for url, env, why in cases:
+            for args in (["reshard", src, "-o", url], ["convert", src, "-o", url + ".safetensors"],
+                         ["merge", src, "-o", url]):
+                p = run(*args, code=3, env=env)
+                one_error_line(p, url.split("/m")[0] if "malformed" in why else url, why)
+                assert secret not in p.stderr + p.stdout and "not-the-secret" not in p.stderr, p.stderr
+        assert listing(f"{ROOT}/bad/") == {}
+
+
 @test(needs_data=True)
 def progress_on_a_terminal_shows_bytes_and_throughput_of_remote_transfers():
     src = big()
