@@ -144,7 +144,9 @@ def the_index_goes_up_last_only_if_absent_and_force_replaces_in_that_order():
 @test(needs_data=True)
 def convert_writes_remote_outputs():
     src = big()
-    for name in ("m.safetensors", "m.npz"):
+    # .npz archives are read by path (libzip) for now: refused before any request.
+    one_error_line(run("convert", src, "-o", f"{ROOT}/conv/m.npz", code=2), "m.npz", "not supported yet")
+    for name in ("m.safetensors",):
         local = os.path.join(WORK, "conv", name)
         run("convert", src, "-o", local, code=0)
         run("convert", src, "-o", f"{ROOT}/conv/{name}", code=0)
