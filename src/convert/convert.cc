@@ -10,7 +10,6 @@
 #include <cerrno>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -344,17 +343,9 @@ zip_int64_t MemberCallback(void* state, void* data, zip_uint64_t len, zip_source
 // The name libzip writes an archive under before it becomes `out`, and libzip's own
 // temporaries beside it (NAME.XXXXXX), tracked from before zip_close creates them.
 // Destroyed uncommitted, removes them.
-// Where libzip writes the archive (it writes by path): beside `out`, or, for an object
-// store, in the local temporary directory ($TMPDIR, else /tmp), uploaded at Commit().
-std::string NpzTemporaryName(const std::string& out) {
-  if (!IsUrl(out)) return TemporaryName(out);
-  const char* dir = std::getenv("TMPDIR");
-  return TemporaryName(JoinPath(dir != nullptr && *dir != '\0' ? dir : "/tmp", Basename(out)));
-}
-
 class NpzTemporary {
  public:
-  explicit NpzTemporary(const std::string& out) : out_(out), path_(NpzTemporaryName(out)) {
+  explicit NpzTemporary(const std::string& out) : out_(out), path_(TemporaryName(out)) {
     InterruptShield shield;
     file_ = TrackCreated(path_);
     libzip_ = TrackCreated(path_ + ".", TrackKind::kFilesStartingWith);
@@ -367,23 +358,12 @@ class NpzTemporary {
   }
   const std::string& path() const { return path_; }
   absl::Status Commit() {
-    if (IsUrl(out_)) return Upload();
     TFCKPT_RETURN_IF_ERROR(MoveIntoPlace(path_, file_, out_));
     file_ = 0;
     return absl::OkStatus();
   }
 
  private:
-  // The archive copied into an upload that appears whole at its Commit(); the local
-  // temporary goes with this object.
-  absl::Status Upload() {
-    TFCKPT_ASSIGN_OR_RETURN(auto in, Storage::Local().OpenForRead(path_));
-    TFCKPT_ASSIGN_OR_RETURN(auto up, Storage::For(out_).Create(out_));
-    TFCKPT_RETURN_IF_ERROR(up->AppendFrom(*in, 0, in->size()));
-    TFCKPT_RETURN_IF_ERROR(up->Close());
-    return up->Commit();
-  }
-
   std::string out_, path_;
   uint64_t file_ = 0, libzip_ = 0;
 };

@@ -97,14 +97,13 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   // Refusals first: a rename an object store cannot do, an output that exists, or that is
   // one of the inputs.
   if (options.move && !options.data_in_place) {
-    for (const std::string& name : inputs) {
-      for (const std::string& url : {name, out}) {
-        if (IsUrl(url)) {
-          return absl::InvalidArgumentError(
-              StrCat("--move: ", url, ": an object store has no rename (and tfckpt does not fake one with copy + "
-                     "delete); merge without --move, then remove the parts"));
-        }
-      }
+    std::vector<std::string> names = inputs;
+    names.push_back(out);
+    for (const std::string& url : names) {
+      if (!IsUrl(url)) continue;
+      return absl::InvalidArgumentError(StrCat("--move: ", url, ": an object store has no rename (and tfckpt does "
+                                               "not fake one with copy + delete); merge without --move, then remove "
+                                               "the parts"));
     }
   }
   Storage& store = Storage::For(out);

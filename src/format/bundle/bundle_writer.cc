@@ -66,6 +66,11 @@ std::vector<std::string> ExistingFiles(const std::string& prefix) {
   return out;
 }
 
+// Fault injection for the tests: sleeps for the milliseconds the variable `var` gives.
+void StallIfAsked(const char* var) {
+  if (const char* ms = std::getenv(var)) ::usleep(static_cast<useconds_t>(std::strtoul(ms, nullptr, 10) * 1000));
+}
+
 // Flips the lowest bit of byte `offset` of `f` (written, not committed); nothing when the
 // file is shorter.
 absl::Status FlipWrittenByte(WritableFile& f, uint64_t offset) {
@@ -470,9 +475,7 @@ absl::Status BundleWriter::Finish() {
   // Fault injection for the scale-out test (docs/SCALE_OUT.md): a task whose data is
   // written but not committed stays in that state this long, so a batch engine can
   // kill it there.
-  if (const char* ms = std::getenv("TFCKPT_FAULT_STALL_BEFORE_COMMIT_MS")) {
-    ::usleep(static_cast<useconds_t>(std::strtoul(ms, nullptr, 10) * 1000));
-  }
+  StallIfAsked("TFCKPT_FAULT_STALL_BEFORE_COMMIT_MS");
   return PublishBundle(prefix_, options_.overwrite, DataNames(), commit_data, [&] { return index->Commit(); });
 }
 
@@ -514,9 +517,7 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std:
     ::kill(::getpid(), SIGKILL);
   }
   // ... or stay there this long, so that a test can interrupt the run in that window.
-  if (const char* ms = std::getenv("TFCKPT_FAULT_STALL_BEFORE_INDEX_MS")) {
-    ::usleep(static_cast<useconds_t>(std::strtoul(ms, nullptr, 10) * 1000));
-  }
+  StallIfAsked("TFCKPT_FAULT_STALL_BEFORE_INDEX_MS");
   if (absl::Status s = commit_index(); !s.ok()) return unpublish(s);
   // Replacing a checkpoint with fewer data files: remove the old ones it no longer uses.
   std::vector<std::string> ours = data_files;

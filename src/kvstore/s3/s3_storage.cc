@@ -176,12 +176,9 @@ class HeldFile final : public ReadableFile {
 // before it writes anything: PublishBundle).
 class S3Upload final : public WritableFile {
  public:
-  S3Upload(std::string name, Client* client, ObjectUrl url, std::unique_ptr<MultipartWriter> writer)
-      : name_(std::move(name)),
-        client_(client),
-        url_(std::move(url)),
-        writer_(std::move(writer)),
-        exclusive_(absl::EndsWith(name_, ".index")) {}
+  // `exclusive`: completed only if no object has the name yet.
+  S3Upload(std::string name, Client* client, ObjectUrl url, std::unique_ptr<MultipartWriter> writer, bool exclusive)
+      : name_(std::move(name)), client_(client), url_(std::move(url)), writer_(std::move(writer)), exclusive_(exclusive) {}
 
   const std::string& path() const override { return name_; }
   uint64_t size() const override { return writer_->size(); }
@@ -316,10 +313,9 @@ absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::strin
   if (t.url.key.empty() || t.url.key.back() == '/') {
     return absl::InvalidArgumentError(StrCat(final_path, ": names no object (a key is needed)"));
   }
-  return std::unique_ptr<WritableFile>(
-      new S3Upload(final_path, t.client, t.url, MultipartWriter::Create(t.client, t.url,
-                                                       absl::EndsWith(final_path, ".index") ? kIndexPartBytes : kPartBytes,
-                                                       t.connections, parts_)));
+  const bool index = absl::EndsWith(final_path, ".index");  // a bundle's commit (S3Upload)
+  auto writer = MultipartWriter::Create(t.client, t.url, index ? kIndexPartBytes : kPartBytes, t.connections, parts_);
+  return std::unique_ptr<WritableFile>(new S3Upload(final_path, t.client, t.url, std::move(writer), index));
 }
 
 absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {
