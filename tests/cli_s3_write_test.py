@@ -195,9 +195,16 @@ def scale_out_steps_write_their_parts_and_the_index_to_the_store():
     out = f"{ROOT}/scale/m"
     run("reshard", remote_big(), "-o", out, "--partition", "fixed:2",
         "--policy", "shards:3", "--plan", plan, code=0)
-    for task in range(3):
+    for task in range(2):
         run("reshard", "--execute", plan, "--task", str(task), code=0)
         assert key_of(out) + ".index" not in listing(out + "."), task
+    # A missing task: finalize names it and writes nothing.
+    p = run("reshard", "--finalize", plan, code=2)
+    assert "tasks have not finished: 2 (" in p.stderr, p.stderr
+    assert key_of(out) + ".index" not in listing(out + ".")
+    # A task run again (a pod retried by its Job) replaces its own objects.
+    for task in (2, 0):
+        run("reshard", "--execute", plan, "--task", str(task), code=0)
     # --finalize moves no data (the tasks' data objects are already under their final
     # names: no copy standing in for a rename); it writes the index and removes the parts.
     clear_proxy_log()
