@@ -6,6 +6,9 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <mutex>
+#include <algorithm>
+#include <chrono>
 #include <atomic>
 
 #include "test_util.h"
@@ -509,6 +512,50 @@ TEST_CASE("a failed run removes the outputs and directories it made, newest firs
   tfckpt::ForgetAllCreated();
   tfckpt::RemoveAllCreated();
   CHECK(std::filesystem::exists(kept));
+}
+
+TEST_CASE("work left for an interrupt: newest first in order, independent work side by side, none after success") {
+  tfckpt::ForgetAllCreated();
+  std::mutex mu;
+  std::vector<std::string> ran;
+  auto note = [&](std::string what) {
+    std::lock_guard<std::mutex> lock(mu);
+    ran.push_back(std::move(what));
+  };
+  // Two independent items that each wait for the other: run one after the other they
+  // would time out (and say so), side by side both see the other start.
+  std::atomic<int> started{0};
+  auto meet = [&](std::string name) {
+    started.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    note(name + (started.load() >= 2 ? " met" : " alone"));
+  };
+  using tfckpt::InterruptWorkOrder;
+  tfckpt::AtInterrupt([&] { note("data"); });
+  tfckpt::AtInterrupt([&] { meet("upload 1"); }, InterruptWorkOrder::kIndependent);
+  const uint64_t forgotten = tfckpt::AtInterrupt([&] { note("forgotten"); });
+  tfckpt::AtInterrupt([&] { note("index"); });
+  tfckpt::AtInterrupt([&] { meet("upload 2"); }, InterruptWorkOrder::kIndependent);
+  tfckpt::ForgetAtInterrupt(forgotten);
+  tfckpt::RemoveAllCreated();
+  std::vector<std::string> in_order;
+  for (const auto& r : ran) {
+    if (r == "data" || r == "index") in_order.push_back(r);
+  }
+  CHECK(in_order == std::vector<std::string>{"index", "data"});
+  CHECK(std::count(ran.begin(), ran.end(), "upload 1 met") == 1);
+  CHECK(std::count(ran.begin(), ran.end(), "upload 2 met") == 1);
+  CHECK(ran.size() == 4);
+  // Taken once: a second failure has nothing left to do; after success nothing runs.
+  tfckpt::RemoveAllCreated();
+  CHECK(ran.size() == 4);
+  tfckpt::AtInterrupt([&] { note("kept"); });
+  tfckpt::ForgetAllCreated();
+  tfckpt::RemoveAllCreated();
+  CHECK(ran.size() == 4);
 }
 
 TEST_CASE("a directory that already exists is not tracked, nor removed") {

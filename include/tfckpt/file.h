@@ -81,11 +81,17 @@ void HoldInterruptsInThisThread();
 // object store's upload in progress, delete an object a run completed before it failed):
 // `fn` runs on a helper thread when an interrupt arrives, after the tracked files are
 // removed and before the process exits; the handler waits for all of them at most
-// kInterruptWorkSeconds. Newest first. RemoveAllCreated() runs them too (the run failed),
+// kInterruptWorkSeconds. RemoveAllCreated() runs them too (the run failed),
 // ForgetAllCreated() drops them (it succeeded). Returns an id for ForgetAtInterrupt.
 // Thread-safe.
+//
+// kNewestFirst work runs one at a time, newest first, as files are removed (an index
+// object is deleted before the data objects it names). kIndependent work depends on no
+// other (aborting an upload nobody can see) and runs on a thread of its own from the start:
+// a store slowed down by load then costs the longest request, not the sum of them.
 inline constexpr int kInterruptWorkSeconds = 10;
-uint64_t AtInterrupt(std::function<void()> fn);
+enum class InterruptWorkOrder { kNewestFirst, kIndependent };
+uint64_t AtInterrupt(std::function<void()> fn, InterruptWorkOrder order = InterruptWorkOrder::kNewestFirst);
 void ForgetAtInterrupt(uint64_t id);  // no-op for 0
 
 // An errno-based error for `path`: NotFound for ENOENT, ResourceExhausted for ENOSPC,

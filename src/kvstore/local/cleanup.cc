@@ -127,21 +127,44 @@ void RemoveTrackedNoLock() {
 }
 
 // AtInterrupt: the work, and the pipe through which the handler wakes its thread.
+struct Work {
+  std::function<void()> fn;
+  InterruptWorkOrder order;
+};
 std::mutex g_work_mu;  // taken only inside shields (never by the handler)
-std::map<uint64_t, std::function<void()>>& InterruptWork() {
-  static auto* work = new std::map<uint64_t, std::function<void()>>();
+std::map<uint64_t, Work>& InterruptWork() {
+  static auto* work = new std::map<uint64_t, Work>();
   return *work;
 }
 std::atomic<int> g_work_pipe{-1};  // write end, once the thread runs
 std::atomic<bool> g_work_done{false};
 
-// The AtInterrupt work, newest first (as files are removed), and none left. REQUIRES:
-// g_work_mu held.
-std::vector<std::function<void()>> TakeInterruptWork() {
-  std::vector<std::function<void()>> todo;
+// The AtInterrupt work, newest first, and none left. REQUIRES: g_work_mu held.
+std::vector<Work> TakeInterruptWork() {
+  std::vector<Work> todo;
   for (auto it = InterruptWork().rbegin(); it != InterruptWork().rend(); ++it) todo.push_back(std::move(it->second));
   InterruptWork().clear();
   return todo;
+}
+
+// Runs `todo` (newest first): each kIndependent item on a thread of its own, the
+// kNewestFirst ones in order on this thread; returns when all are done. The threads hold
+// the interrupt signals off from their first instruction (created with them blocked).
+void RunWork(std::vector<Work>& todo) {
+  std::vector<std::thread> threads;
+  {
+    const sigset_t set = InterruptSignals();
+    sigset_t saved;
+    ::pthread_sigmask(SIG_BLOCK, &set, &saved);
+    for (Work& w : todo) {
+      if (w.order == InterruptWorkOrder::kIndependent) threads.emplace_back(std::move(w.fn));
+    }
+    ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  }
+  for (Work& w : todo) {
+    if (w.order == InterruptWorkOrder::kNewestFirst) w.fn();
+  }
+  for (std::thread& t : threads) t.join();
 }
 
 void RunInterruptWork(int read_end) {
@@ -149,12 +172,12 @@ void RunInterruptWork(int read_end) {
   char byte;
   while (::read(read_end, &byte, 1) < 0 && errno == EINTR) {
   }
-  std::vector<std::function<void()>> todo;
+  std::vector<Work> todo;
   {
     std::lock_guard<std::mutex> lock(g_work_mu);
     todo = TakeInterruptWork();
   }
-  for (auto& fn : todo) fn();
+  RunWork(todo);
   g_work_done = true;
 }
 
@@ -275,7 +298,7 @@ void ForgetAllCreated() {
 }
 
 void RemoveAllCreated() {
-  std::vector<std::function<void()>> todo;
+  std::vector<Work> todo;
   {
     InterruptShield shield;
     std::lock_guard<std::mutex> lock(g_tracked_mu);
@@ -284,7 +307,7 @@ void RemoveAllCreated() {
     std::lock_guard<std::mutex> work_lock(g_work_mu);
     todo = TakeInterruptWork();
   }
-  for (auto& fn : todo) fn();  // (unlocked: network requests)
+  RunWork(todo);  // (unlocked: network requests)
 }
 
 void SetInterruptCommand(std::string_view command) {
@@ -319,7 +342,7 @@ void HoldInterruptsInThisThread() {
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-uint64_t AtInterrupt(std::function<void()> fn) {
+uint64_t AtInterrupt(std::function<void()> fn, InterruptWorkOrder order) {
   static std::once_flag started;
   std::call_once(started, [] {
     int fds[2];
@@ -330,7 +353,7 @@ uint64_t AtInterrupt(std::function<void()> fn) {
   InterruptShield shield;  // (the handler's helper takes the lock: never hold it into the handler)
   std::lock_guard<std::mutex> lock(g_work_mu);
   const uint64_t id = g_next_track_id.fetch_add(1);
-  InterruptWork().emplace(id, std::move(fn));
+  InterruptWork().emplace(id, Work{std::move(fn), order});
   return id;
 }
 

@@ -85,9 +85,9 @@ absl::Status MultipartWriter::EnsureUpload(std::unique_lock<std::mutex>& lock) {
   if (id.ok()) {
     upload_id_ = *std::move(id);
     // An interrupted run leaves no upload in progress (file.h).
-    interrupt_work_ = AtInterrupt([client = client_, url = url_, id = upload_id_] {
-      client->AbortMultipartUpload(url, id).IgnoreError();
-    });
+    interrupt_work_ = AtInterrupt(
+        [client = client_, url = url_, id = upload_id_] { client->AbortMultipartUpload(url, id).IgnoreError(); },
+        InterruptWorkOrder::kIndependent);
   } else if (status_.ok()) {
     status_ = id.status();
   }
