@@ -105,6 +105,19 @@ def inspect_makes_one_get_for_the_index_and_at_most_one_head_per_data_object():
 
 
 @test(needs_data=True)
+def validate_asks_each_object_its_size_once():
+    uploaded()
+    clear_proxy_log()
+    run("validate", f"{ROOT}/{T2T}", code=0, env=PROXY)
+    log = proxy_log()
+    key = f"/{BUCKET}/{T2T}"
+    heads = [l.split()[1] for l in log if l.startswith("HEAD ")]
+    assert heads and len(heads) == len(set(heads)), heads  # (sizes and ETags are kept for the run)
+    for shard in range(2):
+        assert f"{key}.data-0000{shard}-of-00002" in heads, heads
+
+
+@test(needs_data=True)
 def validate_reads_through_503_bursts_and_a_reset_mid_body():
     uploaded()
     clear_proxy_log()

@@ -216,7 +216,9 @@ class S3Upload final : public WritableFile {
   // succeeds (file.h): an interrupt or a failure of the run before that deletes it.
   absl::Status Commit() override {
     InterruptShield shield;  // (completed and tracked as one step)
-    TFCKPT_RETURN_IF_ERROR(Named(writer_->Complete(exclusive_), name_));
+    const absl::Status completed = writer_->Complete(exclusive_);
+    S3Storage::Get().Forget(name_);  // (replaced, or in a state unknown after a failure)
+    TFCKPT_RETURN_IF_ERROR(Named(completed, name_));
     committed_ = true;
     if (TrackingOutputs()) {
       delete_work_ = AtInterrupt([client = client_, url = url_] { client->Delete(url).IgnoreError(); });
@@ -294,6 +296,35 @@ absl::StatusOr<S3Storage::Target> S3Storage::Resolve(const std::string& path) {
   return Target{*std::move(url), client.get(), window_bytes_, connections_};
 }
 
+absl::StatusOr<ObjectInfo> S3Storage::HeadOnce(const Target& t) {
+  const std::string url = t.url.ToString();
+  {
+    std::lock_guard<std::mutex> lock(heads_mu_);
+    auto it = heads_.find(url);
+    if (it != heads_.end()) return it->second;
+  }
+  absl::StatusOr<ObjectInfo> info = t.client->Head(t.url);
+  if (info.ok()) {
+    std::lock_guard<std::mutex> lock(heads_mu_);
+    heads_.emplace(url, *info);
+  }
+  return info;
+}
+
+void S3Storage::Forget(const std::string& url, bool under) {
+  absl::StatusOr<ObjectUrl> parsed = ParseObjectUrl(url);
+  if (!parsed.ok()) return;
+  const std::string key = parsed->ToString();  // (the form HeadOnce keeps)
+  std::lock_guard<std::mutex> lock(heads_mu_);
+  if (!under) {
+    heads_.erase(key);
+    return;
+  }
+  for (auto it = heads_.lower_bound(key); it != heads_.end() && absl::StartsWith(it->first, key);) {
+    it = heads_.erase(it);
+  }
+}
+
 absl::Status S3Storage::CheckAccess(const std::string& path) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
   // One page of one key: the bucket exists, the credentials are accepted, the endpoint answers.
@@ -302,7 +333,7 @@ absl::Status S3Storage::CheckAccess(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<ReadableFile>> S3Storage::OpenForRead(const std::string& path) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
-  absl::StatusOr<ObjectInfo> info = t.client->Head(t.url);
+  absl::StatusOr<ObjectInfo> info = HeadOnce(t);
   if (!info.ok()) return Named(info.status(), path);
   return std::unique_ptr<ReadableFile>(
       new S3File(t.client, std::move(t.url), *std::move(info), t.window_bytes, cache_.get()));
@@ -321,7 +352,7 @@ absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::strin
 absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
   if (!t.url.key.empty() && t.url.key.back() != '/') {
-    absl::StatusOr<ObjectInfo> info = t.client->Head(t.url);
+    absl::StatusOr<ObjectInfo> info = HeadOnce(t);
     if (info.ok()) return FileStat{EntryKind::kFile, info->size, 0};
     if (!absl::IsNotFound(info.status())) return Named(info.status(), path);
   }
@@ -369,7 +400,7 @@ std::vector<std::string> S3Storage::Glob(const std::string& pattern) {
 
 absl::StatusOr<std::string> S3Storage::ReadSmallFile(const std::string& path, uint64_t max_bytes) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
-  absl::StatusOr<ObjectInfo> info = t.client->Head(t.url);
+  absl::StatusOr<ObjectInfo> info = HeadOnce(t);
   if (!info.ok()) return Named(info.status(), path);
   if (info->size > max_bytes) {
     return absl::FailedPreconditionError(
@@ -384,11 +415,13 @@ absl::Status S3Storage::Remove(const std::string& path) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
   // DELETE answers 204 for a missing key too: ask first, as Remove must say NotFound.
   TFCKPT_RETURN_IF_ERROR(Named(t.client->Head(t.url).status(), path));
+  Forget(path);
   return Named(t.client->Delete(t.url), path);
 }
 
 absl::Status S3Storage::RemoveAll(const std::string& path) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
+  Forget(path, /*under=*/true);
   if (!t.url.key.empty() && t.url.key.back() != '/') {
     absl::Status s = t.client->Delete(t.url);
     if (!s.ok() && !absl::IsNotFound(s)) return Named(s, path);

@@ -101,6 +101,10 @@ class S3Storage final : public Storage {
   absl::StatusOr<std::vector<std::string>> UnfinishedWrites(const std::string& prefix) override;
   absl::StatusOr<std::vector<std::string>> AbortUnfinishedWrites(const std::string& prefix) override;
 
+  // The run changed or removed the object at `url` (or, with `under`, every object whose
+  // URL starts with it): what HEAD said of it before is forgotten.
+  void Forget(const std::string& url, bool under = false);
+
  private:
   S3Storage();
   // The URL parsed and the client of its scheme (created on first use).
@@ -111,6 +115,11 @@ class S3Storage final : public Storage {
     int connections;
   };
   absl::StatusOr<Target> Resolve(const std::string& path);
+  // HEAD of the object, sent once per object and run: its size and ETag are remembered
+  // (the ETag is pinned for every read anyway, so an object replaced meanwhile is an error
+  // either way) until the run itself writes or removes the object (Forget). Errors are not
+  // remembered.
+  absl::StatusOr<ObjectInfo> HeadOnce(const Target& t);
 
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Client>> clients_;  // by scheme
@@ -118,6 +127,8 @@ class S3Storage final : public Storage {
   int connections_ = 8;                   // likewise
   std::shared_ptr<PartBudget> parts_;     // parts on their way, all uploads together
   std::unique_ptr<WindowCache> cache_;
+  std::mutex heads_mu_;
+  std::map<std::string, ObjectInfo> heads_;  // HeadOnce's answers, by URL
 };
 
 }  // namespace tfckpt::s3
