@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 
 from cli_common import *
 from s3_common import *
@@ -144,9 +145,7 @@ def the_index_goes_up_last_only_if_absent_and_force_replaces_in_that_order():
 @test(needs_data=True)
 def convert_writes_remote_outputs():
     src = big()
-    # .npz archives are read by path (libzip) for now: refused before any request.
-    one_error_line(run("convert", src, "-o", f"{ROOT}/conv/m.npz", code=2), "m.npz", "not supported yet")
-    for name in ("m.safetensors",):
+    for name in ("m.safetensors",):  # (.npz: convert_writes_npz_through_a_local_temporary)
         local = os.path.join(WORK, "conv", name)
         run("convert", src, "-o", local, code=0)
         run("convert", src, "-o", f"{ROOT}/conv/{name}", code=0)
@@ -158,6 +157,87 @@ def convert_writes_remote_outputs():
     run("convert", os.path.join(WORK, "conv", "m.safetensors"), "-o", os.path.join(WORK, "conv", "tf", "m"), "--to",
         "tf", code=0)
     same_bytes(f"{ROOT}/conv/tf/m", os.path.join(WORK, "conv", "tf", "m"))
+
+
+def npz_temporaries():
+    """The convert runs below have TMPDIR set to this directory: where an .npz for the store
+    is built before it is uploaded."""
+    tmp = os.path.join(WORK, "npz_tmp")
+    os.makedirs(tmp, exist_ok=True)
+    return tmp
+
+
+@test(needs_data=True)
+def convert_writes_npz_through_a_local_temporary():
+    src = big()
+    tmp = npz_temporaries()
+    env = {"TMPDIR": tmp}
+    local = os.path.join(WORK, "npz", "m.npz")
+    run("convert", src, "-o", local, code=0)
+    # Built in $TMPDIR, uploaded (a multipart upload: 84 MiB), read back through the store
+    # and verified; the local temporary is gone. libzip writes the same bytes either way.
+    out = f"{ROOT}/npz/m.npz"
+    p = run("convert", src, "-o", out, "--json", code=0, env=env)
+    assert json.loads(p.stdout)["verified"] is True and json.loads(p.stdout)["files"] == [out], p.stdout
+    assert os.listdir(tmp) == [], os.listdir(tmp)
+    with open(local, "rb") as f:
+        assert get(out) == f.read()
+    with zipfile.ZipFile(os.path.join(WORK, "got")) as z:  # (what get() downloaded)
+        assert z.testzip() is None and len(z.namelist()) > 1, z.namelist()
+    assert uploads(out) == [], uploads(out)
+    # An existing output needs --force (refused before any work), which replaces it.
+    one_error_line(run("convert", src, "-o", out, code=2, env=env), out, "--force")
+    fewer = os.path.join(WORK, "npz", "fewer.npz")
+    run("convert", src, "-o", fewer, "--exclude", "embedding_1", code=0)
+    run("convert", src, "-o", out, "--force", "--exclude", "embedding_1", code=0, env=env)
+    with open(fewer, "rb") as f:
+        assert get(out) == f.read()
+    assert os.path.getsize(fewer) < os.path.getsize(local)
+    assert os.listdir(tmp) == [], os.listdir(tmp)
+
+
+@test(needs_data=True)
+def a_failed_or_interrupted_npz_upload_leaves_no_object_and_no_local_temporary():
+    src = big()
+    tmp = npz_temporaries()
+    env = {**PROXY, "TMPDIR": tmp, "TFCKPT_S3_MAX_RETRIES": "2"}
+    # $TMPDIR missing: exit 3 naming it, nothing in the store.
+    missing = os.path.join(WORK, "no-such-dir")
+    out = f"{ROOT}/npz_failed/m.npz"
+    one_error_line(run("convert", src, "-o", out, code=3, env={"TMPDIR": missing}), out, missing)
+    assert listing(out) == {} and uploads(out) == [], listing(out)
+    # A part refused for good: exit 3 naming the object, no upload left.
+    faults(*["when PUT partNumber=2 status 503 SlowDown"] * 8)
+    p = run("convert", src, "-o", out, code=3, env=env)
+    faults()
+    one_error_line(p, out, "503")
+    assert listing(out) == {} and uploads(out) == [] and os.listdir(tmp) == [], (listing(out), os.listdir(tmp))
+    # Uploaded, then a read of the verification refused: the storage's error (not libzip's
+    # "Read error"), and the object deleted again.
+    faults("when GET npz_failed/m.npz status 403 AccessDenied")
+    p = run("convert", src, "-o", out, code=3, env=env)
+    faults()
+    one_error_line(p, out, "403", "removed the output")
+    assert listing(out) == {} and uploads(out) == [] and os.listdir(tmp) == [], (listing(out), os.listdir(tmp))
+    # Interrupted in the middle of the upload: the local temporary is removed and the
+    # upload aborted (see an_interrupted_reshard_aborts_its_uploads for the 10 s bound).
+    clear_proxy_log()
+    faults("when PUT partNumber=2 stall 60")
+    proc = subprocess.Popen([TFCKPT, "convert", src, "-o", out], env={**os.environ, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not any("partNumber=2" in l and "fault=stall" in l for l in proxy_log()):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        faults()
+    assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
+    assert listing(out) == {} and os.listdir(tmp) == [], (listing(out), os.listdir(tmp))
+    if uploads(out):
+        run("validate", out, "--abort-uploads")
+    assert uploads(out) == [], uploads(out)
 
 
 @test(needs_data=True)

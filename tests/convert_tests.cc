@@ -6,6 +6,7 @@
 #include <zip.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "test_util.h"
 #include "core/float_convert.h"
 #include "core/tensor_encoding.h"
+#include "format/npz/npz_reader.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/convert.h"
@@ -127,6 +129,49 @@ TEST_CASE("WriteNpz: each tensor a .npy member whose data reads back equal; bflo
   const Npy words = ReadNpy(out, "words");
   CHECK(words.header.find("'descr': '|S2'") != std::string::npos);
   CHECK(words.data == std::string("abc\0", 4));  // "ab", "c" padded to 2 bytes
+}
+
+TEST_CASE("OpenNpz reads through the storage; a failed read is the storage's error, naming the file and member") {
+  tfckpt::testing::TempDir dir;
+  std::string rows;
+  auto c = Source(dir, &rows);
+  tfckpt::ConvertOptions o;
+  o.casts[kBFloat16] = kFloat;
+  const std::string out = dir / "out.npz";
+  REQUIRE(tfckpt::WriteNpz(*c, out, o).ok());
+  auto back = tfckpt::OpenNpz(out);
+  REQUIRE(back.ok());
+  CHECK((*back)->tensors().size() == 4);
+  CHECK(OnlyPiece(**back, "rows") == rows);
+  std::string words;
+  tfckpt::EncodeStrings({"ab", "c"}, &words);
+  CHECK(OnlyPiece(**back, "words") == words);
+  // Cut inside the data of "rows" after it was opened (the same file, shorter): libzip
+  // alone would say "Read error"; the error is the storage's, placed at the member.
+  const std::string whole = tfckpt::testing::ReadFile(out);
+  const size_t at = whole.find(rows);
+  REQUIRE(at != std::string::npos);
+  std::filesystem::resize_file(out, at + 8);
+  const tfckpt::TensorEntry* t = (*back)->Find("rows");
+  REQUIRE(t != nullptr);
+  auto cut = (*back)->Read(*t, t->slices[0]);
+  REQUIRE_FALSE(cut.ok());
+  const std::string message(cut.status().message());
+  CAPTURE(message);
+  CHECK(message.find("rows.npy") != std::string::npos);
+  CHECK(message.find(out) != std::string::npos);
+  CHECK(message.find("unexpected end of file") != std::string::npos);
+  // Not an archive, and no file: errors naming the path.
+  tfckpt::testing::WriteFile(dir / "not.npz", "not a zip archive");
+  auto bad = tfckpt::OpenNpz(dir / "not.npz");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().code() == absl::StatusCode::kDataLoss);
+  CHECK(std::string(bad.status().message()).find(dir / "not.npz") != std::string::npos);
+  CHECK(std::string(bad.status().message()).find("not a readable zip archive") != std::string::npos);
+  auto missing = tfckpt::OpenNpz(dir / "missing.npz");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+  CHECK(std::string(missing.status().message()).find(dir / "missing.npz") != std::string::npos);
 }
 
 TEST_CASE("ParseCast: FROM=TO names, unknown dtypes and casts not offered are errors") {

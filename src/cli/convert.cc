@@ -9,7 +9,6 @@
 #include "commands.h"
 #include "common.h"
 #include "progress.h"
-#include "tfckpt/path.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/combine.h"
 #include "tfckpt/convert.h"
@@ -55,11 +54,6 @@ int RunConvert(const ConvertArgs& args) {
   auto target = TargetFormat(args);
   if (!target.ok()) return ReportError(cmd, target.status());
   const std::string format = *target;
-  if (format == "npz" && IsUrl(args.out)) {
-    // .npz archives are still read by path (libzip), so the output could not be verified.
-    return ReportError(cmd, absl::InvalidArgumentError(StrCat("-o ", args.out, ": .npz on an object store is not "
-                                                              "supported yet; write it locally, then upload it")));
-  }
   auto out = OutputName("-o", args.out, format == "tf");
   if (!out.ok()) return ReportError(cmd, out.status());
   ConvertArgs a = args;

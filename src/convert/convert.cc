@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -340,30 +341,62 @@ zip_int64_t MemberCallback(void* state, void* data, zip_uint64_t len, zip_source
   }
 }
 
+// Where libzip writes the archive before it becomes `out` (libzip writes by path, and
+// seeks back to rewrite each member's local header once its size and CRC are known, so an
+// archive cannot be streamed into an object store's upload): beside `out`, or, for an
+// object's URL, in the local temporary directory ($TMPDIR, else /tmp).
+std::string NpzTemporaryName(const std::string& out) {
+  if (!IsUrl(out)) return TemporaryName(out);
+  const char* dir = std::getenv("TMPDIR");
+  return TemporaryName(JoinPath(dir != nullptr && *dir != '\0' ? dir : "/tmp", Basename(out)));
+}
+
 // The name libzip writes an archive under before it becomes `out`, and libzip's own
 // temporaries beside it (NAME.XXXXXX), tracked from before zip_close creates them.
 // Destroyed uncommitted, removes them.
 class NpzTemporary {
  public:
-  explicit NpzTemporary(const std::string& out) : out_(out), path_(TemporaryName(out)) {
+  explicit NpzTemporary(const std::string& out) : out_(out), path_(NpzTemporaryName(out)) {
     InterruptShield shield;
     file_ = TrackCreated(path_);
     libzip_ = TrackCreated(path_ + ".", TrackKind::kFilesStartingWith);
   }
   ~NpzTemporary() {
     ForgetCreated(libzip_);  // libzip removes its temporary when zip_close fails
-    if (file_ == 0) return;
-    (void)Storage::Local().Remove(path_);
-    ForgetCreated(file_);
+    RemoveLocal();
   }
   const std::string& path() const { return path_; }
+  // Locally renamed into place; for a URL, uploaded, and the local copy removed.
   absl::Status Commit() {
+    if (IsUrl(out_)) {
+      TFCKPT_RETURN_IF_ERROR(Upload());
+      RemoveLocal();
+      return absl::OkStatus();
+    }
     TFCKPT_RETURN_IF_ERROR(MoveIntoPlace(path_, file_, out_));
     file_ = 0;
     return absl::OkStatus();
   }
 
  private:
+  // The archive copied into an upload that appears whole under `out` at its Commit() (an
+  // output of the run from then on, removed if the run fails: storage.h). A failure
+  // before abandons the upload.
+  absl::Status Upload() {
+    TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> in, Storage::Local().OpenForRead(path_));
+    TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> up, Storage::For(out_).Create(out_));
+    TFCKPT_RETURN_IF_ERROR(up->AppendFrom(*in, 0, in->size()));
+    TFCKPT_RETURN_IF_ERROR(up->Close());
+    return up->Commit();
+  }
+
+  void RemoveLocal() {
+    if (file_ == 0) return;
+    (void)Storage::Local().Remove(path_);
+    ForgetCreated(file_);
+    file_ = 0;
+  }
+
   std::string out_, path_;
   uint64_t file_ = 0, libzip_ = 0;
 };
@@ -435,8 +468,9 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
   std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total) : nullptr;
   for (auto& m : members) m->progress = progress;
   // libzip writes the archive to TEMP.XXXXXX (its own temporary) and renames that to
-  // TEMP at zip_close; TEMP is ours (TemporaryName) and is renamed to `out` after. Both
-  // are tracked, so an interrupt at any point leaves neither.
+  // TEMP at zip_close; TEMP is ours (NpzTemporaryName) and is renamed to `out` after, or
+  // uploaded to it and removed. Both are tracked, so an interrupt at any point leaves
+  // neither.
   NpzTemporary temp(out);
   int err = 0;
   zip_t* za = zip_open(temp.path().c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
@@ -478,8 +512,12 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
     const bool full = zip_error_system_type(zip_get_error(za)) == ZIP_ET_SYS &&
                       (sys_err == ENOSPC || sys_err == EDQUOT || sys_err == EFBIG);
     zip_discard(za);
-    if (full) return ErrnoError(out, "cannot write the archive", sys_err);
-    return absl::UnavailableError(StrCat(out, ": cannot write the archive (", why, ")"));
+    // For an object's URL the archive is built locally first: the error names where (a full
+    // or missing $TMPDIR is not the store's fault).
+    const std::string what =
+        IsUrl(out) ? StrCat("cannot write the archive in ", temp.path()) : "cannot write the archive";
+    if (full) return ErrnoError(out, what, sys_err);
+    return absl::UnavailableError(StrCat(out, ": ", what, " (", why, ")"));
   }
   TFCKPT_RETURN_IF_ERROR(temp.Commit());
   report.files = {out};

@@ -3,52 +3,159 @@
 
 #include <zip.h>
 
+#include <cerrno>
+
 #include <algorithm>
+#include <memory>
 #include <mutex>
+#include <utility>
 
 #include "npy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
+#include "tfckpt/storage.h"
 #include "tfckpt/strings.h"
 #include "core/tensor_encoding.h"
 
 namespace tfckpt {
 namespace {
 
-absl::Status ZipError(const std::string& path, std::string_view what, zip_t* za) {
-  return DataLossAt("npz.member", path, "", -1, StrCat(what, ": ", zip_strerror(za)));
+// The archive's bytes for libzip, read through the storage (storage.h): a read-only zip
+// source over a ReadableFile, so that an archive on an object store is read with ranged
+// GETs as a local one is with pread. libzip asks for the central directory, then for each
+// member's bytes as zip_fread asks for them; every read goes straight into libzip's
+// buffer, so nothing here holds more than the read at hand (never the whole archive).
+class ArchiveSource {
+ public:
+  explicit ArchiveSource(std::unique_ptr<ReadableFile> file) : file_(std::move(file)) { zip_error_init(&error_); }
+  ~ArchiveSource() { zip_error_fini(&error_); }
+  ArchiveSource(const ArchiveSource&) = delete;
+  ArchiveSource& operator=(const ArchiveSource&) = delete;
+
+  // libzip's callback (zip_source_function_create); `state` is the ArchiveSource.
+  static zip_int64_t Callback(void* state, void* data, zip_uint64_t len, zip_source_cmd_t cmd) {
+    return static_cast<ArchiveSource*>(state)->Command(data, len, cmd);
+  }
+
+  // The storage's error behind libzip's last read error, which alone would only say
+  // "Read error" (a refused request, a replaced object); OK when there was none. Cleared.
+  absl::Status TakeReadError() { return std::exchange(read_error_, absl::OkStatus()); }
+
+ private:
+  zip_int64_t Command(void* data, zip_uint64_t len, zip_source_cmd_t cmd) {
+    switch (cmd) {
+      case ZIP_SOURCE_OPEN:
+        pos_ = 0;
+        return 0;
+      case ZIP_SOURCE_READ: return Read(static_cast<char*>(data), len);
+      case ZIP_SOURCE_CLOSE: return 0;
+      case ZIP_SOURCE_STAT: {
+        zip_stat_t* st = ZIP_SOURCE_GET_ARGS(zip_stat_t, data, len, &error_);
+        if (st == nullptr) return -1;
+        zip_stat_init(st);
+        st->size = file_->size();
+        st->valid |= ZIP_STAT_SIZE;
+        return sizeof(zip_stat_t);
+      }
+      case ZIP_SOURCE_SEEK: {
+        const zip_int64_t to = zip_source_seek_compute_offset(pos_, file_->size(), data, len, &error_);
+        if (to < 0) return -1;
+        pos_ = static_cast<uint64_t>(to);
+        return 0;
+      }
+      case ZIP_SOURCE_TELL: return static_cast<zip_int64_t>(pos_);
+      case ZIP_SOURCE_ERROR: return zip_error_to_data(&error_, data, len);
+      // The archive's owner (NpzPieceReader, or OpenNpz until it exists) owns this object
+      // and destroys it after the archive.
+      case ZIP_SOURCE_FREE: return 0;
+      case ZIP_SOURCE_SUPPORTS:
+        // Seekable and read-only: libzip then reads members in place, never through a copy.
+        return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT,
+                                              ZIP_SOURCE_SEEK, ZIP_SOURCE_TELL, ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE,
+                                              ZIP_SOURCE_SUPPORTS, -1);
+      default:
+        zip_error_set(&error_, ZIP_ER_OPNOTSUPP, 0);
+        return -1;
+    }
+  }
+
+  // Up to `len` bytes at the current position (fewer only at the end of the file).
+  zip_int64_t Read(char* data, zip_uint64_t len) {
+    const uint64_t n = std::min<uint64_t>(len, file_->size() - std::min(pos_, file_->size()));
+    if (n == 0) return 0;
+    if (absl::Status s = file_->ReadAt(pos_, n, data); !s.ok()) {
+      read_error_ = std::move(s);
+      zip_error_set(&error_, ZIP_ER_READ, EIO);
+      return -1;
+    }
+    pos_ += n;
+    return static_cast<zip_int64_t>(n);
+  }
+
+  std::unique_ptr<ReadableFile> file_;
+  uint64_t pos_ = 0;
+  zip_error_t error_;
+  absl::Status read_error_;
+};
+
+// libzip's error, or, when a read failed, the storage's error behind it placed where
+// libzip's would be (FILE, KEY, "WHAT: ...") with its own code and message: an object
+// store that refused a request has not damaged the archive.
+absl::Status Failed(ArchiveSource& source, absl::Status libzip_error, std::string_view path, std::string_view key,
+                    std::string_view what) {
+  absl::Status read = source.TakeReadError();
+  return read.ok() ? libzip_error : Locate(read, "npz.member", path, key, -1, StrCat(what, ": "));
+}
+
+// An open archive: libzip's handle and the source it reads through (discarded first).
+struct Archive {
+  std::string path;
+  std::unique_ptr<ArchiveSource> source;
+  zip_t* za = nullptr;
+  ~Archive() {
+    if (za != nullptr) zip_discard(za);
+  }
+};
+
+absl::Status ZipError(Archive& a, std::string_view what) {
+  return Failed(*a.source, DataLossAt("npz.member", a.path, "", -1, StrCat(what, ": ", zip_strerror(a.za))), a.path, "",
+                what);
 }
 
 // Members are read through libzip in windows of this size: verification and ranged reads
 // never hold a whole member (a tensor may be larger than memory should allow).
 constexpr size_t kWindow = 1 << 20;
 
-// An open member (libzip file); closed when it goes.
+// An open member (libzip file) of `archive`; closed when it goes.
 struct MemberFile {
+  Archive* archive = nullptr;
   zip_file_t* f = nullptr;
   ~MemberFile() {
     if (f != nullptr) zip_fclose(f);
   }
 };
 
-absl::Status MemberError(const std::string& path, const std::string& key, const char* name, zip_file_t* f) {
-  return DataLossAt("npz.member", path, key, -1, StrCat(name, ": cannot read: ", zip_file_strerror(f)));
+absl::Status MemberError(MemberFile& m, const std::string& key, const char* name) {
+  const std::string what = StrCat(name, ": cannot read");
+  return Failed(*m.archive->source,
+                DataLossAt("npz.member", m.archive->path, key, -1, StrCat(what, ": ", zip_file_strerror(m.f))),
+                m.archive->path, key, what);
 }
 
 // Opens member `index`; its size into *size.
-absl::Status OpenMember(zip_t* za, const std::string& path, zip_uint64_t index, MemberFile* m, zip_stat_t* st) {
-  if (zip_stat_index(za, index, 0, st) != 0 || !(st->valid & ZIP_STAT_SIZE)) return ZipError(path, "stat", za);
-  m->f = zip_fopen_index(za, index, 0);
-  if (m->f == nullptr) return ZipError(path, st->name, za);
+absl::Status OpenMember(Archive& a, zip_uint64_t index, MemberFile* m, zip_stat_t* st) {
+  if (zip_stat_index(a.za, index, 0, st) != 0 || !(st->valid & ZIP_STAT_SIZE)) return ZipError(a, "stat");
+  m->archive = &a;
+  m->f = zip_fopen_index(a.za, index, 0);
+  if (m->f == nullptr) return ZipError(a, st->name);
   return absl::OkStatus();
 }
 
 // Reads exactly `n` bytes of the open member into `out`.
-absl::Status ReadExactly(MemberFile& m, const std::string& path, const std::string& key, const char* name, char* out,
-                         uint64_t n) {
+absl::Status ReadExactly(MemberFile& m, const std::string& key, const char* name, char* out, uint64_t n) {
   while (n > 0) {
     const zip_int64_t got = zip_fread(m.f, out, std::min<uint64_t>(n, kWindow));
-    if (got <= 0) return MemberError(path, key, name, m.f);
+    if (got <= 0) return MemberError(m, key, name);
     out += got;
     n -= static_cast<uint64_t>(got);
   }
@@ -57,43 +164,45 @@ absl::Status ReadExactly(MemberFile& m, const std::string& path, const std::stri
 
 // Reads and drops the next `n` bytes of the open member, in windows through `buffer`
 // (libzip checks the CRC of what was read once the end is reached).
-absl::Status ReadThrough(MemberFile& m, const std::string& path, const std::string& key, const char* name,
-                         uint64_t n, std::string* buffer) {
+absl::Status ReadThrough(MemberFile& m, const std::string& key, const char* name, uint64_t n, std::string* buffer) {
   buffer->resize(kWindow);
   while (n > 0) {
     const uint64_t k = std::min<uint64_t>(n, kWindow);
-    TFCKPT_RETURN_IF_ERROR(ReadExactly(m, path, key, name, buffer->data(), k));
+    TFCKPT_RETURN_IF_ERROR(ReadExactly(m, key, name, buffer->data(), k));
     n -= k;
   }
   return absl::OkStatus();
 }
 
 // Skips `n` bytes of the open member: a seek where libzip can (stored members), else read.
-absl::Status Skip(MemberFile& m, const std::string& path, const std::string& key, const char* name, uint64_t n,
-                  std::string* buffer) {
+absl::Status Skip(MemberFile& m, const std::string& key, const char* name, uint64_t n, std::string* buffer) {
   if (n == 0 || zip_fseek(m.f, static_cast<zip_int64_t>(n), SEEK_SET) == 0) return absl::OkStatus();
-  return ReadThrough(m, path, key, name, n, buffer);
+  return ReadThrough(m, key, name, n, buffer);
+}
+
+// One more read after the last byte reaches the end, where libzip compares the CRC-32.
+absl::Status ReadEnd(MemberFile& m, const std::string& key, const char* name) {
+  char extra;
+  if (zip_fread(m.f, &extra, 1) != 0) return MemberError(m, key, name);
+  return absl::OkStatus();
 }
 
 // Reads member `index`, the tensor `key`, whole (libzip checks its CRC-32 at the end).
 // Only for strings, which are decoded whole; members of fixed-size dtypes are read in
 // windows (ReadRange, VerifyCrc).
-absl::StatusOr<std::string> ReadMember(zip_t* za, const std::string& path, zip_uint64_t index, const std::string& key) {
+absl::StatusOr<std::string> ReadMember(Archive& a, zip_uint64_t index, const std::string& key) {
   MemberFile m;
   zip_stat_t st;
-  TFCKPT_RETURN_IF_ERROR(OpenMember(za, path, index, &m, &st));
+  TFCKPT_RETURN_IF_ERROR(OpenMember(a, index, &m, &st));
   std::string out(static_cast<size_t>(st.size), '\0');
-  TFCKPT_RETURN_IF_ERROR(ReadExactly(m, path, key, st.name, out.data(), out.size()));
-  // One more read reaches the end, where libzip compares the CRC.
-  char extra;
-  if (zip_fread(m.f, &extra, 1) != 0) return MemberError(path, key, st.name, m.f);
+  TFCKPT_RETURN_IF_ERROR(ReadExactly(m, key, st.name, out.data(), out.size()));
+  TFCKPT_RETURN_IF_ERROR(ReadEnd(m, key, st.name));
   return out;
 }
 
 class NpzPieceReader : public PieceReader {
  public:
-  NpzPieceReader(std::string path, zip_t* za) : path_(std::move(path)), za_(za) {}
-  ~NpzPieceReader() override { zip_discard(za_); }
+  explicit NpzPieceReader(std::unique_ptr<Archive> archive) : a_(std::move(archive)) {}
 
   // The member (StoredData::shard) whole; the payload starts at StoredData::offset.
   // Strings are re-encoded in TensorFlow's layout without their NUL padding.
@@ -101,7 +210,7 @@ class NpzPieceReader : public PieceReader {
     std::string member;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      TFCKPT_ASSIGN_OR_RETURN(member, ReadMember(za_, path_, static_cast<zip_uint64_t>(s.data.shard), t.name));
+      TFCKPT_ASSIGN_OR_RETURN(member, ReadMember(*a_, static_cast<zip_uint64_t>(s.data.shard), t.name));
     }
     auto owned = std::make_shared<std::string>();
     if (t.dtype == static_cast<int32_t>(DType::kString)) {
@@ -128,12 +237,10 @@ class NpzPieceReader : public PieceReader {
     std::lock_guard<std::mutex> lock(mu_);
     MemberFile m;
     zip_stat_t st;
-    TFCKPT_RETURN_IF_ERROR(OpenMember(za_, path_, static_cast<zip_uint64_t>(s.data.shard), &m, &st));
+    TFCKPT_RETURN_IF_ERROR(OpenMember(*a_, static_cast<zip_uint64_t>(s.data.shard), &m, &st));
     // Read, not seek: libzip checks the CRC of what it read.
-    TFCKPT_RETURN_IF_ERROR(ReadThrough(m, path_, t.name, st.name, st.size, buffer));
-    char extra;
-    if (zip_fread(m.f, &extra, 1) != 0) return MemberError(path_, t.name, st.name, m.f);
-    return absl::OkStatus();
+    TFCKPT_RETURN_IF_ERROR(ReadThrough(m, t.name, st.name, st.size, buffer));
+    return ReadEnd(m, t.name, st.name);
   }
 
   // Bytes [begin, end) of the payload, read into `buffer` (not CRC-checked; see VerifyCrc).
@@ -143,38 +250,41 @@ class NpzPieceReader : public PieceReader {
     std::lock_guard<std::mutex> lock(mu_);
     MemberFile m;
     zip_stat_t st;
-    TFCKPT_RETURN_IF_ERROR(OpenMember(za_, path_, static_cast<zip_uint64_t>(s.data.shard), &m, &st));
+    TFCKPT_RETURN_IF_ERROR(OpenMember(*a_, static_cast<zip_uint64_t>(s.data.shard), &m, &st));
     if (s.data.offset + end > st.size) {
-      return DataLossAt("npz.member", path_, t.name, -1, StrCat(st.name, ": shorter than its .npy header says"));
+      return DataLossAt("npz.member", a_->path, t.name, -1, StrCat(st.name, ": shorter than its .npy header says"));
     }
-    TFCKPT_RETURN_IF_ERROR(Skip(m, path_, t.name, st.name, s.data.offset + begin, buffer));
+    TFCKPT_RETURN_IF_ERROR(Skip(m, t.name, st.name, s.data.offset + begin, buffer));
     buffer->resize(static_cast<size_t>(end - begin));
-    TFCKPT_RETURN_IF_ERROR(ReadExactly(m, path_, t.name, st.name, buffer->data(), end - begin));
+    TFCKPT_RETURN_IF_ERROR(ReadExactly(m, t.name, st.name, buffer->data(), end - begin));
     return std::string_view(*buffer);
   }
 
  private:
-  std::string path_;
-  zip_t* za_;
+  std::unique_ptr<Archive> a_;  // libzip and its source are used by one thread at a time
   mutable std::mutex mu_;
 };
 
 // The tensor member `index` holds, from its .npy header.
-absl::StatusOr<TensorEntry> Member(zip_t* za, const std::string& path, zip_uint64_t index) {
+absl::StatusOr<TensorEntry> Member(Archive& a, zip_uint64_t index) {
   zip_stat_t st;
-  if (zip_stat_index(za, index, 0, &st) != 0) return ZipError(path, "stat", za);
+  if (zip_stat_index(a.za, index, 0, &st) != 0) return ZipError(a, "stat");
   TensorEntry t;
   t.name = st.name;
   if (t.name.size() > 4 && t.name.substr(t.name.size() - 4) == ".npy") t.name.resize(t.name.size() - 4);
-  zip_file_t* f = zip_fopen_index(za, index, 0);
-  if (f == nullptr) return ZipError(path, st.name, za);
+  MemberFile m;
+  m.archive = &a;
+  m.f = zip_fopen_index(a.za, index, 0);
+  if (m.f == nullptr) return ZipError(a, st.name);
   std::string head(static_cast<size_t>(std::min<zip_uint64_t>(st.size, 12 + 65536)), '\0');
-  const zip_int64_t n = zip_fread(f, head.data(), head.size());
-  zip_fclose(f);
-  if (n < 0) return DataLossAt("npz.member", path, st.name, -1, "cannot read its .npy header");
+  const zip_int64_t n = zip_fread(m.f, head.data(), head.size());
+  if (n < 0) {
+    return Failed(*a.source, DataLossAt("npz.member", a.path, st.name, -1, "cannot read its .npy header"),
+                  a.path, st.name, "cannot read its .npy header");
+  }
   head.resize(static_cast<size_t>(n));
   auto h = ParseNpyHeader(head);
-  if (!h.ok()) return DataLossAt("npz.member", path, st.name, -1, SV(h.status().message()));
+  if (!h.ok()) return DataLossAt("npz.member", a.path, st.name, -1, SV(h.status().message()));
   t.shape = h->shape;
   const std::optional<int32_t> dtype = DTypeOfNpyDescr(h->descr);
   t.dtype = dtype.value_or(0);
@@ -198,26 +308,38 @@ absl::StatusOr<TensorEntry> Member(zip_t* za, const std::string& path, zip_uint6
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenNpz(const std::string& path) {
-  int err = 0;
-  zip_t* za = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
-  if (za == nullptr) {
-    zip_error_t ze;
-    zip_error_init_with_code(&ze, err);
-    absl::Status s = DataLossAt("npz.member", path, "", -1, StrCat("not a readable zip archive (", zip_error_strerror(&ze), ")"));
+  // Through the storage for every path, local or an object's URL (storage.h).
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, Storage::For(path).OpenForRead(path));
+  auto archive = std::make_unique<Archive>();
+  archive->path = path;
+  archive->source = std::make_unique<ArchiveSource>(std::move(file));
+  zip_error_t ze;
+  zip_error_init(&ze);
+  zip_source_t* src = zip_source_function_create(ArchiveSource::Callback, archive->source.get(), &ze);
+  if (src != nullptr) {
+    archive->za = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    if (archive->za == nullptr) zip_source_free(src);  // (the archive owns it once open)
+  }
+  if (archive->za == nullptr) {
+    absl::Status s = Failed(
+        *archive->source,
+        DataLossAt("npz.member", path, "", -1, StrCat("not a readable zip archive (", zip_error_strerror(&ze), ")")),
+        path, "", "not a readable zip archive");
     zip_error_fini(&ze);
     return s;
   }
-  auto reader = std::make_unique<NpzPieceReader>(path, za);  // owns za from here
+  zip_error_fini(&ze);
   std::vector<TensorEntry> tensors;
-  const zip_int64_t n = zip_get_num_entries(za, 0);
+  const zip_int64_t n = zip_get_num_entries(archive->za, 0);
   for (zip_int64_t i = 0; i < n; ++i) {
-    TFCKPT_ASSIGN_OR_RETURN(TensorEntry t, Member(za, path, static_cast<zip_uint64_t>(i)));
+    TFCKPT_ASSIGN_OR_RETURN(TensorEntry t, Member(*archive, static_cast<zip_uint64_t>(i)));
     tensors.push_back(std::move(t));
   }
   std::sort(tensors.begin(), tensors.end(), [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
   CheckpointInfo info;
   info.format = Format::kNpz;
   info.prefix = path;
+  auto reader = std::make_unique<NpzPieceReader>(std::move(archive));
   return std::make_unique<Checkpoint>(std::move(info), std::move(tensors), std::move(reader));
 }
 

@@ -10,10 +10,11 @@
 
 namespace tfckpt {
 
-// Opens `path` read-only. Each member's .npy header gives the tensor's dtype and shape; a
-// member in Fortran order (of more than one dimension), of a dtype with no TensorFlow
-// counterpart, or whose size does not match its header is listed with a defect. Strings
-// (|S<n>) read back without their NUL padding.
+// Opens `path` read-only, through its Storage (a local file or an s3:// or gs:// object:
+// ranged reads, never the whole archive in memory). Each member's .npy header gives the
+// tensor's dtype and shape; a member in Fortran order (of more than one dimension), of a
+// dtype with no TensorFlow counterpart, or whose size does not match its header is listed
+// with a defect. Strings (|S<n>) read back without their NUL padding.
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenNpz(const std::string& path);
 
 }  // namespace tfckpt
