@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Benchmark: tfckpt on an object store, the loopback Swift + s3api server of
+# tests/s3_server.sh (the script runs itself under it), on a checkpoint of TOTAL_MIB (4
+# embedding tables of TOTAL_MIB/4 MiB float32, each in 4 row slices over 4 data objects,
+# plus dense layers), compared in the same run with curl doing the same transfers through
+# Swift's own API (tempauth token: curl 7.88's --aws-sigv4 cannot sign for this server):
+#   validate   `tfckpt validate s3://…` vs N ranged GETs at once of the data objects to
+#              /dev/null (N = --connections, passed to both).           Target: >= 0.8x curl.
+#   reshard    `tfckpt reshard s3://… -o s3://… --partition fixed:2` (axis 0) vs curl's
+#              GETs of the input's data objects plus PUTs of as many bytes, N at once, one
+#              after the other (also shown: each range piped from a GET into a PUT, the two
+#              overlapping as reshard's do).                             Target: <= 1.2x.
+#   requests   `inspect` and `validate` once through the fault proxy, its request log
+#              counted.           Target (inspect): 1 GET of the index, <= 1 HEAD per data object.
+#   RSS        peak resident set of every tfckpt run (/usr/bin/time).  Target: <= 256 MiB.
+# Times are the best of ROUNDS interleaved rounds (default 3): the machine is shared, the
+# server (Python) is on the same cores, and one round is noisy. Targets missed are reported,
+# not an exit status: exit 0 unless something failed to run.
+# Usage: bench/s3_bench.sh [TOTAL_MIB (1024)] [CONNECTIONS (8, tfckpt's default)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${S3_TEST_ENDPOINT:-}" ]; then
+  scripts/build.sh >/dev/null
+  exec tests/s3_server.sh bench/s3_bench.sh "$@"
+fi
+. bench/common.sh
+total_mib=${1:-1024}
+# tfckpt's default is 8 (TFCKPT_S3_CONNECTIONS, s3_storage.h); passed explicitly anyway so
+# that both sides of each comparison use the same N whatever the environment says.
+n=${2:-8}
+rounds=${ROUNDS:-3}
+build=${BUILD_DIR:-build}
+tfckpt=$build/src/tfckpt
+s3_put=$build/tests/s3_put
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# tfckpt's environment as a user would set it (as tests/s3_common.py does), the server directly.
+export AWS_ENDPOINT_URL=$S3_TEST_ENDPOINT AWS_ACCESS_KEY_ID=$S3_TEST_ACCESS_KEY
+export AWS_SECRET_ACCESS_KEY=$S3_TEST_SECRET AWS_REGION=$S3_TEST_REGION
+unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
+unset TFCKPT_S3_CONNECTIONS TFCKPT_S3_READ_AHEAD_KIB
+bucket="tfckpt-bench"
+url=s3://$bucket
+
+# The checkpoint, uploaded object by object as it is (same slices and data files as on disk).
+"$build/bench/gen_checkpoint" tables "$work/big" $((total_mib / 4)) 4 4 >/dev/null
+"$s3_put" mb "$url"
+for f in "$work"/big.*; do
+  "$s3_put" put "$f" "$url/${f#"$work"/}"
+done
+# KEY SIZE of each data object.
+"$s3_put" ls "$url/big.data-" >"$work/objects"
+objects=$(wc -l <"$work/objects")
+bytes=$(awk '{s += $2} END {print s}' "$work/objects")
+echo "checkpoint: $bytes bytes in $objects data objects; N = $n connections; $rounds rounds; $(nproc) cores"
+
+# Swift's native API: a tempauth token and the account's storage URL.
+auth=$(curl -sS -f -i -H "X-Auth-User: $S3_TEST_ACCESS_KEY" -H "X-Auth-Key: $S3_TEST_SECRET" \
+  "$S3_TEST_ENDPOINT/auth/v1.0" | tr -d '\r')
+storage_url=$(awk -F': ' 'tolower($1) == "x-storage-url" {print $2}' <<<"$auth")
+token=$(awk -F': ' 'tolower($1) == "x-auth-token" {print $2}' <<<"$auth")
+if [ -z "$storage_url" ] || [ -z "$token" ]; then
+  echo "s3_bench: tempauth gave no storage URL or token"
+  exit 1
+fi
+export storage_url token bucket
+
+# The ranges curl transfers, "KEY FIRST LAST", each object cut in ceil(N / objects) so that
+# N transfers run at once (xargs -P N), as tfckpt's N connections would.
+per_object=$(((n + objects - 1) / objects))
+awk -v k="$per_object" '{
+  step = int(($2 + k - 1) / k)
+  for (a = 0; a < $2; a += step) { b = a + step - 1; if (b >= $2) b = $2 - 1; print $1, a, b }
+}' "$work/objects" >"$work/ranges"
+
+# curl_get KEY FIRST LAST: one ranged GET to /dev/null; prints the bytes received.
+curl_get() {
+  curl -sS -f -o /dev/null -w '%{size_download}\n' -H "X-Auth-Token: $token" \
+    -H "Range: bytes=$2-$3" "$storage_url/$bucket/$1"
+}
+# put_stdin NAME LENGTH: PUTs LENGTH bytes of standard input as the object NAME through
+# Swift's API; prints the bytes sent. With their length given, not chunked, and without
+# "Expect: 100-continue" (a round trip more), as tfckpt's client sends its parts.
+put_stdin() {
+  curl -sS -f -o /dev/null -w '%{size_upload}\n' -T - -H "Content-Length: $2" -H "Transfer-Encoding:" \
+    -H "Expect:" -H "X-Auth-Token: $token" "$storage_url/$bucket/$1"
+}
+# curl_put KEY FIRST LAST: those bytes of the local file $work/KEY, PUT as curl-put/KEY.FIRST.
+curl_put() {
+  dd if="$work/$1" bs=1M skip="$2" count=$(($3 - $2 + 1)) iflag=skip_bytes,count_bytes status=none |
+    put_stdin "curl-put/$1.$2" $(($3 - $2 + 1))
+}
+# curl_copy KEY FIRST LAST: a ranged GET piped into a PUT as curl-copy/KEY.FIRST.
+curl_copy() {
+  curl -sS -f -H "X-Auth-Token: $token" -H "Range: bytes=$2-$3" "$storage_url/$bucket/$1" |
+    put_stdin "curl-copy/$1.$2" $(($3 - $2 + 1))
+}
+export -f curl_get put_stdin curl_put curl_copy
+export work
+
+# curl_all FUNCTION: FUNCTION on every range, N at once: "SECONDS" of the whole, after
+# checking that every byte went through.
+curl_all() {
+  local t0 t1 moved
+  t0=$(date +%s.%N)
+  moved=$(xargs -P "$n" -L 1 bash -c "$1 \"\$@\"" _ <"$work/ranges" | awk '{s += $1} END {print s}')
+  t1=$(date +%s.%N)
+  [ "$moved" = "$bytes" ] || { echo "s3_bench: $1 moved $moved bytes, not $bytes" >&2; exit 1; }
+  python3 -c "print(f'{$t1 - $t0:.2f}')"
+}
+
+# tfckpt_run ARGS…: one tfckpt run: "SECONDS PEAK_RSS_MIB".
+tfckpt_run() {
+  local out
+  out=$({ /usr/bin/time -f 'TIME %e %M' "$tfckpt" "$@" >/dev/null; } 2>&1) ||
+    { echo "s3_bench: tfckpt $* failed: $out" >&2; exit 1; }
+  awk '/^TIME / {printf "%s %d\n", $2, $3 / 1024}' <<<"$out"
+}
+
+# The local data files are the bytes curl_put sends: in the page cache before any timing.
+cat "$work"/big.data-* >/dev/null
+curl_all curl_get >/dev/null  # the server's copy too (cold files would count against the first)
+
+declare -A best rss
+for ((i = 0; i < rounds; i++)); do
+  get=$(curl_all curl_get)
+  keep_best "curl get" "$get 0"
+  r=$(tfckpt_run validate "$url/big" --connections "$n")
+  keep_best "validate" "$r"
+  put=$(curl_all curl_put)
+  keep_best "curl get+put" "$(python3 -c "print(f'{$get + $put:.2f}')") 0"
+  r=$(tfckpt_run reshard "$url/big" -o "$url/out$i" --partition fixed:2 --connections "$n" -q)
+  keep_best "reshard" "$r"
+  r=$(curl_all curl_copy)
+  keep_best "curl get|put" "$r 0"
+done
+out_bytes=$("$s3_put" ls "$url/out0.data-" | awk '{s += $2} END {print s}')
+echo "reshard output: $out_bytes bytes in $("$s3_put" ls "$url/out0.data-" | wc -l) data objects"
+
+# verdict OK: "ok" or "MISSED".
+verdict() { if [ "$1" = 1 ]; then echo ok; else echo MISSED; fi; }
+mb_s() { python3 -c "print(f'{$bytes / $1 / 1e6:.0f}')"; }
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+le() { python3 -c "print(int($1 <= $2))"; }
+
+r=$(ratio "${best[curl get]}" "${best[validate]}")
+echo "validate: ${best[validate]} s ($(mb_s "${best[validate]}") MB/s); curl get: ${best[curl get]} s ($(mb_s "${best[curl get]}") MB/s); throughput ${r}x curl (target >= 0.8: $(verdict "$(le 0.8 "$r")"))"
+r=$(ratio "${best[reshard]}" "${best[curl get+put]}")
+r2=$(ratio "${best[reshard]}" "${best[curl get|put]}")
+echo "reshard fixed:2: ${best[reshard]} s; curl get+put: ${best[curl get+put]} s; ratio ${r}x (target <= 1.2: $(verdict "$(le "$r" 1.2)")); curl get|put piped: ${best[curl get|put]} s, ratio ${r2}x"
+
+# Requests, counted in the fault proxy's log: one run each through the proxy.
+# count_requests NAME ARGS…: runs tfckpt ARGS through the proxy; prints NAME's counts, then
+# "1" when the inspect target holds, then the run's peak RSS in MiB.
+count_requests() {
+  local name=$1 r
+  shift
+  : >"$S3_TEST_PROXY_LOG"
+  r=$(AWS_ENDPOINT_URL=$S3_TEST_PROXY_ENDPOINT tfckpt_run "$@")
+  python3 - "$S3_TEST_PROXY_LOG" "/$bucket/big" "$name" <<'PY'
+import collections, sys
+log, prefix, name = sys.argv[1:]
+per = collections.Counter()  # (method, what)
+for line in open(log):
+    method, target = line.split()[:2]
+    path = target.split("?")[0]
+    what = "index" if path == prefix + ".index" else "data" if path.startswith(prefix + ".data-") else "other"
+    per[method, what if what != "data" else path] += 1
+data = sorted({p for _, p in per if p.startswith(prefix + ".data-")})
+heads = [per["HEAD", p] for p in data]
+gets = [per["GET", p] for p in data]
+other = sum(c for (m, w), c in per.items() if w == "other")
+print(f"{name} requests: index GET {per['GET', 'index']}, HEAD {per['HEAD', 'index']}; "
+      f"{len(data)} data objects: HEAD {sum(heads)} (max {max(heads, default=0)} per object), "
+      f"GET {sum(gets)} (max {max(gets, default=0)} per object); other {other}; total {sum(per.values())}")
+print(int(per["GET", "index"] == 1 and max(heads, default=0) <= 1))
+PY
+  echo "${r#* }"
+}
+out=$(count_requests inspect inspect "$url/big")
+echo "$(sed -n 1p <<<"$out") (target 1 index GET, <= 1 HEAD per data object: $(verdict "$(sed -n 2p <<<"$out")"))"
+rss[inspect]=$(sed -n 3p <<<"$out")
+out=$(count_requests validate validate "$url/big" --connections "$n")
+sed -n 1p <<<"$out"
+
+for label in validate reshard inspect; do
+  m=${rss[$label]}
+  echo "peak RSS $label: $m MiB (target <= 256: $(verdict "$(le "$m" 256)"))"
+done
