@@ -110,28 +110,35 @@ curl_all() {
   python3 -c "print(f'{$t1 - $t0:.2f}')"
 }
 
-# tfckpt_run ARGS…: one tfckpt run: "SECONDS PEAK_RSS_MIB".
+# tfckpt_run ARGS…: one tfckpt run: "SECONDS PEAK_RSS_MIB CPU_SECONDS" (user + system: on
+# this machine the client's CPU is taken from the server's, which runs on the same cores).
 tfckpt_run() {
   local out
-  out=$({ /usr/bin/time -f 'TIME %e %M' "$tfckpt" "$@" >/dev/null; } 2>&1) ||
+  out=$({ /usr/bin/time -f 'TIME %e %M %U %S' "$tfckpt" "$@" >/dev/null; } 2>&1) ||
     { echo "s3_bench: tfckpt $* failed: $out" >&2; exit 1; }
-  awk '/^TIME / {printf "%s %d\n", $2, $3 / 1024}' <<<"$out"
+  awk '/^TIME / {printf "%s %d %.2f\n", $2, $3 / 1024, $4 + $5}' <<<"$out"
+}
+
+# keep_tfckpt LABEL "SECONDS RSS CPU": keep_best, and the CPU time of the best run in `cpu`.
+keep_tfckpt() {
+  keep_best "$1" "${2% *}"
+  [ "${best[$1]}" != "${2%% *}" ] || cpu[$1]=${2##* }
 }
 
 # The local data files are the bytes curl_put sends: in the page cache before any timing.
 cat "$work"/big.data-* >/dev/null
 curl_all curl_get >/dev/null  # the server's copy too (cold files would count against the first)
 
-declare -A best rss
+declare -A best rss cpu
 for ((i = 0; i < rounds; i++)); do
   get=$(curl_all curl_get)
   keep_best "curl get" "$get 0"
   r=$(tfckpt_run validate "$url/big" --connections "$n")
-  keep_best "validate" "$r"
+  keep_tfckpt "validate" "$r"
   put=$(curl_all curl_put)
   keep_best "curl get+put" "$(python3 -c "print(f'{$get + $put:.2f}')") 0"
   r=$(tfckpt_run reshard "$url/big" -o "$url/out$i" --partition fixed:2 --connections "$n" -q)
-  keep_best "reshard" "$r"
+  keep_tfckpt "reshard" "$r"
   r=$(curl_all curl_copy)
   keep_best "curl get|put" "$r 0"
 done
@@ -145,10 +152,10 @@ ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 le() { python3 -c "print(int($1 <= $2))"; }
 
 r=$(ratio "${best[curl get]}" "${best[validate]}")
-echo "validate: ${best[validate]} s ($(mb_s "${best[validate]}") MB/s); curl get: ${best[curl get]} s ($(mb_s "${best[curl get]}") MB/s); throughput ${r}x curl (target >= 0.8: $(verdict "$(le 0.8 "$r")"))"
+echo "validate: ${best[validate]} s (cpu ${cpu[validate]} s, $(mb_s "${best[validate]}") MB/s); curl get: ${best[curl get]} s ($(mb_s "${best[curl get]}") MB/s); throughput ${r}x curl (target >= 0.8: $(verdict "$(le 0.8 "$r")"))"
 r=$(ratio "${best[reshard]}" "${best[curl get+put]}")
 r2=$(ratio "${best[reshard]}" "${best[curl get|put]}")
-echo "reshard fixed:2: ${best[reshard]} s; curl get+put: ${best[curl get+put]} s; ratio ${r}x (target <= 1.2: $(verdict "$(le "$r" 1.2)")); curl get|put piped: ${best[curl get|put]} s, ratio ${r2}x"
+echo "reshard fixed:2: ${best[reshard]} s (cpu ${cpu[reshard]} s); curl get+put: ${best[curl get+put]} s; ratio ${r}x (target <= 1.2: $(verdict "$(le "$r" 1.2)")); curl get|put piped: ${best[curl get|put]} s, ratio ${r2}x"
 
 # Requests, counted in the fault proxy's log: one run each through the proxy.
 # count_requests NAME ARGS…: runs tfckpt ARGS through the proxy; prints NAME's counts, then
@@ -158,30 +165,46 @@ count_requests() {
   shift
   : >"$S3_TEST_PROXY_LOG"
   r=$(AWS_ENDPOINT_URL=$S3_TEST_PROXY_ENDPOINT tfckpt_run "$@")
-  python3 - "$S3_TEST_PROXY_LOG" "/$bucket/big" "$name" <<'PY'
+  python3 - "$S3_TEST_PROXY_LOG" "/$bucket/big" "$name" "$work/objects" <<'PY'
 import collections, sys
-log, prefix, name = sys.argv[1:]
-per = collections.Counter()  # (method, what)
+log, prefix, name, objects = sys.argv[1:]
+size = {"/" + prefix.split("/")[1] + "/" + k: int(n) for k, n in (l.split() for l in open(objects))}
+count = collections.Counter()  # (method, object) -> requests
+read = 0  # bytes of GETs of the data objects
+other = collections.Counter()  # requests of anything else, by kind
 for line in open(log):
-    method, target = line.split()[:2]
-    path = target.split("?")[0]
-    what = "index" if path == prefix + ".index" else "data" if path.startswith(prefix + ".data-") else "other"
-    per[method, what if what != "data" else path] += 1
-data = sorted({p for _, p in per if p.startswith(prefix + ".data-")})
-heads = [per["HEAD", p] for p in data]
-gets = [per["GET", p] for p in data]
-other = sum(c for (m, w), c in per.items() if w == "other")
-print(f"{name} requests: index GET {per['GET', 'index']}, HEAD {per['HEAD', 'index']}; "
-      f"{len(data)} data objects: HEAD {sum(heads)} (max {max(heads, default=0)} per object), "
-      f"GET {sum(gets)} (max {max(gets, default=0)} per object); other {other}; total {sum(per.values())}")
-print(int(per["GET", "index"] == 1 and max(heads, default=0) <= 1))
+    words = line.split()
+    method, target = words[:2]
+    path, _, query = target.partition("?")
+    if path == prefix + ".index" or path in size:
+        count[method, path] += 1
+        if method == "GET" and path in size:
+            r = next((w[len("range=bytes="):] for w in words if w.startswith("range=bytes=")), None)
+            first, last = map(int, r.split("-")) if r else (0, size[path] - 1)
+            read += last - first + 1
+    else:  # listings, uploads, outputs
+        params = {p.split("=")[0] for p in query.split("&")}
+        kind = ("list" if "list-type" in params else "list-uploads" if method == "GET" and "uploads" in params
+                else "write" if method in ("PUT", "POST", "DELETE") else f"{method} of others")
+        other[kind] += 1
+heads = [count["HEAD", p] for p in size]
+gets = [count["GET", p] for p in size]
+kinds = ", ".join(f"{k} {n}" for k, n in sorted(other.items()))
+print(f"{name} requests: index GET {count['GET', prefix + '.index']}, HEAD {count['HEAD', prefix + '.index']}; "
+      f"{len(size)} data objects: HEAD {sum(heads)} (max {max(heads)} per object), GET {sum(gets)} "
+      f"reading {read / sum(size.values()):.2f}x their bytes; other {sum(other.values())} ({kinds}); "
+      f"total {sum(count.values()) + sum(other.values())}")
+print(int(count["GET", prefix + ".index"] == 1 and max(heads) <= 1))
 PY
-  echo "${r#* }"
+  r=${r#* }
+  echo "${r% *}"
 }
 out=$(count_requests inspect inspect "$url/big")
 echo "$(sed -n 1p <<<"$out") (target 1 index GET, <= 1 HEAD per data object: $(verdict "$(sed -n 2p <<<"$out")"))"
 rss[inspect]=$(sed -n 3p <<<"$out")
 out=$(count_requests validate validate "$url/big" --connections "$n")
+sed -n 1p <<<"$out"
+out=$(count_requests reshard reshard "$url/big" -o "$url/out-proxy" --partition fixed:2 --connections "$n" -q)
 sed -n 1p <<<"$out"
 
 for label in validate reshard inspect; do
