@@ -10,8 +10,9 @@
 #              GETs of the input's data objects plus PUTs of as many bytes, N at once, one
 #              after the other (also shown: each range piped from a GET into a PUT, the two
 #              overlapping as reshard's do).                             Target: <= 1.2x.
-#   requests   `inspect` and `validate` once through the fault proxy, its request log
-#              counted.           Target (inspect): 1 GET of the index, <= 1 HEAD per data object.
+#   requests   `inspect`, `validate` and `reshard` once each through the fault proxy, its
+#              request log counted (and how many times the data bytes were fetched).
+#              Target (inspect): 1 GET of the index, <= 1 HEAD per data object.
 #   RSS        peak resident set of every tfckpt run (/usr/bin/time).  Target: <= 256 MiB.
 # Times are the best of ROUNDS interleaved rounds (default 3): the machine is shared, the
 # server (Python) is on the same cores, and one round is noisy. Targets missed are reported,
