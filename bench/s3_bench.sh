@@ -18,7 +18,9 @@
 # server (Python) is on the same cores, and one round is noisy. Targets missed are reported,
 # not an exit status: exit 0 unless something failed to run.
 # Usage: bench/s3_bench.sh [TOTAL_MIB (1024)] [CONNECTIONS (8, tfckpt's default)]
+#   (JOBS=N passes -j N to validate and reshard; default: tfckpt's, one thread per core)
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(…) ends the run too
 cd "$(dirname "$0")/.."
 if [ -z "${S3_TEST_ENDPOINT:-}" ]; then
   scripts/build.sh >/dev/null
@@ -30,6 +32,8 @@ total_mib=${1:-1024}
 # that both sides of each comparison use the same N whatever the environment says.
 n=${2:-8}
 rounds=${ROUNDS:-3}
+jobs=()  # for validate and reshard (inspect has no -j)
+[ -z "${JOBS:-}" ] || jobs=(-j "$JOBS")
 build=${BUILD_DIR:-build}
 tfckpt=$build/src/tfckpt
 s3_put=$build/tests/s3_put
@@ -54,7 +58,7 @@ done
 "$s3_put" ls "$url/big.data-" >"$work/objects"
 objects=$(wc -l <"$work/objects")
 bytes=$(awk '{s += $2} END {print s}' "$work/objects")
-echo "checkpoint: $bytes bytes in $objects data objects; N = $n connections; $rounds rounds; $(nproc) cores"
+echo "checkpoint: $bytes bytes in $objects data objects; N = $n connections; $rounds rounds; $(nproc) cores; -j ${JOBS:-default}"
 
 # Swift's native API: a tempauth token and the account's storage URL.
 auth=$(curl -sS -f -i -H "X-Auth-User: $S3_TEST_ACCESS_KEY" -H "X-Auth-Key: $S3_TEST_SECRET" \
@@ -134,11 +138,11 @@ declare -A best rss cpu
 for ((i = 0; i < rounds; i++)); do
   get=$(curl_all curl_get)
   keep_best "curl get" "$get 0"
-  r=$(tfckpt_run validate "$url/big" --connections "$n")
+  r=$(tfckpt_run validate "$url/big" --connections "$n" "${jobs[@]}")
   keep_tfckpt "validate" "$r"
   put=$(curl_all curl_put)
   keep_best "curl get+put" "$(python3 -c "print(f'{$get + $put:.2f}')") 0"
-  r=$(tfckpt_run reshard "$url/big" -o "$url/out$i" --partition fixed:2 --connections "$n" -q)
+  r=$(tfckpt_run reshard "$url/big" -o "$url/out$i" --partition fixed:2 --connections "$n" -q "${jobs[@]}")
   keep_tfckpt "reshard" "$r"
   r=$(curl_all curl_copy)
   keep_best "curl get|put" "$r 0"
@@ -203,9 +207,9 @@ PY
 out=$(count_requests inspect inspect "$url/big")
 echo "$(sed -n 1p <<<"$out") (target 1 index GET, <= 1 HEAD per data object: $(verdict "$(sed -n 2p <<<"$out")"))"
 rss[inspect]=$(sed -n 3p <<<"$out")
-out=$(count_requests validate validate "$url/big" --connections "$n")
+out=$(count_requests validate validate "$url/big" --connections "$n" "${jobs[@]}")
 sed -n 1p <<<"$out"
-out=$(count_requests reshard reshard "$url/big" -o "$url/out-proxy" --partition fixed:2 --connections "$n" -q)
+out=$(count_requests reshard reshard "$url/big" -o "$url/out-proxy" --partition fixed:2 --connections "$n" -q "${jobs[@]}")
 sed -n 1p <<<"$out"
 
 for label in validate reshard inspect; do
