@@ -138,6 +138,7 @@ std::map<uint64_t, Work>& InterruptWork() {
 }
 std::atomic<int> g_work_pipe{-1};  // write end, once the thread runs
 std::atomic<bool> g_work_done{false};
+std::atomic<int> g_late_work{0};  // AtInterrupt work running on its own thread after an interrupt
 
 // The AtInterrupt work, newest first, and none left. REQUIRES: g_work_mu held.
 std::vector<Work> TakeInterruptWork() {
@@ -186,7 +187,8 @@ void DoInterruptWork() {
   const int fd = g_work_pipe.load();
   if (fd < 0) return;
   (void)!::write(fd, "x", 1);
-  for (int waited_ms = 0; !g_work_done.load() && waited_ms < kInterruptWorkSeconds * 1000; waited_ms += 10) {
+  for (int waited_ms = 0; (!g_work_done.load() || g_late_work.load() > 0) && waited_ms < kInterruptWorkSeconds * 1000;
+       waited_ms += 10) {
     const struct timespec wait = {0, 10000000};
     ::nanosleep(&wait, nullptr);
   }
@@ -350,10 +352,32 @@ uint64_t AtInterrupt(std::function<void()> fn, InterruptWorkOrder order) {
     std::thread(RunInterruptWork, fds[0]).detach();
     g_work_pipe = fds[1];
   });
-  InterruptShield shield;  // (the handler's helper takes the lock: never hold it into the handler)
-  std::lock_guard<std::mutex> lock(g_work_mu);
-  const uint64_t id = g_next_track_id.fetch_add(1);
-  InterruptWork().emplace(id, Work{std::move(fn), order});
+  // As in an InterruptShield (the handler's helper takes the lock: never hold it into the
+  // handler), except when an interrupt is already being handled: worker threads go on
+  // meanwhile, and one may have just begun what `fn` undoes (an upload whose creation
+  // was answered after the handler took the work). Then `fn` runs here at once, counted in
+  // g_late_work before this thread leaves g_in_flight, so that the handler waits for it
+  // (within its bound), and this thread stops as a shield would.
+  const sigset_t set = InterruptSignals();
+  sigset_t saved;
+  ::pthread_sigmask(SIG_BLOCK, &set, &saved);
+  g_in_flight.fetch_add(1);
+  // (Inside a shield, the handler waits for this thread to leave it, and takes the work then.)
+  if (t_shield_depth == 0 && g_exiting.load()) {
+    g_late_work.fetch_add(1);
+    g_in_flight.fetch_sub(1);
+    fn();
+    g_late_work.fetch_sub(1);
+    for (;;) ::pause();
+  }
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(g_work_mu);
+    id = g_next_track_id.fetch_add(1);
+    InterruptWork().emplace(id, Work{std::move(fn), order});
+  }
+  g_in_flight.fetch_sub(1);
+  ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   return id;
 }
 

@@ -79,15 +79,29 @@ absl::Status MultipartWriter::EnsureUpload(std::unique_lock<std::mutex>& lock) {
   if (!upload_id_.empty() || !status_.ok()) return status_;
   creating_ = true;
   lock.unlock();
+  // An interrupted run leaves no upload in progress (file.h). Until the upload's id is
+  // known, an interrupt that stops this thread in the middle of the request (the server
+  // may create the upload all the same) aborts every upload in progress under this
+  // object's name: the name is the run's output, so they are its own (or older leftovers).
+  const uint64_t unnamed = AtInterrupt(
+      [client = client_, url = url_] {
+        absl::StatusOr<std::vector<MultipartUpload>> all = client->ListMultipartUploads(url);
+        for (const MultipartUpload& u : all.ok() ? *all : std::vector<MultipartUpload>{}) {
+          if (u.key == url.key) client->AbortMultipartUpload(url, u.upload_id).IgnoreError();
+        }
+      },
+      InterruptWorkOrder::kIndependent);
   absl::StatusOr<std::string> id = client_->CreateMultipartUpload(url_);
+  if (id.ok()) {
+    interrupt_work_ = AtInterrupt(
+        [client = client_, url = url_, id = *id] { client->AbortMultipartUpload(url, id).IgnoreError(); },
+        InterruptWorkOrder::kIndependent);
+  }
+  ForgetAtInterrupt(unnamed);
   lock.lock();
   creating_ = false;
   if (id.ok()) {
     upload_id_ = *std::move(id);
-    // An interrupted run leaves no upload in progress (file.h).
-    interrupt_work_ = AtInterrupt(
-        [client = client_, url = url_, id = upload_id_] { client->AbortMultipartUpload(url, id).IgnoreError(); },
-        InterruptWorkOrder::kIndependent);
   } else if (status_.ok()) {
     status_ = id.status();
   }
