@@ -176,13 +176,16 @@ def validate_fetches_each_byte_of_a_data_object_once():
 @test(needs_data=True)
 def connections_bounds_the_concurrent_transfers():
     uploaded()
-    # 2.7 MB of data: its read-ahead window is fetched as two ranged GETs at once.
+    # 2.7 MB of data read by one thread, in 1 MiB windows: three ranged GETs, which 8
+    # connections would send at once on three connections. (--connections bounds each read:
+    # -j threads may read side by side.)
     prefix = f"{ROOT}/tf2_float64_variant_pinn/ckpt-3332"
     clear_proxy_log()
-    run("validate", prefix, "--connections", "1", code=0, env={**PROXY, "TFCKPT_S3_CONNECTIONS": "8"})
+    run("validate", prefix, "--connections", "1", "-j", "1", code=0,
+        env={**PROXY, "TFCKPT_S3_CONNECTIONS": "8", "TFCKPT_S3_READ_AHEAD_KIB": "1024"})
     log = proxy_log()
     data_gets = [l for l in log if l.startswith(f"GET /{BUCKET}/tf2_float64_variant_pinn/ckpt-3332.data-")]
-    assert len(data_gets) == 2, log
+    assert len(data_gets) == 3, log
     assert len({l.split(" conn=")[1].split()[0] for l in log}) == 1, log
     p = run("validate", prefix, "--connections", "0", code=2)
     one_error_line(p, "--connections", "0: not a whole number from 1 to 256")

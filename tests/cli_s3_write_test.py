@@ -266,6 +266,40 @@ def merge_recover_finishes_a_save_left_in_the_store():
         same_bytes(f"{ROOT}/rec/ckpt-1", os.path.join(d, "ckpt-1"))
 
 
+def data_gets(prefix):
+    """(bytes fetched, connections used) by the GETs of prefix's data objects in the proxy log."""
+    fetched, conns = 0, set()
+    for l in proxy_log():
+        if l.startswith(f"GET /{BUCKET}/{key_of(prefix)}.data-"):
+            first, last = l.split(" range=bytes=")[1].split()[0].split("-")
+            fetched += int(last) - int(first) + 1
+            conns.add(l.split(" conn=")[1].split()[0])
+    return fetched, conns
+
+
+@test(needs_data=True)
+def reads_fetch_each_byte_once_whatever_the_threads_and_connections_bound_them():
+    src = remote_big()
+    data = sum(size for key, size in listing(src + ".data-").items())
+    # Threads verifying the tables' slices side by side: each streams its own (a cache of
+    # windows shared by all once fetched the bytes up to 7 times at -j 8). What is fetched
+    # beyond the data is the windows of the small tensors, whole.
+    for jobs in ("4", "8"):
+        clear_proxy_log()
+        run("validate", src, "-j", jobs, code=0, env=PROXY)
+        assert data_gets(src)[0] < 1.1 * data, (jobs, data_gets(src)[0], data)
+    # One thread: its stream fetches ahead over several connections, or over one with
+    # --connections 1.
+    clear_proxy_log()
+    run("validate", src, "-j", "1", "--connections", "1", code=0, env=PROXY)
+    fetched, conns = data_gets(src)
+    assert fetched < 1.1 * data and len(conns) == 1, (fetched, conns)
+    clear_proxy_log()
+    run("validate", src, "-j", "1", "--connections", "8", code=0, env=PROXY)
+    fetched, conns = data_gets(src)
+    assert fetched < 1.1 * data and len(conns) > 1, (fetched, conns)
+
+
 @test(needs_data=True)
 def scale_out_steps_write_their_parts_and_the_index_to_the_store():
     src = big()

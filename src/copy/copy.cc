@@ -159,6 +159,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
         // of the mapping instead cost a page fault per 16 pages and a TLB-flushing
         // madvise per window to keep memory flat: measured slower.)
         TensorBytes unused;  // (ReadRange reads V2 little-endian pieces into `buf`)
+        file->WillReadSequentially(r.s->data.offset + begin, len);  // (an object store streams it ahead)
         for (uint64_t done = 0; done < len;) {
           const uint64_t n = std::min<uint64_t>(len - done, kCopyChunk);
           TFCKPT_ASSIGN_OR_RETURN(std::string_view window, c.ReadRange(t, *r.s, begin + done, begin + done + n, &buf, &unused));

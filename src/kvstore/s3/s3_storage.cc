@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <future>
+#include <thread>
 #include <list>
 
 #include "absl/strings/match.h"
@@ -94,21 +96,90 @@ std::vector<RangeRead> Pieces(uint64_t offset, uint64_t n, uint64_t piece, char*
   return reads;
 }
 
+// `s` of a read of `name` pinned to `etag`, said plainly when the pin failed.
+absl::Status ReadError(const absl::Status& s, const std::string& name, const std::string& etag) {
+  if (absl::IsFailedPrecondition(s)) {
+    return absl::FailedPreconditionError(StrCat(name, ": the object was replaced since it was opened (its ETag ", etag,
+                                                " no longer matches): ", s.message()));
+  }
+  return Named(s, name);
+}
+
+// Bytes that sequential scans hold (fetched or on their way), all threads together.
+std::atomic<uint64_t> scan_bytes{0};
+
+bool ReserveScanBytes(uint64_t n) {
+  uint64_t used = scan_bytes.load();
+  do {
+    if (used + n > kScanBudgetBytes) return false;
+  } while (!scan_bytes.compare_exchange_weak(used, used + n));
+  return true;
+}
+
+// A piece of a scan: [offset, offset + size) of the object, fetched by a thread of its own.
+struct ScanPiece {
+  uint64_t offset = 0, size = 0;
+  std::shared_future<absl::StatusOr<WindowCache::Bytes>> bytes;
+};
+
+// The sequential scan this thread announced (WillReadSequentially): the object (URL and
+// ETag), its byte range, and the pieces requested ahead of the reader, in order.
+struct Scan {
+  std::string object;  // "" when there is none
+  uint64_t end = 0;
+  uint64_t next = 0;  // the first byte not yet requested
+  std::deque<ScanPiece> pieces;
+};
+thread_local Scan t_scan;
+
+// Fetches [offset, offset + size) of the object on a thread of its own (reserved with
+// ReserveScanBytes: the bytes give their reservation back when the last holder drops
+// them, however late the fetch ends). The thread needs nothing of the S3File, which may be
+// closed meanwhile: the client lives as long as the process.
+// At most as many fetches at once as `gate` lets through (--connections, for all scans).
+ScanPiece FetchPiece(Client* client, const ObjectUrl& url, const std::string& name, const std::string& etag,
+                     uint64_t offset, uint64_t size, std::shared_ptr<PartBudget> gate) {
+  auto done = std::make_shared<std::promise<absl::StatusOr<WindowCache::Bytes>>>();
+  ScanPiece piece{offset, size, done->get_future().share()};
+  std::thread([client, url, name, etag, offset, size, done, gate] {
+    HoldInterruptsInThisThread();
+    gate->Acquire();
+    struct Release {
+      PartBudget* gate;
+      ~Release() { gate->Release(); }
+    } release{gate.get()};
+    std::shared_ptr<std::string> bytes(new std::string(static_cast<size_t>(size), '\0'), [size](std::string* b) {
+      delete b;
+      scan_bytes.fetch_sub(size);
+    });
+    absl::Status s = client->Read(url, offset, size, etag, bytes->data());
+    if (s.ok()) {
+      done->set_value(WindowCache::Bytes(std::move(bytes)));
+    } else {
+      done->set_value(ReadError(s, name, etag));
+    }
+  }).detach();
+  return piece;
+}
+
 class S3File final : public ReadableFile {
  public:
-  S3File(Client* client, ObjectUrl url, ObjectInfo info, uint64_t window, WindowCache* cache)
+  S3File(Client* client, ObjectUrl url, ObjectInfo info, uint64_t window, WindowCache* cache,
+         std::shared_ptr<PartBudget> gate)
       : client_(client),
         url_(std::move(url)),
         name_(url_.ToString()),
         info_(std::move(info)),
         window_(window),
-        cache_(cache) {}
+        cache_(cache),
+        gate_(std::move(gate)) {}
 
   const std::string& path() const override { return name_; }
   uint64_t size() const override { return info_.size; }
 
   absl::Status ReadAt(uint64_t offset, uint64_t n, char* out) const override {
     if (offset > size() || n > size() - offset) return PastEndError(offset, n);
+    if (InScan(offset, n)) return ReadFromScan(offset, n, out);
     if (n >= window_) return Get(offset, n, kPieceBytes, out);
     // Through the windows: at most two, as n is smaller than one.
     while (n > 0) {
@@ -124,7 +195,72 @@ class S3File final : public ReadableFile {
     return absl::OkStatus();
   }
 
+  // A large range this thread reads next, in order (a tensor verified or copied): it is
+  // streamed ahead of the reader, kScanDepth pieces of kPieceBytes beyond the one being
+  // read, for this thread alone. (Through the windows shared by all threads, J readers of
+  // J large tensors evicted each other's windows once J passed kCachedWindows: at -j 8 a
+  // validate fetched its bytes 7 times.) Smaller ranges share the windows.
+  void WillReadSequentially(uint64_t offset, uint64_t n) const override {
+    if (n < kScanMinBytes || offset > size() || n > size() - offset) return;
+    t_scan = Scan{Key(), offset + n, offset, {}};
+    FillScan();
+  }
+
  private:
+  std::string Key() const { return StrCat(name_, " ", info_.etag); }
+
+  bool InScan(uint64_t offset, uint64_t n) const {
+    return !t_scan.object.empty() && offset + n <= t_scan.end && t_scan.object == Key() &&
+           (t_scan.pieces.empty() ? offset >= t_scan.next : offset >= t_scan.pieces.front().offset);
+  }
+
+  // Requests pieces until kScanDepth are ahead of the one being read, or the scan's end, or
+  // the budget is spent.
+  void FillScan() const {
+    Scan& s = t_scan;
+    while (s.pieces.size() < 1 + kScanDepth && s.next < s.end) {
+      const uint64_t size = std::min(kPieceBytes, s.end - s.next);
+      if (!ReserveScanBytes(size)) break;
+      s.pieces.push_back(FetchPiece(client_, url_, name_, info_.etag, s.next, size, gate_));
+      s.next += size;
+    }
+  }
+
+  // REQUIRES: InScan(offset, n).
+  absl::Status ReadFromScan(uint64_t offset, uint64_t n, char* out) const {
+    Scan& s = t_scan;
+    while (!s.pieces.empty() && s.pieces.front().offset + s.pieces.front().size <= offset) s.pieces.pop_front();
+    if (s.pieces.empty() && offset > s.next) s.next = offset;  // (skipped ahead)
+    FillScan();
+    while (n > 0) {
+      if (s.pieces.empty()) {
+        // The budget is spent (other threads' scans hold it): this read goes straight
+        // into the caller's buffer, and the scan resumes after it.
+        TFCKPT_RETURN_IF_ERROR(Get(offset, n, kPieceBytes, out));
+        s.next = std::max(s.next, offset + n);
+        return absl::OkStatus();
+      }
+      const ScanPiece& piece = s.pieces.front();
+      const absl::StatusOr<WindowCache::Bytes>& bytes = piece.bytes.get();
+      if (!bytes.ok()) {
+        absl::Status failed = bytes.status();
+        t_scan = Scan{};
+        return failed;
+      }
+      const uint64_t at = offset - piece.offset;
+      const uint64_t take = std::min(n, piece.size - at);
+      std::memcpy(out, (*bytes)->data() + at, static_cast<size_t>(take));
+      out += take;
+      offset += take;
+      n -= take;
+      if (at + take == piece.size) {
+        s.pieces.pop_front();
+        FillScan();
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // The window that starts at `start` (window_ bytes, or what is left of the object).
   absl::StatusOr<WindowCache::Bytes> Window(uint64_t start) const {
     return cache_->Get(StrCat(name_, " ", info_.etag), start, [&]() -> absl::StatusOr<WindowCache::Bytes> {
@@ -135,12 +271,7 @@ class S3File final : public ReadableFile {
   }
 
   absl::Status Get(uint64_t offset, uint64_t n, uint64_t piece, char* out) const {
-    absl::Status s = client_->ReadRanges(url_, info_.etag, Pieces(offset, n, piece, out));
-    if (absl::IsFailedPrecondition(s)) {
-      return absl::FailedPreconditionError(StrCat(name_, ": the object was replaced since it was opened (its ETag ",
-                                                  info_.etag, " no longer matches): ", s.message()));
-    }
-    return Named(s, name_);
+    return ReadError(client_->ReadRanges(url_, info_.etag, Pieces(offset, n, piece, out)), name_, info_.etag);
   }
 
   Client* client_;
@@ -149,6 +280,7 @@ class S3File final : public ReadableFile {
   ObjectInfo info_;
   uint64_t window_;
   WindowCache* cache_;
+  std::shared_ptr<PartBudget> gate_;  // scan fetches at once
 };
 
 // Bytes in memory as a file: an upload's object while all of it is still held.
@@ -292,6 +424,7 @@ absl::StatusOr<S3Storage::Target> S3Storage::Resolve(const std::string& path) {
     window_bytes_ = options.window_bytes;
     connections_ = options.client.connections;
     if (!parts_) parts_ = std::make_shared<PartBudget>(connections_);
+    if (!scan_gate_) scan_gate_ = std::make_shared<PartBudget>(connections_);
   }
   return Target{*std::move(url), client.get(), window_bytes_, connections_};
 }
@@ -336,7 +469,7 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> S3Storage::OpenForRead(const std::
   absl::StatusOr<ObjectInfo> info = HeadOnce(t);
   if (!info.ok()) return Named(info.status(), path);
   return std::unique_ptr<ReadableFile>(
-      new S3File(t.client, std::move(t.url), *std::move(info), t.window_bytes, cache_.get()));
+      new S3File(t.client, std::move(t.url), *std::move(info), t.window_bytes, cache_.get(), scan_gate_));
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::string& final_path) {

@@ -4,7 +4,11 @@
 //   OpenForRead   HEAD: the size and the ETag, pinned: every later GET of the object sends
 //                 it as If-Match, so an object replaced during the run is an error naming
 //                 its URL, never a mix of two versions.
-//   ReadAt        small reads come from read-ahead windows (kWindowBytes unless
+//   ReadAt        a thread's announced scan of a large range (WillReadSequentially, at
+//                 least kScanMinBytes: a tensor verified or copied) is streamed ahead for
+//                 that thread alone, as ranged GETs of kPieceBytes, kScanDepth beyond the
+//                 one being read, within kScanBudgetBytes for all scans; other small reads
+//                 come from read-ahead windows (kWindowBytes unless
 //                 TFCKPT_S3_READ_AHEAD_KIB says, fetched as ranged GETs of at most
 //                 kWindowPieceBytes over the client's connections at once) kept in a cache
 //                 shared by every open object (at most kCachedWindows windows: bounded memory);
@@ -57,7 +61,13 @@ inline constexpr uint64_t kWindowBytes = 16ull << 20;
 inline constexpr int kCachedWindows = 4;
 inline constexpr uint64_t kPieceBytes = 8ull << 20;
 // A window is fetched in pieces this size, so that the connections share it.
-inline constexpr uint64_t kWindowPieceBytes = 2ull << 20;
+inline constexpr uint64_t kWindowPieceBytes = 8ull << 20;
+// A thread's sequential scan of a range this large or larger (WillReadSequentially) is
+// streamed ahead for it alone: kScanDepth pieces of kPieceBytes beyond the one being read,
+// all scans together holding at most kScanBudgetBytes (then reads go straight to the store).
+inline constexpr uint64_t kScanMinBytes = 4ull << 20;
+inline constexpr size_t kScanDepth = 2;
+inline constexpr uint64_t kScanBudgetBytes = 64ull << 20;
 // The parts of an upload (the first 2,000; then larger: PartLayout).
 inline constexpr uint64_t kPartBytes = 8ull << 20;
 // A bundle's index is checked before it goes up (it is the commit), read from memory: it
@@ -126,6 +136,7 @@ class S3Storage final : public Storage {
   uint64_t window_bytes_ = kWindowBytes;  // from the environment, with the first client
   int connections_ = 8;                   // likewise
   std::shared_ptr<PartBudget> parts_;     // parts on their way, all uploads together
+  std::shared_ptr<PartBudget> scan_gate_;  // pieces of sequential scans on their way
   std::unique_ptr<WindowCache> cache_;
   std::mutex heads_mu_;
   std::map<std::string, ObjectInfo> heads_;  // HeadOnce's answers, by URL
