@@ -105,13 +105,15 @@ absl::Status ReadError(const absl::Status& s, const std::string& name, const std
   return Named(s, name);
 }
 
-// Bytes that sequential scans hold (fetched or on their way), all threads together.
+// Bytes that sequential scans hold (fetched or on their way), and scans under way, all
+// threads together.
 std::atomic<uint64_t> scan_bytes{0};
+std::atomic<int> active_scans{0};
 
-bool ReserveScanBytes(uint64_t n) {
+bool ReserveScanBytes(uint64_t n, uint64_t budget) {
   uint64_t used = scan_bytes.load();
   do {
-    if (used + n > kScanBudgetBytes) return false;
+    if (used + n > budget) return false;
   } while (!scan_bytes.compare_exchange_weak(used, used + n));
   return true;
 }
@@ -124,11 +126,29 @@ struct ScanPiece {
 
 // The sequential scan this thread announced (WillReadSequentially): the object (URL and
 // ETag), its byte range, and the pieces requested ahead of the reader, in order.
+// Counted in active_scans from Start() until End() (or the thread's end).
 struct Scan {
   std::string object;  // "" when there is none
   uint64_t end = 0;
   uint64_t next = 0;  // the first byte not yet requested
   std::deque<ScanPiece> pieces;
+  bool counted = false;
+
+  void Start(std::string key, uint64_t begin, uint64_t stop) {
+    End();
+    object = std::move(key);
+    next = begin;
+    end = stop;
+    counted = true;
+    active_scans.fetch_add(1);
+  }
+  void End() {
+    object.clear();
+    pieces.clear();
+    if (counted) active_scans.fetch_sub(1);
+    counted = false;
+  }
+  ~Scan() { End(); }
 };
 thread_local Scan t_scan;
 
@@ -165,14 +185,15 @@ ScanPiece FetchPiece(Client* client, const ObjectUrl& url, const std::string& na
 class S3File final : public ReadableFile {
  public:
   S3File(Client* client, ObjectUrl url, ObjectInfo info, uint64_t window, WindowCache* cache,
-         std::shared_ptr<PartBudget> gate)
+         std::shared_ptr<PartBudget> gate, int connections)
       : client_(client),
         url_(std::move(url)),
         name_(url_.ToString()),
         info_(std::move(info)),
         window_(window),
         cache_(cache),
-        gate_(std::move(gate)) {}
+        gate_(std::move(gate)),
+        connections_(connections) {}
 
   const std::string& path() const override { return name_; }
   uint64_t size() const override { return info_.size; }
@@ -196,13 +217,13 @@ class S3File final : public ReadableFile {
   }
 
   // A large range this thread reads next, in order (a tensor verified or copied): it is
-  // streamed ahead of the reader, kScanDepth pieces of kPieceBytes beyond the one being
-  // read, for this thread alone. (Through the windows shared by all threads, J readers of
-  // J large tensors evicted each other's windows once J passed kCachedWindows: at -j 8 a
-  // validate fetched its bytes 7 times.) Smaller ranges share the windows.
+  // streamed ahead of the reader in pieces of kPieceBytes, for this thread alone. (Through
+  // the windows shared by all threads, J readers of J large tensors evicted each other's
+  // windows once J passed kCachedWindows: at -j 8 a validate fetched its bytes 7 times.)
+  // Smaller ranges share the windows.
   void WillReadSequentially(uint64_t offset, uint64_t n) const override {
     if (n < kScanMinBytes || offset > size() || n > size() - offset) return;
-    t_scan = Scan{Key(), offset + n, offset, {}};
+    t_scan.Start(Key(), offset, offset + n);
     FillScan();
   }
 
@@ -214,13 +235,17 @@ class S3File final : public ReadableFile {
            (t_scan.pieces.empty() ? offset >= t_scan.next : offset >= t_scan.pieces.front().offset);
   }
 
-  // Requests pieces until kScanDepth are ahead of the one being read, or the scan's end, or
+  // Requests pieces until the scan's end, or its share of the pieces all scans may hold
+  // (ScanPieces(connections): as many as transfers run at once, so that one thread's scan
+  // keeps every connection busy and J threads' scans share them; at least 2), or until
   // the budget is spent.
   void FillScan() const {
     Scan& s = t_scan;
-    while (s.pieces.size() < 1 + kScanDepth && s.next < s.end) {
+    const size_t all = ScanPieces(connections_);
+    const size_t share = std::max<size_t>(2, all / static_cast<size_t>(std::max(1, active_scans.load())));
+    while (s.pieces.size() < share && s.next < s.end) {
       const uint64_t size = std::min(kPieceBytes, s.end - s.next);
-      if (!ReserveScanBytes(size)) break;
+      if (!ReserveScanBytes(size, all * kPieceBytes)) break;
       s.pieces.push_back(FetchPiece(client_, url_, name_, info_.etag, s.next, size, gate_));
       s.next += size;
     }
@@ -244,7 +269,7 @@ class S3File final : public ReadableFile {
       const absl::StatusOr<WindowCache::Bytes>& bytes = piece.bytes.get();
       if (!bytes.ok()) {
         absl::Status failed = bytes.status();
-        t_scan = Scan{};
+        s.End();
         return failed;
       }
       const uint64_t at = offset - piece.offset;
@@ -256,6 +281,7 @@ class S3File final : public ReadableFile {
       if (at + take == piece.size) {
         s.pieces.pop_front();
         FillScan();
+        if (s.pieces.empty() && s.next >= s.end) s.End();  // (read to its end: its share goes to the others)
       }
     }
     return absl::OkStatus();
@@ -281,6 +307,7 @@ class S3File final : public ReadableFile {
   uint64_t window_;
   WindowCache* cache_;
   std::shared_ptr<PartBudget> gate_;  // scan fetches at once
+  int connections_;
 };
 
 // Bytes in memory as a file: an upload's object while all of it is still held.
@@ -469,11 +496,12 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> S3Storage::OpenForRead(const std::
   absl::StatusOr<ObjectInfo> info = HeadOnce(t);
   if (!info.ok()) return Named(info.status(), path);
   return std::unique_ptr<ReadableFile>(
-      new S3File(t.client, std::move(t.url), *std::move(info), t.window_bytes, cache_.get(), scan_gate_));
+      new S3File(t.client, std::move(t.url), *std::move(info), t.window_bytes, cache_.get(), scan_gate_, t.connections));
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::string& final_path) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(final_path));
+  HandleInterruptsOnOwnThread();  // (an upload's interrupt work makes requests: file.h; main thread only)
   if (t.url.key.empty() || t.url.key.back() == '/') {
     return absl::InvalidArgumentError(StrCat(final_path, ": names no object (a key is needed)"));
   }

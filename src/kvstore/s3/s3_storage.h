@@ -6,8 +6,8 @@
 //                 its URL, never a mix of two versions.
 //   ReadAt        a thread's announced scan of a large range (WillReadSequentially, at
 //                 least kScanMinBytes: a tensor verified or copied) is streamed ahead for
-//                 that thread alone, as ranged GETs of kPieceBytes, kScanDepth beyond the
-//                 one being read, within kScanBudgetBytes for all scans; other small reads
+//                 that thread alone, as ranged GETs of kPieceBytes, as many ahead as
+//                 connections (ScanPieces, shared by all scans); other small reads
 //                 come from read-ahead windows (kWindowBytes unless
 //                 TFCKPT_S3_READ_AHEAD_KIB says, fetched as ranged GETs of at most
 //                 kWindowPieceBytes over the client's connections at once) kept in a cache
@@ -43,6 +43,7 @@
 // object), so the commands report it as an unreadable input.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -63,11 +64,14 @@ inline constexpr uint64_t kPieceBytes = 8ull << 20;
 // A window is fetched in pieces this size, so that the connections share it.
 inline constexpr uint64_t kWindowPieceBytes = 8ull << 20;
 // A thread's sequential scan of a range this large or larger (WillReadSequentially) is
-// streamed ahead for it alone: kScanDepth pieces of kPieceBytes beyond the one being read,
-// all scans together holding at most kScanBudgetBytes (then reads go straight to the store).
+// streamed ahead for it alone in pieces of kPieceBytes: all scans together hold at most
+// ScanPieces(connections) of them (fetched or on their way), each scan an equal share;
+// past that, reads go straight to the store.
 inline constexpr uint64_t kScanMinBytes = 4ull << 20;
-inline constexpr size_t kScanDepth = 2;
-inline constexpr uint64_t kScanBudgetBytes = 64ull << 20;
+inline constexpr size_t kMaxScanPieces = 8;  // 64 MiB: with the uploads' parts, a reshard between stores within 256 MiB
+inline size_t ScanPieces(int connections) {
+  return std::clamp<size_t>(static_cast<size_t>(std::max(connections, 0)), 4, kMaxScanPieces);
+}
 // The parts of an upload (the first 2,000; then larger: PartLayout).
 inline constexpr uint64_t kPartBytes = 8ull << 20;
 // A bundle's index is checked before it goes up (it is the commit), read from memory: it
