@@ -76,6 +76,15 @@ void SetInterruptCommand(std::string_view command);
 // document); empty (the default) writes nothing. Text beyond 1 KiB is cut.
 void SetInterruptDocument(std::string_view text);
 void HoldInterruptsInThisThread();
+// From now on an interrupt is handled by a thread of its own that waits for it (sigwait),
+// instead of a handler that stops the main thread wherever it is: a run writing to an
+// object store calls this, because its interrupt work (AtInterrupt: network requests on
+// another thread) needs locks — malloc's, libcurl's, the client's — that a stopped main
+// thread may hold, and would then wait out its bound doing nothing. Call it on the main
+// thread; elsewhere, or inside a shield (one may be held for a whole run, deferring
+// interrupts to its end), it does nothing.
+// Does nothing unless InstallInterruptHandlers() was called. Once.
+void HandleInterruptsOnOwnThread();
 
 // Work an interrupt must still do that a signal handler cannot (a network request: abort an
 // object store's upload in progress, delete an object a run completed before it failed):

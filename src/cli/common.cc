@@ -240,7 +240,10 @@ void ReleaseKept() { Kept().clear(); }
 absl::StatusOr<std::string> OutputName(std::string_view option, const std::string& out, bool tf_prefix) {
   // An object store is asked once before any work (bucket, credentials, endpoint): a run
   // must not copy everything to find at the end that it cannot write.
-  if (IsUrl(out)) TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckAccess(out));
+  if (IsUrl(out)) {
+    TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckAccess(out));
+    HandleInterruptsOnOwnThread();  // (its interrupt work makes requests: file.h)
+  }
   std::string name = out;
   if (tf_prefix && absl::EndsWith(name, ".index")) name.resize(name.size() - 6);
   const size_t slash = name.find_last_of('/');

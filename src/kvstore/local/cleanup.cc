@@ -327,7 +327,10 @@ void SetInterruptDocument(std::string_view text) {
   g_interrupt_document_size = n;
 }
 
+std::atomic<bool> g_handlers_installed{false};
+
 void InstallInterruptHandlers() {
+  g_handlers_installed = true;
   struct sigaction sa = {};
   sa.sa_handler = OnInterrupt;
   sa.sa_mask = InterruptSignals();  // one handler at a time on a thread
@@ -337,6 +340,26 @@ void InstallInterruptHandlers() {
     if (old.sa_handler == SIG_IGN) continue;  // nohup, a background job: stays ignored
     ::sigaction(sig, &sa, nullptr);
   }
+}
+
+void HandleInterruptsOnOwnThread() {
+  if (!g_handlers_installed.load()) return;  // (a library user's process: its signals are its own)
+  if (::getpid() != static_cast<pid_t>(::syscall(SYS_gettid))) return;  // only the main thread can
+  if (t_shield_depth > 0) return;  // (a run-long shield defers interrupts to its end: keep it so)
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const sigset_t set = InterruptSignals();
+    // This thread, and every thread it creates from now on, holds the signals off; workers
+    // made earlier already do (HoldInterruptsInThisThread). Ignored ones (nohup) stay ignored:
+    // a blocked signal that is ignored is discarded, never waited for.
+    ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    std::thread([set] {
+      int sig = 0;
+      while (::sigwait(&set, &sig) != 0) {
+      }
+      OnInterrupt(sig);  // (not in a signal handler here, but the same steps; never returns)
+    }).detach();
+  });
 }
 
 void HoldInterruptsInThisThread() {
