@@ -46,8 +46,10 @@ class InterruptShield {
 // --move, reshard --finalize: data files are renamed, not copied), the CLI holds an
 // InterruptShield over the whole run. When the run succeeded, this drops the interrupts
 // that arrived meanwhile (the run finished; there is nothing to undo) instead of letting
-// them be delivered when the shield ends. True when one had arrived. On failure the
-// shield simply ends and the interrupt is handled as usual.
+// them be delivered when the shield ends. True when one had arrived. Signals stay held off
+// this thread after the shield ends (one arriving after this call is dropped at exit, not
+// handled against a finished run). On failure the shield simply ends and the interrupt is
+// handled as usual.
 // REQUIRES: inside an InterruptShield on this thread.
 bool DropPendingInterrupts();
 

@@ -234,6 +234,11 @@ bool DropPendingInterrupts() {
   const struct timespec now = {0, 0};
   // Each pending signal is taken (it is blocked here, so sigtimedwait consumes it).
   while (::sigtimedwait(&set, nullptr, &now) > 0) any = true;
+  // One arriving from now on would be delivered when the shield ends, after this check and
+  // before the run's outputs are kept (ForgetAllCreated): the handler would remove a
+  // finished output and exit 128 + SIG. The signals stay held off this thread instead
+  // (the run is done; one that comes late is dropped at exit).
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&t_shield_saved, sig);
   return any;
 }
 
