@@ -425,6 +425,33 @@ def an_interrupted_reshard_aborts_its_uploads():
         uploads_aborted_before_exit(out)
 
 
+@test(needs_data=True)
+def an_interrupt_during_a_failing_completion_is_handled_without_waiting_out_the_retries():
+    # Every CompleteMultipartUpload answered 503 (the budget: 10 retries, up to 32 s apart).
+    # An interrupt once one was refused: no further attempt, exit 130, nothing left.
+    out = f"{ROOT}/interrupted-completion/m"
+    clear_proxy_log()
+    faults(*["when POST uploadId= status 503 SlowDown"] * 40)
+    proc = subprocess.Popen([TFCKPT, "reshard", big(), "-o", out, "--policy", "shards:2"],
+                            env={**os.environ, **PROXY}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        refused = lambda: [l for l in proxy_log() if l.startswith("POST ") and "uploadId=" in l]
+        deadline = time.time() + 60
+        while time.time() < deadline and not refused() and proc.poll() is None:
+            time.sleep(0.05)
+        assert refused(), proxy_log()
+        proc.send_signal(signal.SIGINT)
+        seen = len(proxy_log())
+        _, err = proc.communicate(timeout=120)
+    finally:
+        faults()
+    assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
+    later = [l for l in proxy_log()[seen:] if l.startswith("POST ") and "uploadId=" in l]
+    assert len(later) <= 1, later  # (at most the attempt on its way when the signal came)
+    assert listing(out + ".") == {}, listing(out + ".")
+    uploads_aborted_before_exit(out)
+
+
 @test()
 def bad_output_urls_credentials_and_endpoints_are_one_line_exit_3_before_any_work():
     with tempfile.TemporaryDirectory() as d:

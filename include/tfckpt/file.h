@@ -68,6 +68,11 @@ bool TrackingOutputs();  // TrackOutputsUntilDone() was called
 void ForgetAllCreated();  // the run succeeded: what it made stays
 void RemoveAllCreated();  // the run failed: remove what it made, newest first
 
+// True when an interrupt is being handled on another thread and waits for this one to
+// leave its InterruptShield: work inside the shield that may stop early should (a request
+// that would be retried fails instead), since the process exits once the shield ends.
+bool InterruptWaitsForThisThread();
+
 // SIGINT, SIGTERM and SIGHUP: remove everything tracked, print "tfckpt COMMAND:
 // interrupted" (SetInterruptCommand) and _exit with 128 + the signal. Worker threads hold
 // these signals off (HoldInterruptsInThisThread), so the handler runs on the main thread.

@@ -242,6 +242,8 @@ bool DropPendingInterrupts() {
   return any;
 }
 
+bool InterruptWaitsForThisThread() { return t_shield_depth > 0 && g_exiting.load(); }
+
 uint64_t TrackCreated(const std::string& path, TrackKind kind) {
   InterruptShield shield;
   Tracked t{g_next_track_id++, kind, path, ""};

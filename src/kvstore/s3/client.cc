@@ -19,6 +19,7 @@
 #include "kvstore/s3/ranges.h"
 #include "kvstore/s3/sigv4.h"
 #include "core/parallel.h"
+#include "tfckpt/file.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
@@ -383,7 +384,23 @@ struct Client::Impl {
       if (attempt >= options.retry.max_retries) {
         return absl::Status(o.status.code(), StrCat(o.status.message(), " (", attempt + 1, " attempts)"));
       }
-      std::this_thread::sleep_for(RetryDelay(options.retry, attempt));
+      if (!WaitToRetry(RetryDelay(options.retry, attempt))) {
+        return absl::Status(o.status.code(), StrCat(o.status.message(), " (not retried: interrupted)"));
+      }
+    }
+  }
+
+  // Sleeps `delay` before a retry; false, at once, when an interrupt waits for this thread
+  // to leave its shield (the completion of an upload: the run is ending, a retry would
+  // only hold the exit back by up to the whole retry budget).
+  static bool WaitToRetry(std::chrono::microseconds delay) {
+    constexpr std::chrono::microseconds kSlice{20'000};
+    for (;;) {
+      if (InterruptWaitsForThisThread()) return false;
+      if (delay <= std::chrono::microseconds(0)) return true;
+      const std::chrono::microseconds step = std::min(delay, kSlice);
+      std::this_thread::sleep_for(step);
+      delay -= step;
     }
   }
 

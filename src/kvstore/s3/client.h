@@ -19,7 +19,10 @@
 // ServiceUnavailable, refused or reset connections, timeouts and stalls are retried
 // with exponential backoff and full jitter (each wait uniform in
 // [0, min(max_delay, initial_delay * 2^attempt)]), like TensorFlow's RetryConfig:
-// 10 retries, 100 ms initial, 32 s maximum delay by default.
+// 10 retries, 100 ms initial, 32 s maximum delay by default. A request made inside an
+// InterruptShield is not retried once an interrupt waits for that shield to end
+// (InterruptWaitsForThisThread, file.h): it fails with its last status, "(not retried:
+// interrupted)", and the interrupt is handled at once instead of after the whole budget.
 #pragma once
 
 #include <chrono>

@@ -377,6 +377,11 @@ class S3Upload final : public WritableFile {
     InterruptShield shield;  // (completed and tracked as one step)
     const absl::Status completed = writer_->Complete(exclusive_);
     S3Storage::Get().Forget(name_);  // (replaced, or in a state unknown after a failure)
+    if (absl::IsUnavailable(completed) && InterruptWaitsForThisThread()) {
+      // Not retried because of the interrupt (client.h): the last attempt may have been
+      // carried out all the same. The name is this run's output: deleted if it is there.
+      AtInterrupt([client = client_, url = url_] { client->Delete(url).IgnoreError(); });
+    }
     TFCKPT_RETURN_IF_ERROR(Named(completed, name_));
     committed_ = true;
     if (TrackingOutputs()) {
