@@ -10,6 +10,7 @@ off the fault proxy's request log."""
 import atexit
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -484,6 +485,11 @@ def progress_on_a_terminal_shows_bytes_and_throughput_of_remote_transfers():
         faults()
     assert code == 0, err
     assert "copying" in err and "MiB / 84.0 MiB" in err and "/s" in err, err[-600:]
+    # An .npz for the store is built locally, then uploaded: a phase of its own, to the end.
+    code, err = run_with_tty_stderr(["convert", src, "-o", f"{ROOT}/progress/m.npz"],
+                                    {**os.environ, "TMPDIR": npz_temporaries(), "TFCKPT_PROGRESS_DELAY_MS": "0"})
+    assert code == 0, err
+    assert "writing" in err and re.search(r"uploading +\[#{30}\] (\S+ MiB) / \1 ", err), err[-600:]
 
 
 @test(needs_data=True)

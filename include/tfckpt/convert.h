@@ -23,8 +23,10 @@ struct ConvertOptions {
   uint64_t max_file_size = 0;        // safetensors: > 0 writes NAME-0000i-of-0000K files + index
   bool strict = false;               // a tensor the format cannot hold is an error, not a warning
   bool overwrite = false;
-  // Called once the plan is made, with the bytes to write; returns the counter to advance.
-  std::function<std::atomic<uint64_t>*(uint64_t total)> start_progress;
+  // Called once the plan is made, with the bytes to write and the phase ("writing"), and
+  // again for each later phase of the run (an .npz for a URL: "uploading" the archive);
+  // returns the counter to advance.
+  std::function<std::atomic<uint64_t>*(uint64_t total, const char* phase)> start_progress;
 };
 
 struct ConvertReport {

@@ -88,8 +88,9 @@ int RunConvert(const ConvertArgs& args) {
     return ReportError(cmd, absl::InvalidArgumentError("--partition applies to TensorFlow output"));
   }
   std::unique_ptr<Progress> progress;
-  auto start = [&](uint64_t total) {
-    progress = std::make_unique<Progress>(total, !a.quiet && !a.json, "writing");
+  auto start = [&](uint64_t total, const char* phase = "writing") {
+    progress.reset();  // (ends the line of the phase before)
+    progress = std::make_unique<Progress>(total, !a.quiet && !a.json, phase);
     return progress->counter();
   };
   nlohmann::ordered_json j{{"output", a.out}, {"format", format}};

@@ -196,7 +196,7 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
   TFCKPT_RETURN_IF_ERROR(Storage::For(out).CreateParentDirectories(out));
   uint64_t total = 0;
   for (const Planned& p : plan) total += p.bytes;
-  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total) : nullptr;
+  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total, "writing") : nullptr;
   const std::map<std::string, std::string> metadata = {
       {"source", c.info().prefix}, {"source_format", SourceFormat(c)}, {"converted_by", "tfckpt"}};
   std::vector<std::unique_ptr<SafetensorsWriter>> writers;
@@ -366,10 +366,11 @@ class NpzTemporary {
     RemoveLocal();
   }
   const std::string& path() const { return path_; }
-  // Locally renamed into place; for a URL, uploaded, and the local copy removed.
-  absl::Status Commit() {
+  // Locally renamed into place; for a URL, uploaded (its progress a phase of its own,
+  // when `start_progress` is set), and the local copy removed.
+  absl::Status Commit(const std::function<std::atomic<uint64_t>*(uint64_t, const char*)>& start_progress) {
     if (IsUrl(out_)) {
-      TFCKPT_RETURN_IF_ERROR(Upload());
+      TFCKPT_RETURN_IF_ERROR(Upload(start_progress));
       RemoveLocal();
       return absl::OkStatus();
     }
@@ -382,10 +383,16 @@ class NpzTemporary {
   // The archive copied into an upload that appears whole under `out` at its Commit() (an
   // output of the run from then on, removed if the run fails: storage.h). A failure
   // before abandons the upload.
-  absl::Status Upload() {
+  absl::Status Upload(const std::function<std::atomic<uint64_t>*(uint64_t, const char*)>& start_progress) {
     TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> in, Storage::Local().OpenForRead(path_));
     TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> up, Storage::For(out_).Create(out_));
-    TFCKPT_RETURN_IF_ERROR(up->AppendFrom(*in, 0, in->size()));
+    std::atomic<uint64_t>* progress = start_progress ? start_progress(in->size(), "uploading") : nullptr;
+    constexpr uint64_t kStep = 8 << 20;  // (progress between steps; the upload keeps its own parts)
+    for (uint64_t at = 0; at < in->size(); at += kStep) {
+      const uint64_t n = std::min(kStep, in->size() - at);
+      TFCKPT_RETURN_IF_ERROR(up->AppendFrom(*in, at, n));
+      if (progress != nullptr) *progress += n;
+    }
     TFCKPT_RETURN_IF_ERROR(up->Close());
     return up->Commit();
   }
@@ -465,7 +472,7 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
     total += m->size;
     members.push_back(std::move(m));
   }
-  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total) : nullptr;
+  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total, "writing") : nullptr;
   for (auto& m : members) m->progress = progress;
   // libzip writes the archive to TEMP.XXXXXX (its own temporary) and renames that to
   // TEMP at zip_close; TEMP is ours (NpzTemporaryName) and is renamed to `out` after, or
@@ -519,7 +526,7 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
     if (full) return ErrnoError(out, what, sys_err);
     return absl::UnavailableError(StrCat(out, ": ", what, " (", why, ")"));
   }
-  TFCKPT_RETURN_IF_ERROR(temp.Commit());
+  TFCKPT_RETURN_IF_ERROR(temp.Commit(options.start_progress));
   report.files = {out};
   return report;
 }
