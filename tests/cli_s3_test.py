@@ -189,6 +189,9 @@ def connections_bounds_the_concurrent_transfers():
     assert len({l.split(" conn=")[1].split()[0] for l in log}) == 1, log
     p = run("validate", prefix, "--connections", "0", code=2)
     one_error_line(p, "--connections", "0: not a whole number from 1 to 256")
+    for var, bad, why in (("TFCKPT_S3_CONNECTIONS", "0", "from 1 to 256"), ("TFCKPT_S3_MAX_RETRIES", "x", "from 0 to 1000"),
+                          ("TFCKPT_S3_READ_AHEAD_KIB", "1", "from 64 to 65536")):
+        one_error_line(run("inspect", prefix, code=2, env={var: bad}), f"{var}={bad}", f"not a whole number {why}")
 
 
 @test(needs_data=True)
