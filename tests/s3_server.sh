@@ -12,7 +12,8 @@
 #   S3_TEST_PROXY_ENDPOINT  http://127.0.0.1:PORT (the fault proxy in front of it)
 #   S3_TEST_FAULTS          the proxy's faults file (one fault a line, see the proxy)
 #   S3_TEST_PROXY_LOG       the proxy's request log
-#   S3_TEST_ACCESS_KEY=test:tester S3_TEST_SECRET=testing S3_TEST_REGION=us-east-1 (path-style)
+#   S3_TEST_ACCESS_KEY=test:tester S3_TEST_SECRET=testing S3_TEST_REGION=auto (path-style;
+#                           for gs:// too: GS_ACCESS_KEY_ID, TFCKPT_GS_ENDPOINT_URL)
 # Exit: COMMAND's exit status; 77 skipped (cannot install the packages: not root, no
 # apt); under CI=true that is a failure (1) instead.
 set -euo pipefail
@@ -114,7 +115,10 @@ recoverable_node_timeout = 60
 client_timeout = 120
 [filter:s3api]
 use = egg:swift#s3api
-location = us-east-1
+# The region signatures must name: "auto", as Cloud Storage's XML API takes with HMAC keys
+# (and S3-compatible stores such as R2), so that gs:// URLs signed as for Cloud Storage
+# work here as well as s3:// ones (the tests set AWS_REGION to it).
+location = auto
 [filter:tempauth]
 use = egg:swift#tempauth
 user_test_tester = testing .admin
@@ -164,7 +168,7 @@ echo "s3_server: Swift s3api on http://127.0.0.1:$proxy_port, fault proxy on por
 export S3_TEST_ENDPOINT="http://127.0.0.1:$proxy_port"
 export S3_TEST_PROXY_ENDPOINT="http://127.0.0.1:$(cat "$work/fault_proxy.port")"
 export S3_TEST_FAULTS="$work/faults" S3_TEST_PROXY_LOG="$work/proxy.log"
-export S3_TEST_ACCESS_KEY="test:tester" S3_TEST_SECRET="testing" S3_TEST_REGION="us-east-1"
+export S3_TEST_ACCESS_KEY="test:tester" S3_TEST_SECRET="testing" S3_TEST_REGION="auto"
 rc=0
 "$@" || rc=$?
 if [ $rc -ne 0 ]; then
