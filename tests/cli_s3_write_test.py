@@ -416,22 +416,26 @@ def uploads_aborted_before_exit(out):
     assert uploads(out) == [], uploads(out)
 
 
-def stopped_reshard(src, out, sig):
-    """A reshard to `out` through the proxy, sent `sig` in the middle of its uploads (a part's
-    answer stalled: the part is stored, the upload not complete); (exit status, stderr)."""
+def stopped_reshard(src, out, sig, fault_lines=("when PUT partNumber=2 stall 60",),
+                    reached=lambda l: "partNumber=2" in l and "fault=stall" in l):
+    """A reshard to `out` through the proxy with `fault_lines`, sent `sig` once a line of the
+    proxy's log is `reached` (by default in the middle of its uploads: a part's answer
+    stalled, the part stored, the upload not complete); (exit status, stderr, the log's
+    lines when the signal was sent)."""
     clear_proxy_log()  # (the wait below reads it)
-    faults("when PUT partNumber=2 stall 60")
+    faults(*fault_lines)
     proc = subprocess.Popen([TFCKPT, "reshard", src, "-o", out, "--policy", "shards:2"], env={**os.environ, **PROXY},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 60
-        while time.time() < deadline and not any("partNumber=2" in l and "fault=stall" in l for l in proxy_log()):
-            time.sleep(0.2)
+        while time.time() < deadline and not any(reached(l) for l in proxy_log()):
+            time.sleep(0.05)
         proc.send_signal(sig)
+        at_signal = proxy_log()
         _, err = proc.communicate(timeout=60)
     finally:
         faults()
-    return proc.returncode, err
+    return proc.returncode, err, at_signal
 
 
 @test(needs_data=True)
@@ -451,7 +455,7 @@ def a_killed_reshard_leaves_no_index_and_no_complete_object_and_validate_reports
 def an_interrupted_reshard_aborts_its_uploads():
     for sig, want in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         out = f"{ROOT}/interrupted-{want}/m"
-        code, err = stopped_reshard(big(), out, sig)
+        code, err, _ = stopped_reshard(big(), out, sig)
         assert code == want and "interrupted" in err, (code, err)
         assert listing(out + ".") == {}, listing(out + ".")
         uploads_aborted_before_exit(out)
@@ -462,23 +466,12 @@ def an_interrupt_during_a_failing_completion_is_handled_without_waiting_out_the_
     # Every CompleteMultipartUpload answered 503 (the budget: 10 retries, up to 32 s apart).
     # An interrupt once one was refused: no further attempt, exit 130, nothing left.
     out = f"{ROOT}/interrupted-completion/m"
-    clear_proxy_log()
-    faults(*["when POST uploadId= status 503 SlowDown"] * 40)
-    proc = subprocess.Popen([TFCKPT, "reshard", big(), "-o", out, "--policy", "shards:2"],
-                            env={**os.environ, **PROXY}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        refused = lambda: [l for l in proxy_log() if l.startswith("POST ") and "uploadId=" in l]
-        deadline = time.time() + 60
-        while time.time() < deadline and not refused() and proc.poll() is None:
-            time.sleep(0.05)
-        assert refused(), proxy_log()
-        proc.send_signal(signal.SIGINT)
-        seen = len(proxy_log())
-        _, err = proc.communicate(timeout=120)
-    finally:
-        faults()
-    assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
-    later = [l for l in proxy_log()[seen:] if l.startswith("POST ") and "uploadId=" in l]
+    completion = lambda l: l.startswith("POST ") and "uploadId=" in l
+    code, err, at_signal = stopped_reshard(big(), out, signal.SIGINT, ["when POST uploadId= status 503 SlowDown"] * 40,
+                                           completion)
+    assert any(completion(l) for l in at_signal), at_signal
+    assert code == 130 and "interrupted" in err, (code, err)
+    later = [l for l in proxy_log()[len(at_signal):] if completion(l)]
     assert len(later) <= 1, later  # (at most the attempt on its way when the signal came)
     assert listing(out + ".") == {}, listing(out + ".")
     uploads_aborted_before_exit(out)

@@ -393,6 +393,12 @@ int main(int argc, char** argv) {
   // reshard runs fsync) small outputs, tens of thousands of times, and on a disk the syncs
   // were a good part of the sweep's wall time.
   std::string tmpl = (::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + std::string("/tfckpt-sweep-XXXXXX");
+  // (The workers' shared case counter first: a failure then leaves no directory behind.)
+  void* shared = ::mmap(nullptr, sizeof(std::atomic<size_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) {
+    perror("mmap");
+    return 1;
+  }
   if (::mkdtemp(tmpl.data()) == nullptr) {
     perror("mkdtemp");
     return 1;
@@ -406,11 +412,6 @@ int main(int argc, char** argv) {
   std::vector<const Case*> cases;
   for (const Case& c : kCases) {
     if (only.empty() || only == c.dir) cases.push_back(&c);
-  }
-  void* shared = ::mmap(nullptr, sizeof(std::atomic<size_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED) {
-    perror("mmap");
-    return 1;
   }
   static_assert(std::atomic<size_t>::is_always_lock_free, "shared between processes");
   auto* next_case = new (shared) std::atomic<size_t>(0);

@@ -26,7 +26,8 @@ struct ConvertOptions {
   // Called once the plan is made, with the bytes to write and the phase ("writing"), and
   // again for each later phase of the run (an .npz for a URL: "uploading" the archive);
   // returns the counter to advance.
-  std::function<std::atomic<uint64_t>*(uint64_t total, const char* phase)> start_progress;
+  using StartProgress = std::function<std::atomic<uint64_t>*(uint64_t total, const char* phase)>;
+  StartProgress start_progress;
 };
 
 struct ConvertReport {

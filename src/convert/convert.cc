@@ -368,7 +368,7 @@ class NpzTemporary {
   const std::string& path() const { return path_; }
   // Locally renamed into place; for a URL, uploaded (its progress a phase of its own,
   // when `start_progress` is set), and the local copy removed.
-  absl::Status Commit(const std::function<std::atomic<uint64_t>*(uint64_t, const char*)>& start_progress) {
+  absl::Status Commit(const ConvertOptions::StartProgress& start_progress) {
     if (IsUrl(out_)) {
       TFCKPT_RETURN_IF_ERROR(Upload(start_progress));
       RemoveLocal();
@@ -383,7 +383,7 @@ class NpzTemporary {
   // The archive copied into an upload that appears whole under `out` at its Commit() (an
   // output of the run from then on, removed if the run fails: storage.h). A failure
   // before abandons the upload.
-  absl::Status Upload(const std::function<std::atomic<uint64_t>*(uint64_t, const char*)>& start_progress) {
+  absl::Status Upload(const ConvertOptions::StartProgress& start_progress) {
     TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> in, Storage::Local().OpenForRead(path_));
     TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> up, Storage::For(out_).Create(out_));
     std::atomic<uint64_t>* progress = start_progress ? start_progress(in->size(), "uploading") : nullptr;
