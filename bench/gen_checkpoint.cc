@@ -25,7 +25,7 @@
 #include "format/table/table.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/file.h"
+#include "tfckpt/status.h"
 #include "tfckpt/ordered_code.h"
 
 namespace {

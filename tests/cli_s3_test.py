@@ -142,15 +142,17 @@ def a_data_object_replaced_during_validate_is_an_error_naming_it():
     data_url = f"{ROOT}/replaced/{T2T_DATA1}"
     data_key = f"/{BUCKET}/replaced/{T2T_DATA1}"
     clear_proxy_log()
-    # The proxy stalls the data object's first GET half-way; meanwhile it is replaced.
-    faults(f"when GET {data_key} stall 15")
+    # The proxy holds the data object's first GET; meanwhile it is replaced, then the held
+    # request fails and is retried (pinned to the ETag it was opened with).
+    faults(f"when GET {data_key} hold")
     p = subprocess.Popen([TFCKPT, "validate", prefix], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**os.environ, **PROXY, "TFCKPT_S3_MAX_RETRIES": "2"})
-    while not any("fault=stall" in l for l in proxy_log()):
-        assert p.poll() is None, p.communicate()
-        time.sleep(0.1)
-    s3_put("put", data("t2t_transformer_2shards/model.ckpt-1.data-00000-of-00002"), data_url)
-    out, err = p.communicate(timeout=120)
+    try:
+        wait_for_fault("hold")
+        s3_put("put", data("t2t_transformer_2shards/model.ckpt-1.data-00000-of-00002"), data_url)
+    finally:
+        release_held()
+    out, err = p.communicate(timeout=300)
     assert p.returncode == 3, (p.returncode, out, err)
     line = one_error_line(subprocess.CompletedProcess([], 3, out, err), data_url, "replaced")
     assert "412" in line, line

@@ -16,10 +16,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 
 from cli_common import *
+from fault_points import HANG, paused_at
 from s3_common import *
 
 GEN = sys.argv[5]
@@ -220,20 +220,12 @@ def a_failed_or_interrupted_npz_upload_leaves_no_object_and_no_local_temporary()
     faults()
     one_error_line(p, out, "403", "removed the output")
     assert listing(out) == {} and uploads(out) == [] and os.listdir(tmp) == [], (listing(out), os.listdir(tmp))
-    # Interrupted in the middle of the upload: the local temporary is removed and the
-    # upload aborted.
+    # Interrupted in the middle of the upload (its second part stored): the local temporary
+    # is removed and the upload aborted before the process exits.
     clear_proxy_log()
-    faults("when PUT partNumber=2 stall 60")
-    proc = subprocess.Popen([TFCKPT, "convert", src, "-o", out], env={**os.environ, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and not any("partNumber=2" in l and "fault=stall" in l for l in proxy_log()):
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        faults()
+    proc = paused_at(TFCKPT, ["convert", src, "-o", out], "part-uploaded#2", env=env)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=HANG)
     assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
     assert listing(out) == {} and os.listdir(tmp) == [], (listing(out), os.listdir(tmp))
     uploads_aborted_before_exit(out)
@@ -393,46 +385,30 @@ def writes_retry_through_faults_and_fail_cleanly_when_the_budget_is_spent():
 
 
 def uploads_aborted_before_exit(out):
-    """Every upload an interrupted run began (the proxy log since it was cleared) got its abort
-    before the process exited: the requests are sent all at once (the proxy logs each as it
-    arrives). The store may finish them after the process is gone (under load, Swift takes
-    seconds per abort): then none is left under `out`.
-    Known gap (issue 16 note): about one run in twenty under heavy load (never alone), one
-    abort was not sent before the exit, cause not found. Such a miss is printed with the
-    requests seen, and then validate --abort-uploads must remove what is left."""
+    """Every upload an interrupted run began (the proxy log since it was cleared) was aborted
+    before the process exited, or completed (and its object deleted: the caller checks the
+    listing): a request for each in the log, and none left in progress under `out` -- at
+    once, as the run waits for the answers to its aborts."""
     log = proxy_log()
-    begun = {l.split()[1].split("?")[0] for l in log if l.startswith("POST ") and "?uploads" in l}
-    aborted = {l.split()[1].split("?")[0] for l in log if l.startswith("DELETE ") and "uploadId=" in l}
+    target = lambda l: l.split()[1].split("?")[0]
+    begun = {target(l) for l in log if l.startswith("POST ") and "?uploads" in l}
+    aborted = {target(l) for l in log if l.startswith("DELETE ") and "uploadId=" in l}
+    completed = {target(l) for l in log if l.startswith("POST ") and "uploadId=" in l}
     assert begun, log
-    if aborted != begun:
-        print(f"KNOWN GAP: no abort sent for {sorted(begun - aborted)}; requests seen:", flush=True)
-        for l in log:
-            if not l.startswith(("GET /", "HEAD /")) or "uploads" in l:
-                print("  " + l[:200], flush=True)
-        run("validate", out, "--abort-uploads", code=None)
-    deadline = time.time() + 60
-    while uploads(out) and time.time() < deadline:
-        time.sleep(0.5)
+    assert begun <= aborted | completed, (sorted(begun - aborted - completed), log)
     assert uploads(out) == [], uploads(out)
 
 
-def stopped_reshard(src, out, sig, fault_lines=("when PUT partNumber=2 stall 60",),
-                    reached=lambda l: "partNumber=2" in l and "fault=stall" in l):
-    """A reshard to `out` through the proxy with `fault_lines`, sent `sig` once a line of the
-    proxy's log is `reached` (by default in the middle of its uploads: a part's answer
-    stalled, the part stored, the upload not complete); (exit status, stderr, the log's
-    lines when the signal was sent)."""
-    clear_proxy_log()  # (the wait below reads it)
+def stopped_reshard(src, out, sig, point, fault_lines=()):
+    """A reshard to `out` through the proxy with `fault_lines`, stopped at fault point `point`
+    with `sig`; (exit status, stderr, the proxy log's lines when the signal was sent)."""
+    clear_proxy_log()
     faults(*fault_lines)
-    proc = subprocess.Popen([TFCKPT, "reshard", src, "-o", out, "--policy", "shards:2"], env={**os.environ, **PROXY},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and not any(reached(l) for l in proxy_log()):
-            time.sleep(0.05)
-        proc.send_signal(sig)
+        proc = paused_at(TFCKPT, ["reshard", src, "-o", out, "--policy", "shards:2"], point, env=PROXY)
         at_signal = proxy_log()
-        _, err = proc.communicate(timeout=60)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=HANG)
     finally:
         faults()
     return proc.returncode, err, at_signal
@@ -441,7 +417,7 @@ def stopped_reshard(src, out, sig, fault_lines=("when PUT partNumber=2 stall 60"
 @test(needs_data=True)
 def a_killed_reshard_leaves_no_index_and_no_complete_object_and_validate_reports_its_uploads():
     out = f"{ROOT}/killed/m"
-    assert stopped_reshard(big(), out, signal.SIGKILL)[0] == -signal.SIGKILL
+    assert stopped_reshard(big(), out, signal.SIGKILL, "part-uploaded#2")[0] == -signal.SIGKILL
     assert listing(out + ".") == {}, listing(out + ".")
     left = uploads(out)
     assert left, "a killed upload is still in progress"
@@ -453,26 +429,51 @@ def a_killed_reshard_leaves_no_index_and_no_complete_object_and_validate_reports
 
 @test(needs_data=True)
 def an_interrupted_reshard_aborts_its_uploads():
-    for sig, want in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
-        out = f"{ROOT}/interrupted-{want}/m"
-        code, err, _ = stopped_reshard(big(), out, sig)
-        assert code == want and "interrupted" in err, (code, err)
-        assert listing(out + ".") == {}, listing(out + ".")
+    for sig, want, point in ((signal.SIGINT, 130, "part-uploaded#2"), (signal.SIGTERM, 143, "upload-created"),
+                             (signal.SIGHUP, 129, "upload-completing"), (signal.SIGINT, 130, "upload-completed")):
+        out = f"{ROOT}/interrupted-{want}-{point}/m"
+        code, err, _ = stopped_reshard(big(), out, sig, point)
+        assert code == want and "interrupted" in err, (point, code, err)
+        assert listing(out + ".") == {}, (point, listing(out + "."))
         uploads_aborted_before_exit(out)
 
 
 @test(needs_data=True)
 def an_interrupt_during_a_failing_completion_is_handled_without_waiting_out_the_retries():
     # Every CompleteMultipartUpload answered 503 (the budget: 10 retries, up to 32 s apart).
-    # An interrupt once one was refused: no further attempt, exit 130, nothing left.
+    # An interrupt once one was refused, as it waits to retry: no further attempt, exit 130,
+    # nothing left.
     out = f"{ROOT}/interrupted-completion/m"
     completion = lambda l: l.startswith("POST ") and "uploadId=" in l
-    code, err, at_signal = stopped_reshard(big(), out, signal.SIGINT, ["when POST uploadId= status 503 SlowDown"] * 40,
-                                           completion)
+    code, err, at_signal = stopped_reshard(big(), out, signal.SIGINT, "request-retrying",
+                                           ["when POST uploadId= status 503 SlowDown"] * 40)
     assert any(completion(l) for l in at_signal), at_signal
     assert code == 130 and "interrupted" in err, (code, err)
     later = [l for l in proxy_log()[len(at_signal):] if completion(l)]
-    assert len(later) <= 1, later  # (at most the attempt on its way when the signal came)
+    assert later == [], later
+    assert listing(out + ".") == {}, listing(out + ".")
+    uploads_aborted_before_exit(out)
+
+
+@test(needs_data=True)
+def an_interrupt_does_not_wait_for_a_request_the_store_holds():
+    # A part's PUT that the store never answers (the proxy holds it until the test lets it
+    # go): a signal cuts it short; the run aborts its uploads and exits. (Had it waited for
+    # the request, it would wait for the proxy, which lets go only after the run ended: the
+    # test would hang until HANG and fail.)
+    out = f"{ROOT}/held/m"
+    clear_proxy_log()
+    faults("when PUT partNumber=2 hold")
+    try:
+        proc = subprocess.Popen([TFCKPT, "reshard", big(), "-o", out, "--policy", "shards:2"],
+                                env={**os.environ, **PROXY}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for_fault("hold")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=HANG)
+    finally:
+        release_held()
+        faults()
+    assert proc.returncode == 143 and "interrupted" in err, (proc.returncode, err)
     assert listing(out + ".") == {}, listing(out + ".")
     uploads_aborted_before_exit(out)
 
@@ -522,20 +523,18 @@ def between_the_data_and_the_index_an_interrupt_deletes_the_data_and_a_kill_leav
     # Interrupted once the data objects are complete and before the index: they are deleted
     # (the run's outputs until it succeeds, as local files are).
     out = f"{ROOT}/window/m"
-    proc = subprocess.Popen([TFCKPT, "reshard", src, "-o", out, "--policy", "shards:2"],
-                            env={**os.environ, "TFCKPT_FAULT_STALL_BEFORE_INDEX_MS": "60000"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(listing(out + ".")) < 2:
-        time.sleep(0.2)
-    assert sorted(listing(out + ".")) == [key_of(out) + f".data-0000{i}-of-00002" for i in (0, 1)]
+    data_objects = [key_of(out) + f".data-0000{i}-of-00002" for i in (0, 1)]
+    proc = paused_at(TFCKPT, ["reshard", src, "-o", out, "--policy", "shards:2"], "data-committed")
+    assert sorted(listing(out + ".")) == data_objects, listing(out + ".")
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=HANG)
     assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
     assert listing(out + ".") == {}, listing(out + ".")
     # Killed there: the data objects stay, with no index; validate names them.
-    run("reshard", src, "-o", out, "--policy", "shards:2", env={"TFCKPT_FAULT_KILL_AT": "commit"})
-    assert sorted(listing(out + ".")) == [key_of(out) + f".data-0000{i}-of-00002" for i in (0, 1)]
+    proc = paused_at(TFCKPT, ["reshard", src, "-o", out, "--policy", "shards:2"], "data-committed")
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=HANG)
+    assert sorted(listing(out + ".")) == data_objects, listing(out + ".")
     p = run("validate", out, "--json")
     errors = {(e["check"], e["file"]) for e in json.loads(p.stdout)["errors"]}
     assert ("files.no-index", f"{out}.data-00000-of-00002") in errors, p.stdout

@@ -14,9 +14,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import types
 
+from fault_points import HANG, paused_at, read_line
 from harness import run_tests
 
 TFCKPT, GEN = sys.argv[1], sys.argv[2]
@@ -81,39 +81,37 @@ def check_destination(out_dir, prefix, src_prefix):
     return "complete"
 
 
+# Where a kill leaves the output (docs/RELIABILITY.md): before the data files are in place,
+# nothing (its temporaries, which the next run removes); between them and the index, data
+# files without an index (the next run recognises the interrupted commit and completes);
+# after the index, a complete checkpoint (the next run is refused: it exists).
+KILL_POINTS = [("temporary-created", "absent"), ("piece-written#1", "absent"), ("piece-written#6", "absent"),
+               ("verifying", "absent"), ("before-commit", "absent"), ("data-committed", "absent"),
+               ("index-committed", "complete")]
+
+
 @test
-def sigkill_at_many_points_during_a_multi_file_reshard():
+def sigkill_at_every_point_of_a_multi_file_reshard():
     with tempfile.TemporaryDirectory() as d:
-        i = make_input(d, mib=64)
+        i = make_input(d, mib=16)
         src, src_prefix, before, out_dir, prefix = i.src, i.prefix, i.before, i.out_dir, i.out
-        t0 = time.monotonic()
-        run("reshard", src_prefix, "-o", prefix, *RESHARD, code=0)
-        full = time.monotonic() - t0
-        shutil.rmtree(out_dir)
-        outcomes = {}
-        points = 12
-        for i in range(points):
-            delay = full * (i + 0.5) / points
-            p = subprocess.Popen([TFCKPT, "reshard", src_prefix, "-o", prefix, *RESHARD],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(delay)
+        for point, want in KILL_POINTS:
+            p = paused_at(TFCKPT, ["reshard", src_prefix, "-o", prefix, *RESHARD], point)
             p.send_signal(signal.SIGKILL)
-            p.wait()
-            state = check_destination(out_dir, prefix, src_prefix)
-            outcomes[state] = outcomes.get(state, 0) + 1
+            p.communicate(timeout=HANG)
+            assert p.returncode == -signal.SIGKILL, (point, p.returncode)
+            assert check_destination(out_dir, prefix, src_prefix) == want, point
             assert digest(src) == before, "the input changed"
-            # The next run: completes (cleaning up what the killed one left), or is
-            # refused because the killed run had already finished.
+            # The next run completes (cleaning up what the killed one left), or is refused
+            # because the killed run had finished.
             again = run("reshard", src_prefix, "-o", prefix, *RESHARD)
-            if state == "absent":
-                assert again.returncode == 0, again.stderr
+            if want == "absent":
+                assert again.returncode == 0, (point, again.stderr)
             else:
-                assert again.returncode == 2 and "exists" in again.stderr, again.stderr
+                assert again.returncode == 2 and "exists" in again.stderr, (point, again.stderr)
             run("validate", prefix, "--against", src_prefix, code=0)
-            assert temporaries(out_dir) == [], temporaries(out_dir)
+            assert temporaries(out_dir) == [], (point, temporaries(out_dir))
             shutil.rmtree(out_dir)
-        assert outcomes.get("absent", 0) > 0, outcomes
-        print(f"     kill points: {outcomes} (run takes {full:.2f} s)")
 
 
 @test
@@ -121,8 +119,9 @@ def a_commit_killed_between_data_and_index_is_cleaned_up():
     with tempfile.TemporaryDirectory() as d:
         i = make_input(d, mib=2)
         src, src_prefix, before, out_dir, prefix = i.src, i.prefix, i.before, i.out_dir, i.out
-        env = dict(os.environ, TFCKPT_FAULT_KILL_AT="commit")
-        p = run("reshard", src_prefix, "-o", prefix, *RESHARD, env=env)
+        p = paused_at(TFCKPT, ["reshard", src_prefix, "-o", prefix, *RESHARD], "data-committed")
+        p.send_signal(signal.SIGKILL)
+        p.communicate(timeout=HANG)
         assert p.returncode == -signal.SIGKILL, p.returncode
         # Data files are in place, the index is not: no checkpoint there.
         assert not os.path.exists(prefix + ".index")
@@ -249,94 +248,83 @@ def temporaries_under(d):
     return [f for f in stage_files(d) if ".tmp-tfckpt-" in f or ".npz." in os.path.basename(f)]
 
 
-def temp_bytes_at_least(n):
-    def cond(d):
-        return sum(os.path.getsize(f) for f in temporaries_under(d) if os.path.exists(f)) >= n
-    return cond
-
-
-def appeared(suffix):
-    return lambda d: any(f.endswith(suffix) for f in stage_files(d))
-
-
-def any_temporary(d):
-    return bool(temporaries_under(d))
-
-
-def interrupt(args, out_dir, when, sig, stdout=None):
-    """Runs tfckpt ARGS, sends SIG as soon as when(out_dir) holds (polled), and checks the
-    interrupted run: exit 128 + SIG, one 'interrupted' line, nothing left under out_dir.
-    Returns False when the run finished before the point was reached. With a list as
-    `stdout`, the run's standard output is appended to it."""
-    p = subprocess.Popen([TFCKPT, *args], stdout=subprocess.DEVNULL if stdout is None else subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    while not when(out_dir):
-        if p.poll() is not None:
-            break
-        time.sleep(0.002)
-    finished = p.poll() is not None
-    if not finished:
-        p.send_signal(sig)
-    out, err = p.communicate(timeout=120)
+def interrupted_at(args, out_dir, point, sig, stdout=None):
+    """Runs tfckpt ARGS up to POINT, sends SIG there, and checks that the run stopped: exit
+    128 + SIG, one 'interrupted' line, nothing left under out_dir. With a list as `stdout`,
+    the run's standard output is appended to it."""
+    p = paused_at(TFCKPT, args, point)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=HANG)
     if stdout is not None:
         stdout.append(out)
-    if finished:
-        assert p.returncode == 0, err
-        shutil.rmtree(out_dir)
-        return False
-    assert p.returncode == 128 + sig, (args, sig, p.returncode, err)
-    assert err.strip() == f"tfckpt {args[0]}: interrupted", (args, err)
-    assert not os.path.exists(out_dir), (args, sig, stage_files(out_dir))
-    return True
+    assert p.returncode == 128 + sig, (args, point, sig, p.returncode, err)
+    assert err.strip() == f"tfckpt {args[0]}: interrupted", (args, point, err)
+    assert not os.path.exists(out_dir), (args, point, sig, stage_files(out_dir))
+
+
+def finished_despite(args, point, sig):
+    """Runs tfckpt ARGS up to POINT, past the run's point of no return, sends SIG there, and
+    checks that the run finished instead: exit 0 and the warning that says so. The caller
+    checks the output."""
+    p = paused_at(TFCKPT, args, point)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=HANG)
+    assert p.returncode == 0, (args, point, p.returncode, err)
+    assert "interrupted after the output began to be published: the run was finished instead" in err, err
+    return out
+
+
+SIGS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
 
 @test
 def a_signal_at_any_point_leaves_no_temporaries_and_nothing_under_the_final_name():
     with tempfile.TemporaryDirectory() as d:
-        i = make_input(d, mib=64, tables=4, slices=4)  # 256 MiB
+        i = make_input(d, mib=16, tables=4, slices=4)
         src_prefix, out_dir, out = i.prefix, i.out_dir, i.out
-        early, mid = any_temporary, temp_bytes_at_least(96 << 20)
-        # All written, nothing published: the index's temporary exists while the output is
-        # read back and verified (before the commit).
-        verifying = lambda d: any(".index.tmp-tfckpt-" in f for f in stage_files(d))
-        npz_zip = lambda d: any(re.search(r"\.npz\.tmp-tfckpt-\d+-\d+\.", f)
-                                for f in stage_files(d))  # libzip's own NAME.XXXXXX
-        SIGS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
         reshard = ["reshard", src_prefix, "-o", out, *RESHARD]
         combine = ["merge", src_prefix, "-o", out, "--drop-optimizer", "-j", "2", "--quiet"]
+        convert = ["convert", src_prefix, "-o", out, "--quiet"]
+        st = ["convert", src_prefix, "-o", os.path.join(out_dir, "m.safetensors"), "--quiet"]
+        npz = ["convert", src_prefix, "-o", os.path.join(out_dir, "m.npz"), "--quiet"]
         cases = [
-            (reshard, early), (reshard, mid), (reshard, verifying),
-            (["merge", src_prefix, "-o", out], verifying),
-            (combine, mid), (combine, verifying),
-            (["convert", src_prefix, "-o", out, "--quiet"], mid),
-            (["convert", src_prefix, "-o", os.path.join(out_dir, "m.safetensors"), "--quiet"], early),
-            (["convert", src_prefix, "-o", os.path.join(out_dir, "m.safetensors"), "--quiet"], mid),
-            (["convert", src_prefix, "-o", os.path.join(out_dir, "m.npz"), "--quiet"], npz_zip),
-            (["convert", src_prefix, "-o", os.path.join(out_dir, "m.npz"), "--quiet"], mid),
+            (reshard, "temporary-created"), (reshard, "piece-written#1"), (reshard, "piece-written#6"),
+            (reshard, "verifying"), (reshard, "before-commit"), (reshard, "data-committed"),
+            (["merge", src_prefix, "-o", out], "inputs-read"), (["merge", src_prefix, "-o", out], "verifying"),
+            (["merge", src_prefix, "-o", out], "data-committed"),
+            (combine, "piece-written#3"), (combine, "verifying"),
+            (convert, "piece-written#3"), (convert, "verifying"),
+            (st, "temporary-created"), (st, "piece-written#3"), (st, "verifying"),
+            (npz, "piece-written#3"), (npz, "npz-written"), (npz, "verifying"),
         ]
-        missed = []
-        for k, (args, when) in enumerate(cases):
-            if not interrupt(args, out_dir, when, SIGS[k % 3]):
-                missed.append(k)
+        for k, (args, point) in enumerate(cases):
+            interrupted_at(args, out_dir, point, SIGS[k % 3])
             assert digest(i.src) == i.before, "the input changed"
-        assert len(missed) <= 2, f"runs finished before the signal: cases {missed}"
-        print(f"     {len(cases) - len(missed)} of {len(cases)} interrupt points reached")
+        # Past the point of no return (the new index committed; with --force, the old index
+        # removed) the run finishes: a complete, verified output.
+        for k, (args, point) in enumerate([(reshard, "index-committed"), ([*reshard, "--force"], "old-index-removed"),
+                                           (["merge", src_prefix, "-o", out, "--force"], "old-index-removed")]):
+            finished_despite(args, point, SIGS[k % 3])
+            run("validate", out, "--against", src_prefix, code=0)
+            assert temporaries_under(out_dir) == [], temporaries_under(out_dir)
+        shutil.rmtree(out_dir)
 
 
 @test
 def an_interrupted_move_either_finishes_or_leaves_the_inputs_whole():
-    """merge --move and --recover --move rename the inputs' data files: a signal at any
-    moment either stops the run before anything moved (exit 128 + SIG, inputs whole,
-    nothing at the output) or is held until the merge is done (exit 0, complete output,
-    and a note) -- never a half-moved checkpoint."""
+    """merge --move and --recover --move rename the inputs' data files: a signal before the
+    first rename stops the run with the inputs whole and nothing at the output (exit 128 +
+    SIG); from the first rename on, it is held until the merge is done (exit 0, complete
+    output, and a warning) -- never a half-moved checkpoint."""
     with tempfile.TemporaryDirectory() as d:
-        i = make_input(d, mib=16, tables=4, slices=4)
-        outcomes = []
-        for k, delay in enumerate([0.0, 0.002, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16]):
-            sig = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP][k % 3]
+        i = make_input(d, mib=4, tables=4, slices=4)
+        cases = [("inputs-read", "stopped"), ("input-moved#1", "finished"), ("input-moved#3", "finished"),
+                 ("temporary-created", "finished"), ("index-committed", "finished")]
+        for k, (point, want) in enumerate(cases * 2):
+            sig = SIGS[k % 3]
             work = os.path.join(d, f"w{k}")
             shutil.copytree(i.src, os.path.join(work, "in"))
-            recover = k % 2 == 1
+            recover = k >= len(cases)
             if recover:  # the input as the one part of an unmerged save of work/ck
                 os.makedirs(os.path.join(work, "ck_temp"))
                 for f in os.listdir(os.path.join(work, "in")):
@@ -349,70 +337,84 @@ def an_interrupted_move_either_finishes_or_leaves_the_inputs_whole():
                                      os.path.join(work, "out", "m"), "--move"], os.path.join(work, "out", "m"), \
                     os.path.join(work, "in")
             before = digest(inputs)
-            p = subprocess.Popen([TFCKPT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            time.sleep(delay)
-            p.send_signal(sig)
-            _, err = p.communicate(timeout=120)
-            if p.returncode == 0:
+            if want == "finished":
+                finished_despite(args, point, sig)
                 run("validate", out, "--against", i.prefix, code=0)
-                outcomes.append("finished")
             else:
-                # -SIG: the signal came before tfckpt had started at all.
-                assert p.returncode in (128 + sig, -sig), (args, delay, p.returncode, err)
+                p = paused_at(TFCKPT, args, point)
+                p.send_signal(sig)
+                _, err = p.communicate(timeout=HANG)
+                assert p.returncode == 128 + sig, (args, point, p.returncode, err)
                 assert not os.path.exists(out + ".index") and not [f for f in stage_files(work) if
                                                                    os.path.basename(f).startswith(
                                                                        os.path.basename(out) + ".data")], \
-                    (args, delay, stage_files(work))
-                assert digest(inputs) == before, (args, delay, "the inputs were touched")
-                outcomes.append("stopped")
+                    (args, point, stage_files(work))
+                assert digest(inputs) == before, (args, point, "the inputs were touched")
             assert not temporaries_under(work), temporaries_under(work)
-        print(f"     outcomes: {outcomes}")
 
 
 @test
 def an_interrupted_finalize_either_finishes_or_can_be_run_again():
-    """reshard --finalize renames the tasks' data files into place: a signal either stops
-    it with every part still there (a second --finalize completes) or waits until it is
-    done (exit 0, complete output)."""
+    """reshard --finalize renames the tasks' data files into place: a signal before the first
+    rename stops it with every part still there (a second --finalize completes); from the
+    first rename on it waits until it is done (exit 0, complete output)."""
     with tempfile.TemporaryDirectory() as d:
-        i = make_input(d, mib=16, tables=4, slices=4)
-        outcomes = []
-        for k, delay in enumerate([0.003, 0.01, 0.03, 0.1]):
-            sig = [signal.SIGINT, signal.SIGTERM][k % 2]
+        i = make_input(d, mib=4, tables=4, slices=4)
+        for k, (point, want) in enumerate([("inputs-read", "stopped"), ("input-moved#1", "finished"),
+                                           ("input-moved#3", "finished"), ("index-committed", "finished")]):
+            sig = SIGS[k % 2]
             out = os.path.join(d, f"o{k}", "m")
             plan = os.path.join(d, f"plan{k}.json")
             run("reshard", i.prefix, "-o", out, *RESHARD, "--plan", plan, code=0)
             for t in range(3):
                 run("reshard", "--execute", plan, "--task", str(t), code=0)
-            p = subprocess.Popen([TFCKPT, "reshard", "--finalize", plan], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True)
-            time.sleep(delay)
-            p.send_signal(sig)
-            _, err = p.communicate(timeout=120)
-            if p.returncode != 0:
-                assert p.returncode in (128 + sig, -sig), (delay, p.returncode, err)
-                assert not os.path.exists(out + ".index"), (delay, stage_files(os.path.dirname(out)))
-                run("reshard", "--finalize", plan, code=0)  # the parts were left whole
-                outcomes.append("stopped")
+            if want == "finished":
+                finished_despite(["reshard", "--finalize", plan], point, sig)
             else:
-                outcomes.append("finished")
+                p = paused_at(TFCKPT, ["reshard", "--finalize", plan], point)
+                p.send_signal(sig)
+                _, err = p.communicate(timeout=HANG)
+                assert p.returncode == 128 + sig, (point, p.returncode, err)
+                assert not os.path.exists(out + ".index"), (point, stage_files(os.path.dirname(out)))
+                run("reshard", "--finalize", plan, code=0)  # the parts were left whole
             run("validate", out, "--against", i.prefix, code=0)
             assert not temporaries_under(os.path.dirname(out))
-        print(f"     outcomes: {outcomes}")
 
 
 @test
 def an_interrupted_json_run_prints_the_error_document():
     with tempfile.TemporaryDirectory() as d:
-        i = make_input(d, mib=64, tables=4, slices=4)
+        i = make_input(d, mib=16, tables=4, slices=4)
         for k, (args, sig) in enumerate([(["reshard", i.prefix, "-o", i.out, *RESHARD], signal.SIGINT),
                                          (["convert", i.prefix, "-o", i.out, "--quiet"], signal.SIGTERM)]):
             out = []
-            assert interrupt([*args, "--json"], i.out_dir, temp_bytes_at_least(32 << 20), sig, out), \
-                f"case {k} finished before the signal"
+            interrupted_at([*args, "--json"], i.out_dir, "piece-written#3", sig, out)
             doc = json.loads(out[0])
             assert doc == {"ok": False, "error": {"id": "interrupted", "message": "interrupted", "file": None,
                                                   "key": None, "offset": None}}, doc
+
+
+@test
+def a_second_signal_ends_the_run_at_once():
+    """The first signal asks the run to stop; a second one, while the run is still unwinding
+    (held here in the fault hook, which ignores the first), ends the process at once with
+    128 + the first signal. The temporaries it leaves, the next run removes."""
+    with tempfile.TemporaryDirectory() as d:
+        i = make_input(d, mib=4, tables=2, slices=2)
+        args = ["reshard", i.prefix, "-o", i.out, *RESHARD]
+        p, notes = paused_at(TFCKPT, args, "piece-written#2", env={"TFCKPT_FAULT_PAUSE_UNTIL": "exit"},
+                             keep_pipe=True)
+        p.send_signal(signal.SIGTERM)
+        assert read_line(notes) == "stop requested\n"  # (the first signal is taken)
+        os.close(notes)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=HANG)
+        assert p.returncode == 128 + signal.SIGTERM, (p.returncode, err)
+        assert err.strip() == "tfckpt reshard: interrupted again: exiting at once", err
+        assert temporaries(i.out_dir), "the run was stopped where it had temporaries"
+        run(*args, code=0)
+        run("validate", i.out, "--against", i.prefix, code=0)
+        assert temporaries(i.out_dir) == []
 
 
 def main():

@@ -15,7 +15,7 @@
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/file.h"
+#include "tfckpt/status.h"
 #include "tfckpt/open.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/safetensors.h"

@@ -3,9 +3,11 @@ S3_TEST_*): tfckpt's environment as a user would set it, and the fault proxy's c
 Importing this sets AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
 AWS_REGION in os.environ (the server directly) and removes the AWS variables that would
 change them."""
+import http.client
 import os
 import subprocess
 import sys
+import urllib.parse
 
 S3_PUT = sys.argv[4]
 DIRECT = {
@@ -26,10 +28,36 @@ def s3_put(*args):
     return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True).stdout
 
 
+def proxy_control(what, timeout=600):
+    """A control request to the fault proxy (tests/s3_fault_proxy.py): GET /__proxy__/WHAT;
+    its status. `timeout` bounds a hang, it measures nothing."""
+    url = urllib.parse.urlsplit(os.environ["S3_TEST_PROXY_ENDPOINT"])
+    c = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    try:
+        c.request("GET", f"/__proxy__/{what}")
+        r = c.getresponse()
+        r.read()
+        return r.status
+    finally:
+        c.close()
+
+
 def faults(*lines):
-    """The proxy's next faults, one a line (tests/s3_fault_proxy.py)."""
+    """The proxy's next faults, one a line (tests/s3_fault_proxy.py); the faults that fired
+    before are forgotten and requests it held are let go."""
+    proxy_control("reset")
     with open(os.environ["S3_TEST_FAULTS"], "w") as f:
         f.write("".join(line + "\n" for line in lines))
+
+
+def wait_for_fault(kind, count=1):
+    """Returns once `count` faults of `kind` (hold, stall, status, reset, ...) have fired since
+    faults() set them: the moment a test acts, without polling."""
+    assert proxy_control(f"wait?fault={kind}&count={count}") == 200, f"the proxy's {kind} fault never fired"
+
+
+def release_held():
+    proxy_control("release")
 
 
 def proxy_log():

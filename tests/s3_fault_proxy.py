@@ -12,8 +12,18 @@ test writes it) and applies it instead of, or to, that request:
   reset                 close the connection at once (RST), no answer
   reset-mid-body        forward, send the headers and half the body, then RST
   stall SECONDS         forward, send the headers and half the body, wait, then close
+  hold                  do not forward, do not answer: keep the request waiting until the
+                        test releases it (then close the connection) or the client gives up
   when METHOD TEXT FAULT…  FAULT for the first METHOD request whose target holds TEXT;
                         other requests pass untouched and leave the line in place
+
+Controls for the tests (requests to the proxy itself, never forwarded or logged):
+  GET /__proxy__/reset           forget the faults that fired and release every held request
+  GET /__proxy__/wait?fault=KIND&count=N
+                                 answers once N faults of KIND (status, reset, stall, hold,
+                                 ...) have fired since the last reset (blocking: a test acts
+                                 at the moment a fault is in place, without polling)
+  GET /__proxy__/release         releases the held requests
 
 It also answers the GCE metadata server's token request with a fixed token (with the
 fault `metadata-odd`, its expires_in is a string). Every request
@@ -36,6 +46,38 @@ FAULTS_FILE, LOG_FILE, PORT_FILE = sys.argv[2], sys.argv[3], sys.argv[4]
 METADATA_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
 lock = threading.Lock()
 connection_ids = itertools.count(1)
+# Faults that fired since the last reset, by kind; held requests wait on `released`.
+fired_lock = threading.Condition()
+fired = {}
+released = threading.Event()
+
+
+def note_fired(kind):
+    with fired_lock:
+        fired[kind] = fired.get(kind, 0) + 1
+        fired_lock.notify_all()
+
+
+def control(target):
+    """Answers a test's control request (path /__proxy__/...): (status, body)."""
+    path, _, query = target.partition("?")
+    args = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
+    if path == "/__proxy__/reset":
+        global released
+        with fired_lock:
+            fired.clear()
+            released.set()  # (requests held so far go)
+            released = threading.Event()
+        return 200, b"reset"
+    if path == "/__proxy__/release":
+        released.set()
+        return 200, b"released"
+    if path == "/__proxy__/wait":
+        kind, count = args.get("fault", ""), int(args.get("count", "1"))
+        with fired_lock:
+            ok = fired_lock.wait_for(lambda: fired.get(kind, 0) >= count, timeout=600)
+        return (200, b"fired") if ok else (504, b"not fired")
+    return 404, b"no such control"
 
 
 def next_fault(method, target):
@@ -114,7 +156,11 @@ def forward(method, target, headers, body):
 
 
 def serve(conn_id, method, target, headers, body):
-    """(head bytes, body bytes, action) where action is None, 'reset-mid-body' or a stall."""
+    """(head bytes, body bytes, action) where action is None, 'reset-mid-body', a stall or
+    a hold."""
+    if target.startswith("/__proxy__/"):
+        status, data = control(target)
+        return response_bytes(status, "Control", [("Content-Type", "text/plain")], data, False) + (None,)
     fault = next_fault(method, target)
     auth = header(headers, "authorization")
     if auth.startswith("AWS4-HMAC-SHA256"):  # the scheme and what it signs, not the signature
@@ -127,12 +173,16 @@ def serve(conn_id, method, target, headers, body):
         data = json.dumps({"access_token": "test-metadata-token", "expires_in": expires_in}).encode()
         return response_bytes(200, "OK", [("Content-Type", "application/json")], data, False) + (None,)
     if fault and fault[0] == "status":
+        note_fired("status")
         code = int(fault[1])
         s3code = fault[2] if len(fault) > 2 else "InjectedFault"
         data = f"<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>{s3code}</Code><Message>injected</Message></Error>"
         return response_bytes(code, "Injected", [("Content-Type", "application/xml")], data.encode(), False) + (None,)
     if fault and fault[0] == "reset":
+        note_fired("reset")
         return None, None, "reset"
+    if fault and fault[0] == "hold":
+        return None, None, fault
     status, reason, rheaders, data = forward(method, target, headers, body)
     return response_bytes(status, reason, rheaders, data, method == "HEAD") + (fault or None,)
 
@@ -151,8 +201,15 @@ def handle(conn):
             if action == "reset":
                 rst(conn)
                 return
+            if action and action[0] == "hold":
+                gate = released
+                note_fired("hold")
+                gate.wait(timeout=600)
+                conn.close()
+                return
             if action and action[0] in ("reset-mid-body", "stall"):
                 conn.sendall(head + data[: len(data) // 2])
+                note_fired(action[0])
                 if action[0] == "stall":
                     time.sleep(float(action[1]))
                     conn.close()

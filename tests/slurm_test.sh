@@ -134,22 +134,23 @@ echo "slurm_test: sbatch --array=0-3 --wait, finalize: byte-identical to the sin
 
 # 2. Task 2 is killed while its data is written but not committed; then only it reruns.
 "$TFCKPT" reshard in/model -o out2/model "${options[@]}" --plan plan2.json >/dev/null
+# Task 2 stops at the fault point where its data is written and nothing is committed, and
+# says so on a FIFO (docs/RELIABILITY.md, "Fault points"): the kill comes exactly there.
+mkfifo task2.fifo
 cat >task.sh <<EOF
 #!/bin/sh
 if [ "\$SLURM_ARRAY_TASK_ID" = 2 ] && [ ! -f $work/killed ]; then
-  export TFCKPT_FAULT_STALL_BEFORE_COMMIT_MS=60000
+  export TFCKPT_FAULT_PAUSE_AT=before-commit TFCKPT_FAULT_NOTIFY_FD=3
+  exec 3>$work/task2.fifo
 fi
 exec $TFCKPT reshard --execute $work/plan2.json --task auto
 EOF
 chmod +x task.sh
 job=$(sbatch --parsable --array=0-3 --output="$work/job2-%a.out" task.sh)
-for _ in $(seq 120); do
-  # Task 2 has written its data temporaries and stalls before committing.
-  if ls out2/model_temp/part-00002-of-00004.data-*.tmp-tfckpt-* >/dev/null 2>&1; then break; fi
-  sleep 0.5
-done
-ls out2/model_temp/part-00002-of-00004.data-*.tmp-tfckpt-* >/dev/null 2>&1 || fail "task 2 never got mid-way"
-sleep 1
+# A blocking read (its bound is against a hang, not a measurement).
+point=$(timeout 600 head -n 1 task2.fifo) || fail "task 2 never got mid-way"
+[ "$point" = before-commit ] || fail "task 2 stopped at \"$point\", not before its commit"
+ls out2/model_temp/part-00002-of-00004.data-*.tmp-tfckpt-* >/dev/null 2>&1 || fail "task 2 has no data written"
 scancel --signal=KILL "${job}_2"
 touch killed
 for _ in $(seq 120); do

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "test_util.h"
-#include "tfckpt/file.h"
+#include "kvstore/local/tracked.h"
 #include "tfckpt/path.h"
 #include "tfckpt/storage.h"
 

@@ -19,7 +19,8 @@
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/file.h"
+#include "kvstore/local/tracked.h"
+#include "run/run.h"
 #include "tfckpt/storage.h"
 #include "tfckpt/open.h"
 #include "tfckpt/values.h"
@@ -462,11 +463,19 @@ TEST_CASE("big-endian bundles are checked on the raw bytes and byte-swapped on r
 }
 
 // ---------------------------------------------------------------------------------------
-// What a run creates is tracked and removed when it fails or is interrupted (file.h,
-// docs/RELIABILITY.md). The signal handler itself is tested end to end in
-// crash_safety_test.py; here the list it works from.
+// What a run creates is tracked and removed when it fails or is stopped (run/run.h,
+// docs/RELIABILITY.md). Stopping by signal is tested end to end in
+// crash_safety_test.py; here what a run undoes.
 
 namespace {
+
+// The names in `dir`, sorted.
+std::vector<std::string> Listing(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 // A committed WritableFile holding "data".
 std::string Committed(const std::string& path) {
@@ -481,25 +490,25 @@ std::string Committed(const std::string& path) {
 }  // namespace
 
 TEST_CASE("a failed run removes the outputs and directories it made, newest first; a successful one keeps them") {
-  tfckpt::ForgetAllCreated();  // nothing of earlier tests
-  tfckpt::TrackOutputsUntilDone();
   TempDir dir;
   const std::string existing = dir / "old";
   WriteFile(existing, "not ours");
-  REQUIRE(tfckpt::Storage::Local().CreateParentDirectories(dir / "a/b/f").ok());
-  const std::string f = Committed(dir / "a/b/f");
-  const std::string g = Committed(dir / "g");
+  std::string f, g;
   {
-    tfckpt::InterruptShield shield;
+    tfckpt::Run run;
+    tfckpt::RunScope scope(&run);
+    REQUIRE(tfckpt::Storage::Local().CreateParentDirectories(dir / "a/b/f").ok());
+    f = Committed(dir / "a/b/f");
+    g = Committed(dir / "g");
     tfckpt::TrackCreated(dir / "z.", tfckpt::TrackKind::kFilesStartingWith);
+    WriteFile(dir / "z.tmp1", "libzip's");
+    WriteFile(dir / "zz", "other");
+    {
+      auto abandoned = tfckpt::Storage::Local().Create(dir / "h");  // destroyed uncommitted
+      REQUIRE(abandoned.ok());
+    }
+    run.Undo();
   }
-  WriteFile(dir / "z.tmp1", "libzip's");
-  WriteFile(dir / "zz", "other");
-  {
-    auto abandoned = tfckpt::Storage::Local().Create(dir / "h");  // destroyed uncommitted
-    REQUIRE(abandoned.ok());
-  }
-  tfckpt::RemoveAllCreated();
   CHECK_FALSE(std::filesystem::exists(f));
   CHECK_FALSE(std::filesystem::exists(dir / "a"));  // emptied, then removed with its parent
   CHECK_FALSE(std::filesystem::exists(g));
@@ -507,66 +516,40 @@ TEST_CASE("a failed run removes the outputs and directories it made, newest firs
   CHECK(std::filesystem::exists(dir / "zz"));
   CHECK(std::filesystem::exists(existing));
   CHECK(std::filesystem::is_directory(dir.path()));
-  // After success nothing is removed, even by a later RemoveAllCreated.
-  const std::string kept = Committed(dir / "kept");
-  tfckpt::ForgetAllCreated();
-  tfckpt::RemoveAllCreated();
-  CHECK(std::filesystem::exists(kept));
-}
-
-TEST_CASE("work left for an interrupt: newest first in order, independent work side by side, none after success") {
-  tfckpt::ForgetAllCreated();
-  std::mutex mu;
-  std::vector<std::string> ran;
-  auto note = [&](std::string what) {
-    std::lock_guard<std::mutex> lock(mu);
-    ran.push_back(std::move(what));
-  };
-  // Two independent items that each wait for the other: run one after the other they
-  // would time out (and say so), side by side both see the other start.
-  std::atomic<int> started{0};
-  auto meet = [&](std::string name) {
-    started.fetch_add(1);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    note(name + (started.load() >= 2 ? " met" : " alone"));
-  };
-  using tfckpt::InterruptWorkOrder;
-  tfckpt::AtInterrupt([&] { note("data"); });
-  tfckpt::AtInterrupt([&] { meet("upload 1"); }, InterruptWorkOrder::kIndependent);
-  const uint64_t forgotten = tfckpt::AtInterrupt([&] { note("forgotten"); });
-  tfckpt::AtInterrupt([&] { note("index"); });
-  tfckpt::AtInterrupt([&] { meet("upload 2"); }, InterruptWorkOrder::kIndependent);
-  tfckpt::ForgetAtInterrupt(forgotten);
-  tfckpt::RemoveAllCreated();
-  std::vector<std::string> in_order;
-  for (const auto& r : ran) {
-    if (r == "data" || r == "index") in_order.push_back(r);
+  CHECK(std::vector<std::string>{"old", "zz"} == Listing(dir.path()));
+  // After success nothing is removed, even by a later Undo.
+  std::string kept;
+  {
+    tfckpt::Run run;
+    tfckpt::RunScope scope(&run);
+    kept = Committed(dir / "kept");
+    run.Keep();
+    run.Undo();
   }
-  CHECK(in_order == std::vector<std::string>{"index", "data"});
-  CHECK(std::count(ran.begin(), ran.end(), "upload 1 met") == 1);
-  CHECK(std::count(ran.begin(), ran.end(), "upload 2 met") == 1);
-  CHECK(ran.size() == 4);
-  // Taken once: a second failure has nothing left to do; after success nothing runs.
-  tfckpt::RemoveAllCreated();
-  CHECK(ran.size() == 4);
-  tfckpt::AtInterrupt([&] { note("kept"); });
-  tfckpt::ForgetAllCreated();
-  tfckpt::RemoveAllCreated();
-  CHECK(ran.size() == 4);
+  CHECK(std::filesystem::exists(kept));
+  // A run that ends neither kept nor undone is undone.
+  {
+    tfckpt::Run run;
+    tfckpt::RunScope scope(&run);
+    Committed(dir / "forgotten");
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "forgotten"));
+  // Outside a run nothing is tracked: a committed file stays.
+  Committed(dir / "no-run");
+  CHECK(std::filesystem::exists(dir / "no-run"));
 }
 
 TEST_CASE("a directory that already exists is not tracked, nor removed") {
-  tfckpt::ForgetAllCreated();
-  tfckpt::TrackOutputsUntilDone();
   TempDir dir;
   std::filesystem::create_directories(dir / "have");
-  REQUIRE(tfckpt::Storage::Local().CreateDirectories(dir / "have").ok());
-  REQUIRE(tfckpt::Storage::Local().CreateDirectories(dir / "have/new/").ok());
-  CHECK(std::filesystem::is_directory(dir / "have/new"));
-  tfckpt::RemoveAllCreated();
+  {
+    tfckpt::Run run;
+    tfckpt::RunScope scope(&run);
+    REQUIRE(tfckpt::Storage::Local().CreateDirectories(dir / "have").ok());
+    REQUIRE(tfckpt::Storage::Local().CreateDirectories(dir / "have/new/").ok());
+    CHECK(std::filesystem::is_directory(dir / "have/new"));
+    run.Undo();
+  }
   CHECK_FALSE(std::filesystem::exists(dir / "have/new"));
   CHECK(std::filesystem::is_directory(dir / "have"));
   // A file where a directory should be: an error naming it.
@@ -574,5 +557,4 @@ TEST_CASE("a directory that already exists is not tracked, nor removed") {
   auto s = tfckpt::Storage::Local().CreateDirectories(dir / "file/sub");
   CHECK_FALSE(s.ok());
   CHECK(std::string(s.message()).find("file") != std::string::npos);
-  tfckpt::ForgetAllCreated();
 }

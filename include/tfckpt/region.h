@@ -89,7 +89,8 @@ void ForEachRun(const Region& sub, const std::vector<const Region*>& containers,
 
 // Splits `target` into consecutive sub-regions that are contiguous in its row-major
 // layout, each at most `max_bytes` at `esize` bytes per element (at least one element),
-// and calls fn on each in order; stops at the first error.
+// and calls fn on each in order; stops at the first error, or with the run's stopped error
+// when the run it works for is stopping (run/run.h).
 absl::Status ForEachChunk(const Region& target, int64_t esize, int64_t max_bytes,
                           const std::function<absl::Status(const Region&)>& fn);
 

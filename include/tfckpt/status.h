@@ -58,6 +58,12 @@ struct ErrorInfo {
 };
 ErrorInfo ErrorInfoOf(const absl::Status& s);
 
+// An errno-based error for `path`: "PATH: WHAT: strerror", NotFound for ENOENT,
+// ResourceExhausted for ENOSPC, EDQUOT and EFBIG (said to be the file size limit),
+// PermissionDenied for EACCES and EPERM, otherwise Unavailable; with `path` attached
+// (AtFile).
+absl::Status ErrnoError(std::string_view path, std::string_view what, int err);
+
 // Prefixes `status`'s message with `context + ": "`, keeping its code.
 absl::Status Annotate(const absl::Status& status, std::string_view context);
 

@@ -183,7 +183,7 @@ class Storage {
   // Removes `path` and everything under it; OK when nothing is there.
   virtual absl::Status RemoveAll(const std::string& path) = 0;
   // Creates the missing directories of `dir` (and its parents). With the run's cleanup
-  // tracking (file.h): a failed or interrupted run leaves no empty directory it made.
+  // run (src/run/run.h): a run that fails or stops leaves no empty directory it made.
   virtual absl::Status CreateDirectories(const std::string& dir) = 0;
   // The same for the directory that will hold `path` (nothing when it has none).
   absl::Status CreateParentDirectories(const std::string& path);

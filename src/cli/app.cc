@@ -11,8 +11,10 @@
 
 #include "commands.h"
 #include "common.h"
+#include "fault_hook.h"
+#include "interrupts.h"
+#include "run/run.h"
 #include "tfckpt/strings.h"
-#include "tfckpt/file.h"
 
 namespace tfckpt::cli {
 namespace {
@@ -125,19 +127,29 @@ int RunTfckpt(int argc, char** argv) {
   }
   for (size_t i = 0; i < subs.size(); ++i) {
     if (!subs[i]->parsed()) continue;
-    // What the command creates is removed if it fails or is interrupted before it
-    // reports success (file.h, docs/RELIABILITY.md).
-    SetInterruptCommand(subs[i]->get_name());
-    // With --json an interrupt also prints the error document (id "interrupted").
-    SetInterruptDocument(JsonOutput() ? JsonDocument({{"error", ErrorJson(absl::CancelledError("interrupted"))}}, false)
-                                      : "");
-    TrackOutputsUntilDone();
-    const int rc = runners[i]();
-    if (rc == kExitOk) {
-      ForgetAllCreated();
-    } else {
-      RemoveAllCreated();
+    const std::string name = subs[i]->get_name();
+    SetInterruptedCommand(name);
+    // The command is one run (run/run.h): a signal asks it to stop; what it created is
+    // removed when it fails or stops, and kept when it succeeds (docs/RELIABILITY.md).
+    RunOptions options;
+    options.stop = InterruptToken();
+    options.at_point = FaultHookFromEnvironment(options.stop);
+    auto run = std::make_shared<Run>(options);
+    int rc;
+    {
+      RunScope scope(run.get());
+      rc = runners[i]();
     }
+    if (rc == kExitOk) {
+      run->Keep();
+      if (run->StopRequested()) {
+        Warn(name, "interrupted after the output began to be published: the run was finished instead");
+      }
+      return rc;
+    }
+    run->Undo();
+    // Whatever the error it ended with, a run that was asked to stop was interrupted.
+    if (InterruptSignal() != 0 && rc < 128) rc = ReportInterrupted(name);
     return rc;
   }
   return kExitUsage;

@@ -12,7 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "tfckpt/path.h"
 #include "tfckpt/status.h"
-#include "tfckpt/file.h"
+#include "interrupts.h"
 #include "tfckpt/strings.h"
 #include "absl/strings/str_format.h"
 
@@ -82,10 +82,7 @@ void SetJsonOutput(bool on) {
   json_printed = false;
 }
 bool JsonOutput() { return json_output; }
-void NoteJsonPrinted() {
-  json_printed = true;
-  SetInterruptDocument("");  // stdout has (the start of) a document: an interrupt adds none
-}
+void NoteJsonPrinted() { json_printed = true; }
 
 std::string ErrorId(const absl::Status& s) {
   const ErrorInfo e = ErrorInfoOf(s);
@@ -129,7 +126,16 @@ void PrintJson(const nlohmann::ordered_json& doc, bool ok) {
   NoteJsonPrinted();
 }
 
+int ReportInterrupted(std::string_view command) {
+  const absl::Status s = absl::CancelledError("interrupted");
+  std::cerr << "tfckpt " << command << ": interrupted" << std::endl;
+  if (json_output && !json_printed) PrintJson({{"error", ErrorJson(s)}}, false);
+  return 128 + InterruptSignal();
+}
+
 int ReportError(std::string_view command, const absl::Status& s) {
+  // A run asked to stop ends with whatever error its unwinding gave: it was interrupted.
+  if (InterruptSignal() != 0) return ReportInterrupted(command);
   std::cerr << "tfckpt" << (command.empty() ? "" : " ") << command << ": error: " << OneLine(SV(s.message()))
             << std::endl;
   if (json_output && !json_printed) PrintJson({{"error", ErrorJson(s)}}, false);
@@ -240,10 +246,7 @@ void ReleaseKept() { Kept().clear(); }
 absl::StatusOr<std::string> OutputName(std::string_view option, const std::string& out, bool tf_prefix) {
   // An object store is asked once before any work (bucket, credentials, endpoint): a run
   // must not copy everything to find at the end that it cannot write.
-  if (IsUrl(out)) {
-    TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckAccess(out));
-    HandleInterruptsOnOwnThread();  // (its interrupt work makes requests: file.h)
-  }
+  if (IsUrl(out)) TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckAccess(out));
   std::string name = out;
   if (tf_prefix && absl::EndsWith(name, ".index")) name.resize(name.size() - 6);
   const size_t slash = name.find_last_of('/');
@@ -303,6 +306,7 @@ absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& wri
 
 int ReportWriteError(std::string_view command, const absl::Status& s) {
   const int code = ReportError(command, s);
+  if (InterruptSignal() != 0) return code;
   return ErrorInfoOf(s).check == "output.mismatch" ? kExitCheckFailed : code;
 }
 

@@ -29,10 +29,16 @@ enum ExitCode : int {
 // The exit code for a failed library call.
 int ExitCodeFor(const absl::Status& s);
 
-// Prints "tfckpt COMMAND: error: MESSAGE" on one line to stderr and returns the exit code.
+// Prints "tfckpt COMMAND: error: MESSAGE" on one line to stderr and returns the exit code;
+// after a signal asked the run to stop, ReportInterrupted instead.
 // With --json (see SetJsonOutput), also prints the error document on stdout unless the
 // command already printed its document: {"ok": false, "error": ErrorJson(s)}.
 int ReportError(std::string_view command, const absl::Status& s);
+
+// Prints "tfckpt COMMAND: interrupted" on stderr (with --json, the error document with id
+// "interrupted" on stdout unless one is out) and returns 128 + the signal that stopped the
+// run (interrupts.h).
+int ReportInterrupted(std::string_view command);
 
 // --json was asked for. RunTfckpt sets this from argv before parsing, so that usage
 // errors of every command also answer with a JSON document.

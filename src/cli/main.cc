@@ -4,7 +4,7 @@
 #include <csignal>
 
 #include "app.h"
-#include "tfckpt/file.h"
+#include "interrupts.h"
 
 int main(int argc, char** argv) {
   // Under a file-size limit (ulimit -f), a write past it fails with EFBIG, reported as
@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   // between object stores peaked at 333 MiB instead of 190. A fixed threshold keeps them
   // mapped and unmapped whole.
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
-  // Ctrl-C, SIGTERM, SIGHUP: remove what the run made, "interrupted", exit 128 + signal.
-  tfckpt::InstallInterruptHandlers();
+  // Ctrl-C, SIGTERM, SIGHUP: the run stops, removing what it made; exit 128 + signal.
+  tfckpt::cli::InstallInterruptHandling();
   return tfckpt::cli::RunTfckpt(argc, argv);
 }

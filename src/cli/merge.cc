@@ -14,7 +14,6 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/combine.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/file.h"
 #include "tfckpt/merge.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
@@ -184,9 +183,6 @@ int RunCombine(const MergeArgs& a, const std::vector<std::string>& inputs, const
 
 int RunMerge(const MergeArgs& a) {
   const char* cmd = "merge";
-  // --move consumes the inputs: an interrupt waits until the merge is done (file.h).
-  std::optional<InterruptShield> consuming;
-  if (a.move) consuming.emplace();
   std::vector<std::string> inputs = a.inputs;
   std::string out = a.out;
   if (a.recover) {
@@ -264,9 +260,6 @@ int RunMerge(const MergeArgs& a) {
     std::cout << absl::StrFormat("merged %d input%s into %s: %d data file%s, %s%s\n", report->inputs_used.size(),
                                  report->inputs_used.size() == 1 ? "" : "s", out, report->num_files,
                                  report->num_files == 1 ? "" : "s", Count(report->entries, "entry", "entries"), verified ? ", validated" : "");
-  }
-  if (consuming && DropPendingInterrupts()) {
-    Warn(cmd, "interrupted while the inputs were being moved: the merge was finished instead");
   }
   return kExitOk;
 }

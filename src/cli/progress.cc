@@ -6,7 +6,6 @@
 #include <cstdlib>
 
 #include "common.h"
-#include "tfckpt/file.h"
 
 namespace tfckpt::cli {
 
@@ -14,10 +13,7 @@ Progress::Progress(uint64_t total, bool enabled, const char* phase)
     : total_(total), phase_(phase), start_(std::chrono::steady_clock::now()) {
   // TFCKPT_PROGRESS_DELAY_MS (default 1000): how long the work runs before the bar shows.
   if (const char* d = std::getenv("TFCKPT_PROGRESS_DELAY_MS")) delay_ = std::atof(d) / 1000.0;
-  if (enabled && ::isatty(STDERR_FILENO)) thread_ = std::thread([this] {
-    HoldInterruptsInThisThread();
-    Run();
-  });
+  if (enabled && ::isatty(STDERR_FILENO)) thread_ = std::thread([this] { Run(); });
 }
 
 Progress::~Progress() {

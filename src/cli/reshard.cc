@@ -15,7 +15,6 @@
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/file.h"
 #include "tfckpt/open.h"
 #include "tfckpt/reshard.h"
 #include "tfckpt/scale_out.h"
@@ -179,9 +178,8 @@ int RunExecute(const ReshardArgs& a) {
 
 int RunFinalize(const ReshardArgs& a) {
   const char* cmd = "reshard";
-  // The parts' data files are renamed into place: an interrupt waits until the
-  // finalization is done (file.h).
-  InterruptShield consuming;
+  // (The parts' data files are renamed into place: from the first rename on, a signal waits
+  // until the finalization is done; run/run.h, docs/RELIABILITY.md.)
   auto r = FinalizeTasks(a.finalize);
   if (!r.ok()) {
     const int code = ReportError(cmd, r.status());
@@ -192,9 +190,6 @@ int RunFinalize(const ReshardArgs& a) {
   } else {
     std::cout << absl::StrFormat("finalized %s from %d task%s: %s%s\n", r->out, r->num_tasks,
                                  r->num_tasks == 1 ? "" : "s", Count(r->entries, "entry", "entries"), r->verified ? ", verified against the input" : "");
-  }
-  if (DropPendingInterrupts()) {
-    Warn(cmd, "interrupted while the parts were being moved into place: the finalization was finished instead");
   }
   return kExitOk;
 }

@@ -24,7 +24,8 @@
 #include "core/tensor_encoding.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/file.h"
+#include "kvstore/local/tracked.h"
+#include "run/run.h"
 #include "tfckpt/object_graph.h"
 #include "tfckpt/path.h"
 #include "tfckpt/safetensors.h"
@@ -209,6 +210,7 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
     SafetensorsSink sink(*w);
     for (const Planned* p : groups[i]) {
       TFCKPT_RETURN_IF_ERROR(CopyCast(c, *p->t, Region::Full(p->t->shape), p->dtype, sink, &buf, progress));
+      TFCKPT_RETURN_IF_ERROR(Reached("piece-written"));
       weight_map[p->name] = Basename(paths[i]);
       ++report.tensors;
       report.bytes += p->bytes;
@@ -320,7 +322,14 @@ zip_int64_t MemberCallback(void* state, void* data, zip_uint64_t len, zip_source
       m->pos = 0;
       return 0;
     case ZIP_SOURCE_READ: return m->Read(static_cast<char*>(data), len);
-    case ZIP_SOURCE_CLOSE: return 0;
+    case ZIP_SOURCE_CLOSE:
+      // A member is written (a fault point: the run may be asked to stop here).
+      if (m->status.ok()) m->status = Reached("piece-written");
+      if (!m->status.ok()) {
+        zip_error_set(&m->error, ZIP_ER_READ, EIO);
+        return -1;
+      }
+      return 0;
     case ZIP_SOURCE_STAT: {
       zip_stat_t* st = static_cast<zip_stat_t*>(data);
       zip_stat_init(st);
@@ -357,7 +366,6 @@ std::string NpzTemporaryName(const std::string& out) {
 class NpzTemporary {
  public:
   explicit NpzTemporary(const std::string& out) : out_(out), path_(NpzTemporaryName(out)) {
-    InterruptShield shield;
     file_ = TrackCreated(path_);
     libzip_ = TrackCreated(path_ + ".", TrackKind::kFilesStartingWith);
   }
@@ -389,6 +397,7 @@ class NpzTemporary {
     std::atomic<uint64_t>* progress = start_progress ? start_progress(in->size(), "uploading") : nullptr;
     constexpr uint64_t kStep = 8 << 20;  // (progress between steps; the upload keeps its own parts)
     for (uint64_t at = 0; at < in->size(); at += kStep) {
+      TFCKPT_RETURN_IF_ERROR(CheckStop());
       const uint64_t n = std::min(kStep, in->size() - at);
       TFCKPT_RETURN_IF_ERROR(up->AppendFrom(*in, at, n));
       if (progress != nullptr) *progress += n;
@@ -526,6 +535,7 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
     if (full) return ErrnoError(out, what, sys_err);
     return absl::UnavailableError(StrCat(out, ": ", what, " (", why, ")"));
   }
+  TFCKPT_RETURN_IF_ERROR(Reached("npz-written"));
   TFCKPT_RETURN_IF_ERROR(temp.Commit(options.start_progress));
   report.files = {out};
   return report;

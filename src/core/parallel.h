@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "tfckpt/file.h"
+#include "run/run.h"
 
 namespace tfckpt {
 
@@ -20,7 +20,8 @@ inline int Jobs(int requested) {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-// Runs fn(i) for every i in [0, n) on up to `jobs` threads (the caller's included).
+// Runs fn(i) for every i in [0, n) on up to `jobs` threads (the caller's included), all of
+// them working for the caller's run (run/run.h), all joined before it returns.
 inline void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
   std::atomic<size_t> next{0};
   auto worker = [&] {
@@ -29,10 +30,7 @@ inline void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& f
   std::vector<std::thread> threads;
   const int extra = static_cast<int>(std::min<size_t>(static_cast<size_t>(jobs), n)) - 1;
   for (int t = 0; t < extra; ++t) {
-    threads.emplace_back([&] {
-      HoldInterruptsInThisThread();  // the interrupt handler runs on the calling thread
-      worker();
-    });
+    threads.push_back(StartThread(worker));
   }
   worker();
   for (auto& t : threads) t.join();
@@ -40,7 +38,8 @@ inline void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& f
 
 // Runs fn(i, stop) for every i in [0, n) like ParallelFor and returns the first error.
 // After an error, items not yet started are skipped and `stop` (polled by long items
-// between steps) turns true.
+// between steps) turns true. The run stopping (run/run.h) is an error of the item that
+// would start next.
 inline absl::Status ParallelForStatus(size_t n, int jobs,
                                       const std::function<absl::Status(size_t, const std::atomic<bool>& stop)>& fn) {
   std::mutex mu;
@@ -48,7 +47,8 @@ inline absl::Status ParallelForStatus(size_t n, int jobs,
   std::atomic<bool> stop{false};
   ParallelFor(n, jobs, [&](size_t i) {
     if (stop) return;
-    absl::Status s = fn(i, stop);
+    absl::Status s = CheckStop();
+    if (s.ok()) s = fn(i, stop);
     if (s.ok()) return;
     std::lock_guard<std::mutex> lock(mu);
     if (first.ok()) first = std::move(s);

@@ -1,5 +1,7 @@
 #include "tfckpt/region.h"
 
+#include "run/run.h"
+
 #include <algorithm>
 
 #include "absl/strings/numbers.h"
@@ -7,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tfckpt/ordered_code.h"
+#include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
 namespace tfckpt {
@@ -144,7 +147,8 @@ absl::Status ForEachChunk(const Region& target, int64_t esize, int64_t max_bytes
       }
       chunk.start[a] = target.start[a] + r;
       chunk.shape[a] = std::min(step, target.shape[a] - r);
-      if (absl::Status s = fn(chunk); !s.ok()) return s;
+      TFCKPT_RETURN_IF_ERROR(CheckStop());
+      TFCKPT_RETURN_IF_ERROR(fn(chunk));
     }
     size_t j = a;
     while (j > 0) {

@@ -1,6 +1,8 @@
 #include "tfckpt/status.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <string>
 
@@ -79,6 +81,29 @@ absl::Status Locate(const absl::Status& inner, std::string_view fallback_check, 
   std::string check = Payload(inner, kCheck);
   if (check.empty()) check = std::string(fallback_check);
   return Located(inner.code(), check, file, key, offset, StrCat(what_prefix, SV(inner.message())));
+}
+
+absl::Status ErrnoError(std::string_view path, std::string_view what, int err) {
+  std::string why = StrCat(what, ": ", std::strerror(err));
+  absl::StatusCode code = absl::StatusCode::kUnavailable;
+  switch (err) {
+    case ENOENT:
+      code = absl::StatusCode::kNotFound;
+      break;
+    case ENOSPC:
+    case EDQUOT:
+      code = absl::StatusCode::kResourceExhausted;
+      break;
+    case EFBIG:
+      code = absl::StatusCode::kResourceExhausted;
+      StrAppend(&why, " (no space: the file size limit is reached)");
+      break;
+    case EACCES:
+    case EPERM:
+      code = absl::StatusCode::kPermissionDenied;
+      break;
+  }
+  return AtFile(absl::Status(code, StrCat(path, ": ", why)), path, why);
 }
 
 absl::Status AtFile(absl::Status s, std::string_view file, std::string_view what) {

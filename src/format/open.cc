@@ -21,7 +21,6 @@
 #include "format/safetensors/safetensors_reader.h"
 #include "format/table/table.h"
 #include "format/v1/v1_reader.h"
-#include "tfckpt/file.h"
 #include "tfckpt/path.h"
 #include "tfckpt/regex.h"
 #include "tfckpt/status.h"

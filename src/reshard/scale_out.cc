@@ -13,7 +13,6 @@
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/file.h"
 #include "tfckpt/open.h"
 #include "tfckpt/path.h"
 #include "tfckpt/status.h"

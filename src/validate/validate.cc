@@ -216,7 +216,7 @@ struct Piece {
 // go on (exit 3, one error), rather than one finding per tensor.
 bool MediumFailed(const absl::Status& s) {
   return absl::IsPermissionDenied(s) || absl::IsUnauthenticated(s) || absl::IsUnavailable(s) ||
-         absl::IsFailedPrecondition(s);
+         absl::IsFailedPrecondition(s) || absl::IsCancelled(s);
 }
 
 // The bytes checked; the first failure of the medium (MediumFailed) ends the check.

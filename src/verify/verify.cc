@@ -1,6 +1,8 @@
 // One verification policy for written outputs (see verify.h).
 #include "tfckpt/verify.h"
 
+#include "run/run.h"
+
 #include <set>
 
 #include "format/npz/npz_reader.h"
@@ -110,8 +112,11 @@ absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::ve
   const std::string_view removal = options.written != nullptr ? "; nothing was written"
                                    : files.empty()              ? ""
                                                                 : "; removed the output";
-  absl::StatusOr<VerifyReport> r = Check(out, sources, options, removal);
+  const absl::Status reached = Reached("verifying");
+  absl::StatusOr<VerifyReport> r = reached.ok() ? Check(out, sources, options, removal) : reached;
   if (r.ok()) return r;
+  // Stopped: the run's undo removes what it wrote (the message is the stop's own).
+  if (absl::IsCancelled(r.status())) return r;
   // Never leave an output that did not verify under the final name.
   for (const std::string& f : files) (void)Storage::For(f).Remove(f);
   if (ErrorInfoOf(r.status()).check == "output.mismatch" || removal.empty()) return r;

@@ -9,9 +9,10 @@
 #include "tensor_bundle.pb.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
+#include "kvstore/local/tracked.h"
+#include "run/run.h"
 #include "tfckpt/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/file.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/path.h"
 #include "tfckpt/status.h"
@@ -42,13 +43,10 @@ class LinkedOrCopied {
     std::unique_ptr<LinkedOrCopied> f(new LinkedOrCopied());
     f->dst_ = dst;
     f->tmp_ = TemporaryName(dst);
-    {
-      InterruptShield shield;
-      f->tracked_ = TrackCreated(f->tmp_);
-      if (Storage::For(dst).Link(src, f->tmp_).ok()) return f;
-      ForgetCreated(f->tracked_);
-      f->tracked_ = 0;
-    }
+    f->tracked_ = TrackCreated(f->tmp_);
+    if (Storage::For(dst).Link(src, f->tmp_).ok()) return f;
+    ForgetCreated(f->tracked_);
+    f->tracked_ = 0;
     TFCKPT_ASSIGN_OR_RETURN(auto in, Storage::For(src).OpenForRead(src));
     TFCKPT_ASSIGN_OR_RETURN(f->copy_, Storage::For(dst).Create(dst));
     TFCKPT_RETURN_IF_ERROR(f->copy_->AppendFrom(*in, 0, in->size()));
@@ -221,6 +219,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   }
   const int32_t k = static_cast<int32_t>(files_in_order.size());
   report.num_files = k;
+  TFCKPT_RETURN_IF_ERROR(Reached("inputs-read"));
   // Data files first (hard link / copy / rename), then the index.
   const std::string out_dir = DirectoryOf(out);
   TFCKPT_RETURN_IF_ERROR(store.CreateDirectories(out_dir));
@@ -232,8 +231,15 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   if (options.data_in_place) {
     // Nothing to move: the index below is the commit.
   } else if (options.move) {
-    // The inputs' files become the output's (not tracked: they are not ours to remove).
-    for (int32_t i = 0; i < k; ++i) TFCKPT_RETURN_IF_ERROR(MoveDataFile(files_in_order[i], DataFileName(out, i, k)));
+    // The inputs' files become the output's (not tracked: they are not ours to remove). A
+    // stop until here leaves the inputs whole; from the first move on, the merge finishes
+    // (run/run.h: its point of no return).
+    TFCKPT_RETURN_IF_ERROR(CheckStop());
+    if (Run* run = CurrentRun()) run->PassPointOfNoReturn();
+    for (int32_t i = 0; i < k; ++i) {
+      TFCKPT_RETURN_IF_ERROR(MoveDataFile(files_in_order[i], DataFileName(out, i, k)));
+      TFCKPT_RETURN_IF_ERROR(Reached("input-moved"));
+    }
   } else {
     for (int32_t i = 0; i < k; ++i) {
       TFCKPT_ASSIGN_OR_RETURN(auto f, LinkedOrCopied::Create(files_in_order[i], DataFileName(out, i, k)));
@@ -272,8 +278,11 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   if (check && readable) TFCKPT_RETURN_IF_ERROR(check());
   TFCKPT_RETURN_IF_ERROR(index->Close());
   if (options.move) {
+    TFCKPT_RETURN_IF_ERROR(CheckStop());  // (data in place: the index is the first change)
+    if (Run* run = CurrentRun()) run->PassPointOfNoReturn();
     TFCKPT_RETURN_IF_ERROR(index->Commit());
     index->Publish();  // the inputs are consumed: the output stays, whatever follows
+    TFCKPT_RETURN_IF_ERROR(Reached("index-committed"));
   } else {
     std::vector<std::string> names;
     for (int32_t i = 0; i < k; ++i) names.push_back(DataFileName(out, i, k));

@@ -2,6 +2,8 @@
 // the slice map, and reading payloads from the data files with bounds and CRC checks.
 #include "format/bundle/bundle_reader.h"
 
+#include "run/run.h"
+
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -316,6 +318,7 @@ absl::Status BundleReader::VerifyCrc(const TensorEntry& t, const StoredSlice& s,
   file->WillReadSequentially(s.data.offset, s.data.size);
   uint32_t crc = 0;
   for (uint64_t at = 0; at < s.data.size;) {
+    TFCKPT_RETURN_IF_ERROR(CheckStop());
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kBuffer, s.data.size - at));
     TFCKPT_RETURN_IF_ERROR(Locate(file->ReadAt(s.data.offset + at, n, buffer->data()),
                                   "entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset + at), label));

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/file.h"
+#include "tfckpt/status.h"
 
 namespace tfckpt {
 

@@ -1,8 +1,5 @@
 #include "tfckpt/bundle_writer.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -16,6 +13,7 @@
 #include "core/tensor_encoding.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
+#include "run/run.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/ordered_code.h"
@@ -64,11 +62,6 @@ std::vector<std::string> ExistingFiles(const std::string& prefix) {
     }
   }
   return out;
-}
-
-// Fault injection for the tests: sleeps for the milliseconds the variable `var` gives.
-void StallIfAsked(const char* var) {
-  if (const char* ms = std::getenv(var)) ::usleep(static_cast<useconds_t>(std::strtoul(ms, nullptr, 10) * 1000));
 }
 
 // Flips the lowest bit of byte `offset` of `f` (written, not committed); nothing when the
@@ -198,15 +191,17 @@ absl::StatusOr<std::string> BundleWriter::Register(std::string_view name, int32_
 
 absl::Status BundleWriter::FinishEntry(const std::string& key, uint64_t offset, uint64_t size, uint32_t crc,
                                        bool read_back) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Pending& p = *entries_.at(key);
-  // (An empty entry is not named: several can share a place, and it has nothing to read.)
-  if (read_back && size > 0) read_back_.emplace(p.entry.shard_id(), offset, size);
-  p.entry.set_offset(static_cast<int64_t>(offset));
-  p.entry.set_size(static_cast<int64_t>(size));
-  p.entry.set_crc32c(crc32c::Mask(crc));
-  p.done = true;
-  return absl::OkStatus();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Pending& p = *entries_.at(key);
+    // (An empty entry is not named: several can share a place, and it has nothing to read.)
+    if (read_back && size > 0) read_back_.emplace(p.entry.shard_id(), offset, size);
+    p.entry.set_offset(static_cast<int64_t>(offset));
+    p.entry.set_size(static_cast<int64_t>(size));
+    p.entry.set_crc32c(crc32c::Mask(crc));
+    p.done = true;
+  }
+  return Reached("piece-written");
 }
 
 absl::Status BundleWriter::Add(std::string_view name, int32_t dtype, const Shape& shape, std::string_view payload,
@@ -472,10 +467,7 @@ absl::Status BundleWriter::Finish() {
   // what the kernel is still writing back), then all of it made durable.
   TFCKPT_RETURN_IF_ERROR(check());
   TFCKPT_RETURN_IF_ERROR(close_all());  // (fsync)
-  // Fault injection for the scale-out test (docs/SCALE_OUT.md): a task whose data is
-  // written but not committed stays in that state this long, so a batch engine can
-  // kill it there.
-  StallIfAsked("TFCKPT_FAULT_STALL_BEFORE_COMMIT_MS");
+  TFCKPT_RETURN_IF_ERROR(Reached("before-commit"));
   return PublishBundle(prefix_, options_.overwrite, DataNames(), commit_data, [&] { return index->Commit(); });
 }
 
@@ -496,9 +488,21 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std:
   Storage& store = Storage::For(prefix);
   std::vector<std::string> stale;
   if (overwrite) stale = ExistingFiles(prefix);
+  // A stop requested so far undoes the run; from the first change to what is under the
+  // output's names that cannot be undone (the old index removed, the new one committed)
+  // the run finishes instead (run/run.h, docs/RELIABILITY.md).
+  TFCKPT_RETURN_IF_ERROR(CheckStop());
+  Run* run = CurrentRun();
+  const auto no_return = [run] {
+    if (run != nullptr) run->PassPointOfNoReturn();
+  };
   // Replacing a checkpoint: its index goes first, so that no reader ever pairs the old
   // index with new data files.
-  if (overwrite && FileExists(prefix + ".index")) TFCKPT_RETURN_IF_ERROR(store.Remove(prefix + ".index"));
+  if (overwrite && FileExists(prefix + ".index")) {
+    no_return();
+    TFCKPT_RETURN_IF_ERROR(store.Remove(prefix + ".index"));
+    TFCKPT_RETURN_IF_ERROR(Reached("old-index-removed"));
+  }
   TFCKPT_RETURN_IF_ERROR(commit_data());
   // Data with no index, when the check or the index fails: removed, as no reader would
   // take them. (Not the index: an index that could not be written only if absent is
@@ -508,17 +512,16 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std:
     for (const auto& path : stale) (void)store.Remove(path);
     return s;
   };
+  // The one window where data files are in place and the index is not (a kill here leaves
+  // data files that the next run, and validate, recognise: docs/RELIABILITY.md).
+  if (absl::Status s = Reached("data-committed"); !s.ok()) return unpublish(s);
   if (check_data) {
     if (absl::Status s = check_data(); !s.ok()) return unpublish(s);
   }
-  // Fault injection for the crash-safety test (docs/RELIABILITY.md): die in the one
-  // window where data files are in place and the index is not.
-  if (const char* fault = std::getenv("TFCKPT_FAULT_KILL_AT"); fault && std::string_view(fault) == "commit") {
-    ::kill(::getpid(), SIGKILL);
-  }
-  // ... or stay there this long, so that a test can interrupt the run in that window.
-  StallIfAsked("TFCKPT_FAULT_STALL_BEFORE_INDEX_MS");
+  if (absl::Status s = CheckStop(); !s.ok()) return unpublish(s);
+  no_return();
   if (absl::Status s = commit_index(); !s.ok()) return unpublish(s);
+  TFCKPT_RETURN_IF_ERROR(Reached("index-committed"));
   // Replacing a checkpoint with fewer data files: remove the old ones it no longer uses.
   std::vector<std::string> ours = data_files;
   ours.push_back(prefix + ".index");

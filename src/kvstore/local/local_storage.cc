@@ -13,7 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "tfckpt/file.h"
+#include "kvstore/local/tracked.h"
+#include "run/run.h"
 #include "tfckpt/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -23,10 +24,11 @@ namespace tfckpt {
 namespace fs = std::filesystem;
 
 namespace {
-std::atomic<uint64_t> g_temp_counter{0};
 constexpr size_t kOutputBuffer = 1 << 20;
 constexpr uint64_t kWritebackEvery = 64 << 20;  // bytes written between writeback starts
-constexpr uint64_t kCopyChunk = 64 << 20;       // bytes per copy_file_range call
+// Bytes per copy_file_range call: a stop request is checked between two (docs/RELIABILITY.md:
+// within half a second even from a slow disk).
+constexpr uint64_t kCopyChunk = 16 << 20;
 
 // Reads exactly `n` bytes of `fd` at `offset` into `out`; an error names `path` and the offset.
 absl::Status PreadFully(int fd, const std::string& path, uint64_t offset, uint64_t n, char* out) {
@@ -50,10 +52,6 @@ EntryKind KindOf(const struct stat& st) {
   return EntryKind::kOther;
 }
 }  // namespace
-
-std::string TemporaryName(const std::string& final_path) {
-  return StrCat(final_path, ".tmp-tfckpt-", ::getpid(), "-", g_temp_counter++);
-}
 
 // ---------------------------------------------------------------------------------------
 // Reading
@@ -116,7 +114,6 @@ LocalWritableFile::LocalWritableFile(std::string final_path, std::string temp_pa
 
 absl::StatusOr<std::unique_ptr<LocalWritableFile>> LocalWritableFile::Create(const std::string& final_path) {
   std::string temp = TemporaryName(final_path);
-  InterruptShield shield;
   const uint64_t id = TrackCreated(temp);
   // Read-write: ReadBack reads through the same descriptor.
   int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -127,6 +124,7 @@ absl::StatusOr<std::unique_ptr<LocalWritableFile>> LocalWritableFile::Create(con
   }
   std::unique_ptr<LocalWritableFile> f(new LocalWritableFile(final_path, std::move(temp), fd));
   f->tracked_ = id;
+  TFCKPT_RETURN_IF_ERROR(Reached("temporary-created"));
   return f;
 }
 
@@ -189,7 +187,7 @@ absl::Status LocalWritableFile::CopyRange(const ReadableFile& src, uint64_t src_
   loff_t at = static_cast<loff_t>(*out);
   uint64_t left = n;
   while (left > 0) {
-    // In pieces, so that an interrupt (which waits for the call to return) is not delayed.
+    TFCKPT_RETURN_IF_ERROR(CheckStop());
     const ssize_t k = ::copy_file_range(local->fd(), &in, fd_, &at, std::min<uint64_t>(left, kCopyChunk), 0);
     if (k > 0) {
       left -= static_cast<uint64_t>(k);
@@ -215,6 +213,7 @@ absl::Status LocalWritableFile::ReadAndWrite(const ReadableFile& src, uint64_t s
   }
   std::string buf(static_cast<size_t>(std::min<uint64_t>(n, 1 << 20)), '\0');
   for (uint64_t done = 0; done < n;) {
+    TFCKPT_RETURN_IF_ERROR(CheckStop());
     const uint64_t k = std::min<uint64_t>(n - done, buf.size());
     TFCKPT_RETURN_IF_ERROR(src.ReadAt(src_offset + done, k, buf.data()));
     TFCKPT_RETURN_IF_ERROR(PwriteAll(*out + done, std::string_view(buf.data(), static_cast<size_t>(k))));
@@ -386,15 +385,13 @@ absl::Status LocalStorage::CreateDirectories(const std::string& dir) {
   if (dir.empty() || IsDirectory(dir)) return absl::OkStatus();
   const std::string parent = Dirname(dir);
   if (!parent.empty() && parent != dir) TFCKPT_RETURN_IF_ERROR(CreateDirectories(parent));
-  InterruptShield shield;
-  const uint64_t id = TrackCreated(dir, TrackKind::kDirectory);
+  const uint64_t id = TrackCreated(dir, TrackKind::kDirectory);  // (a run that fails leaves no empty directory)
   if (::mkdir(dir.c_str(), 0777) != 0) {
     const int err = errno;
     ForgetCreated(id);
     if (err == EEXIST && IsDirectory(dir)) return absl::OkStatus();  // made meanwhile by someone else
     return ErrnoError(dir, "cannot create directory", err);
   }
-  if (!TrackingOutputs()) ForgetCreated(id);
   return absl::OkStatus();
 }
 

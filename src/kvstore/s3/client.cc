@@ -19,7 +19,7 @@
 #include "kvstore/s3/ranges.h"
 #include "kvstore/s3/sigv4.h"
 #include "core/parallel.h"
-#include "tfckpt/file.h"
+#include "run/run.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
@@ -61,33 +61,91 @@ struct Response {
   }
 };
 
-// Easy handles kept between requests, so their connections stay alive.
+// An easy handle and the multi handle that runs its transfers (so that a stop of the run
+// can cut one short at once: RunTransfer). The multi handle keeps the connection cache, so
+// the pair stays together for good.
+struct Handle {
+  CURL* easy = nullptr;
+  CURLM* multi = nullptr;
+};
+
+// Handles kept between requests, so their connections stay alive.
 class HandlePool {
  public:
   ~HandlePool() {
-    for (CURL* h : free_) curl_easy_cleanup(h);
+    for (Handle& h : free_) {
+      curl_multi_cleanup(h.multi);
+      curl_easy_cleanup(h.easy);
+    }
   }
-  CURL* Get() {
+  Handle Get() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!free_.empty()) {
-        CURL* h = free_.back();
+        Handle h = free_.back();
         free_.pop_back();
-        curl_easy_reset(h);
+        curl_easy_reset(h.easy);
         return h;
       }
     }
-    return curl_easy_init();
+    return Handle{curl_easy_init(), curl_multi_init()};
   }
-  void Put(CURL* h) {
+  void Put(Handle h) {
     std::lock_guard<std::mutex> lock(mu_);
     free_.push_back(h);
   }
 
  private:
   std::mutex mu_;
-  std::vector<CURL*> free_;
+  std::vector<Handle> free_;
 };
+
+// Runs the transfer set up on `h` to its end, or until the run it works for is stopping
+// (run/run.h): then it is cut short at once (the stop wakes the poll) and the result is
+// CURLE_ABORTED_BY_CALLBACK.
+CURLcode RunTransfer(const Handle& h) {
+  if (CurrentRun() == nullptr) return curl_easy_perform(h.easy);
+  curl_multi_add_handle(h.multi, h.easy);
+  CURLcode result = CURLE_OK;
+  {
+    std::stop_callback wake(CurrentRun()->stop_token(), [multi = h.multi] { curl_multi_wakeup(multi); });
+    for (;;) {
+      int running = 0;
+      const CURLMcode mc = curl_multi_perform(h.multi, &running);
+      bool done = false;
+      int queued = 0;
+      while (const CURLMsg* msg = curl_multi_info_read(h.multi, &queued)) {
+        if (msg->msg == CURLMSG_DONE && msg->easy_handle == h.easy) {
+          result = msg->data.result;
+          done = true;
+        }
+      }
+      if (done) break;
+      if (mc != CURLM_OK) {
+        result = CURLE_OUT_OF_MEMORY;  // (curl_multi_perform fails only for want of memory or a bug)
+        break;
+      }
+      if (Stopping()) {
+        result = CURLE_ABORTED_BY_CALLBACK;
+        break;
+      }
+      curl_multi_poll(h.multi, nullptr, 0, 1000, nullptr);
+    }
+  }
+  curl_multi_remove_handle(h.multi, h.easy);
+  return result;
+}
+
+// Whether a stop of the run may cut `method`'s request short while it is on its way: reads
+// and part uploads (an aborted upload drops its parts), but never a request that creates,
+// completes or removes something in the bucket: its server may carry it out all the same,
+// and the run must know whether it did, to undo it (aborting an upload needs its id; a
+// deletion must come after the creation it undoes). Those finish first (they are small).
+bool CutShortOnStop(std::string_view method, const std::vector<QueryParam>& query) {
+  if (method == "GET" || method == "HEAD") return true;
+  if (method != "PUT") return false;
+  return std::any_of(query.begin(), query.end(), [](const QueryParam& q) { return q.name == "partNumber"; });
+}
 
 // What one attempt's callbacks share.
 struct Transfer {
@@ -235,7 +293,8 @@ struct Client::Impl {
   absl::StatusOr<std::string> FetchMetadataToken() {
     const std::string url = StrCat("http://", settings.credentials.metadata_host,
                                    "/computeMetadata/v1/instance/service-accounts/default/token");
-    CURL* h = pool.Get();
+    const Handle handle = pool.Get();
+    CURL* h = handle.easy;
     std::string body;
     curl_slist* headers = curl_slist_append(nullptr, "Metadata-Flavor: Google");
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
@@ -253,7 +312,7 @@ struct Client::Impl {
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(headers);
-    pool.Put(h);
+    pool.Put(handle);
     const std::string where = StrCat(
         "no gs:// credentials (GS_ACCESS_KEY_ID, GOOGLE_OAUTH_ACCESS_TOKEN, "
         "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE unset) and the metadata server ",
@@ -311,7 +370,8 @@ struct Client::Impl {
     for (const auto& [name, value] : r.headers) list = curl_slist_append(list, StrCat(name, ": ", value).c_str());
     for (const auto& [name, value] : auth) list = curl_slist_append(list, StrCat(name, ": ", value).c_str());
 
-    CURL* h = pool.Get();
+    const Handle handle = pool.Get();
+    CURL* h = handle.easy;
     Transfer t{h, &r, &resp, 0};
     char error[CURL_ERROR_SIZE] = {0};
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
@@ -342,11 +402,11 @@ struct Client::Impl {
     } else if (r.method != "GET") {
       curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r.method.c_str());
     }
-    resp.curl = curl_easy_perform(h);
+    resp.curl = CutShortOnStop(r.method, r.query) ? RunTransfer(handle) : curl_easy_perform(h);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
     resp.curl_error = error[0] != 0 ? error : curl_easy_strerror(resp.curl);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
-    pool.Put(h);
+    pool.Put(handle);
     curl_slist_free_all(list);
     ++requests;
     return resp;
@@ -373,36 +433,28 @@ struct Client::Impl {
     return {retry ? Verdict::kRetry : Verdict::kFail, absl::Status(CodeForHttp(status, code), message)};
   }
 
-  // Sends make() until it succeeds, fails for good or the retries are used up.
+  // Sends make() until it succeeds, fails for good or the retries are used up. A stop of
+  // the run (run/run.h) ends it at once: no request starts, none is retried, and the
+  // request on its way is cut short where CutShortOnStop allows; the result is then the
+  // run's stopped error. The clean-up after a stop (NotCancellable) has a short budget of
+  // its own (kCleanUpRetry): it must not hold the end of the run back for minutes.
   absl::StatusOr<Response> Execute(const std::function<Request()>& make) {
+    const RetryPolicy& retry = CleaningUpAfterStop() ? kCleanUpRetry : options.retry;
     for (int attempt = 0;; ++attempt) {
+      if (Stopping()) return StoppedError();
       const Request r = make();
       Response resp = Perform(r);
       Outcome o = Classify(r, resp);
       if (o.verdict == Verdict::kOk) return resp;
+      if (Stopping()) return StoppedError();
       if (o.verdict == Verdict::kFail) return o.status;
-      if (attempt >= options.retry.max_retries) {
+      if (attempt >= retry.max_retries) {
         return absl::Status(o.status.code(), StrCat(o.status.message(), " (", attempt + 1, " attempts)"));
       }
-      if (!WaitToRetry(RetryDelay(options.retry, attempt))) {
-        return absl::Status(o.status.code(), StrCat(o.status.message(), " (not retried: interrupted)"));
-      }
+      if (!Reached("request-retrying").ok() || !SleepUnlessStopped(RetryDelay(retry, attempt))) return StoppedError();
     }
   }
-
-  // Sleeps `delay` before a retry; false, at once, when an interrupt waits for this thread
-  // to leave its shield (the completion of an upload: the run is ending, a retry would
-  // only hold the exit back by up to the whole retry budget).
-  static bool WaitToRetry(std::chrono::microseconds delay) {
-    constexpr std::chrono::microseconds kSlice{20'000};
-    for (;;) {
-      if (InterruptWaitsForThisThread()) return false;
-      if (delay <= std::chrono::microseconds(0)) return true;
-      const std::chrono::microseconds step = std::min(delay, kSlice);
-      std::this_thread::sleep_for(step);
-      delay -= step;
-    }
-  }
+  static constexpr RetryPolicy kCleanUpRetry{2, std::chrono::microseconds(100'000), std::chrono::microseconds(1'000'000)};
 
   absl::StatusOr<Response> Send(std::string method, const ObjectUrl& url, std::vector<QueryParam> query = {},
                                 Headers headers = {}, std::string_view body = {}) {

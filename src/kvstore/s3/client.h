@@ -19,10 +19,14 @@
 // ServiceUnavailable, refused or reset connections, timeouts and stalls are retried
 // with exponential backoff and full jitter (each wait uniform in
 // [0, min(max_delay, initial_delay * 2^attempt)]), like TensorFlow's RetryConfig:
-// 10 retries, 100 ms initial, 32 s maximum delay by default. A request made inside an
-// InterruptShield is not retried once an interrupt waits for that shield to end
-// (InterruptWaitsForThisThread, file.h): it fails with its last status, "(not retried:
-// interrupted)", and the interrupt is handled at once instead of after the whole budget.
+// 10 retries, 100 ms initial, 32 s maximum delay by default.
+//
+// Stopping (run/run.h): once the run a request works for is stopping, no request starts and
+// none is retried (the backoff's wait ends at once), and reads and part uploads on their way
+// are cut short; the call returns the run's Cancelled error. A request that creates,
+// completes or removes something in the bucket is let finish (it is small): the run must
+// know what it did in order to undo it. The clean-up of a stopped run (NotCancellable)
+// goes out, with at most 2 retries.
 #pragma once
 
 #include <chrono>

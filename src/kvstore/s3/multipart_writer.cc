@@ -4,7 +4,7 @@
 #include <cstring>
 #include <thread>
 
-#include "tfckpt/file.h"
+#include "run/run.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
@@ -79,29 +79,33 @@ absl::Status MultipartWriter::EnsureUpload(std::unique_lock<std::mutex>& lock) {
   if (!upload_id_.empty() || !status_.ok()) return status_;
   creating_ = true;
   lock.unlock();
-  // An interrupted run leaves no upload in progress (file.h). Until the upload's id is
-  // known, an interrupt that stops this thread in the middle of the request (the server
-  // may create the upload all the same) aborts every upload in progress under this
-  // object's name: the name is the run's output, so they are its own (or older leftovers).
-  const uint64_t unnamed = AtInterrupt(
+  // A run that fails or is stopped leaves no upload in progress (run/run.h). Until the
+  // upload's id is known, a stop that cuts the request short (the server may create the
+  // upload all the same) aborts every upload in progress under this object's name: the
+  // name is the run's output, so they are its own (or older leftovers).
+  const uint64_t unnamed = AtUndo(
       [client = client_, url = url_] {
         absl::StatusOr<std::vector<MultipartUpload>> all = client->ListMultipartUploads(url);
         for (const MultipartUpload& u : all.ok() ? *all : std::vector<MultipartUpload>{}) {
           if (u.key == url.key) client->AbortMultipartUpload(url, u.upload_id).IgnoreError();
         }
       },
-      InterruptWorkOrder::kIndependent);
+      UndoOrder::kIndependent);
   absl::StatusOr<std::string> id = client_->CreateMultipartUpload(url_);
+  absl::Status reached;
   if (id.ok()) {
-    interrupt_work_ = AtInterrupt(
-        [client = client_, url = url_, id = *id] { client->AbortMultipartUpload(url, id).IgnoreError(); },
-        InterruptWorkOrder::kIndependent);
+    undo_ = AtUndo([client = client_, url = url_, id = *id] { client->AbortMultipartUpload(url, id).IgnoreError(); },
+                   UndoOrder::kIndependent);
+    ForgetAtUndo(unnamed);
+    reached = Reached("upload-created");
+  } else if (!absl::IsCancelled(id.status())) {
+    ForgetAtUndo(unnamed);  // (refused: nothing was created)
   }
-  ForgetAtInterrupt(unnamed);
   lock.lock();
   creating_ = false;
   if (id.ok()) {
     upload_id_ = *std::move(id);
+    if (status_.ok()) status_ = reached;
   } else if (status_.ok()) {
     status_ = id.status();
   }
@@ -120,10 +124,12 @@ absl::Status MultipartWriter::Send(std::unique_lock<std::mutex>& lock, int k, st
     lock.lock();
   }
   auto body = std::make_shared<std::string>(std::move(bytes));
-  std::thread([this, k, body, id = upload_id_] {
-    HoldInterruptsInThisThread();
+  threads_.push_back(StartThread([this, k, body, id = upload_id_] {
     absl::StatusOr<std::string> etag = client_->UploadPart(url_, id, k + 1, *body);
     if (shared_) shared_->Release();
+    if (etag.ok()) {
+      if (absl::Status s = Reached("part-uploaded"); !s.ok()) etag = s;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (etag.ok()) {
       etags_[k] = *std::move(etag);
@@ -131,13 +137,17 @@ absl::Status MultipartWriter::Send(std::unique_lock<std::mutex>& lock, int k, st
       status_ = etag.status();
     }
     --sending_;
-    cv_.notify_all();  // (under the lock: the writer may be destroyed as soon as it sees 0)
-  }).detach();
+    cv_.notify_all();
+  }));
   return absl::OkStatus();
 }
 
 void MultipartWriter::WaitForAll(std::unique_lock<std::mutex>& lock) {
   cv_.wait(lock, [&] { return sending_ == 0 && !creating_; });
+  // Every part's thread has left its last step under the lock: joined here, so that none
+  // outlives the writer (or the run: no thread of the library is left running at exit).
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
 }
 
 absl::Status MultipartWriter::Finish() {
@@ -207,7 +217,7 @@ absl::Status MultipartWriter::Complete(bool if_absent) {
   if (s.ok()) {
     completed_ = true;
     held_.clear();
-    ForgetAtInterrupt(interrupt_work_);
+    ForgetAtUndo(undo_);
   }
   return s;
 }
@@ -227,8 +237,9 @@ void MultipartWriter::Abort() {
   const std::string id = upload_id_;
   upload_id_.clear();
   lock.unlock();
+  NotCancellable clean_up;  // (also when a stop is why the writer is abandoned)
   client_->AbortMultipartUpload(url_, id).IgnoreError();  // best effort: the caller has the news
-  ForgetAtInterrupt(interrupt_work_);
+  ForgetAtUndo(undo_);
 }
 
 }  // namespace tfckpt::s3

@@ -8,8 +8,8 @@
 //
 // Nothing is visible under the object's key until Complete(). An object that fits in its
 // first part is sent whole by one PUT at Complete() (no upload is ever created for it); a
-// writer destroyed before Complete() aborts its upload, and so does an interrupt of the
-// process (AtInterrupt, file.h).
+// writer destroyed before Complete() aborts its upload, and so does the undoing of the run
+// it works for (run/run.h: a run that fails or is stopped).
 #pragma once
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -136,7 +137,8 @@ class MultipartWriter {
   std::map<int, std::string> etags_;  // parts sent, by 0-based number
   absl::Status status_;
   bool finished_ = false, completed_ = false;
-  uint64_t interrupt_work_ = 0;  // aborts the upload on an interrupt (AtInterrupt)
+  uint64_t undo_ = 0;  // aborts the upload when the run is undone (AtUndo)
+  std::vector<std::thread> threads_;  // the parts' uploads: joined by WaitForAll
 };
 
 }  // namespace tfckpt::s3

@@ -14,7 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
-#include "tfckpt/file.h"
+#include "run/run.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
@@ -118,10 +118,24 @@ bool ReserveScanBytes(uint64_t n, uint64_t budget) {
   return true;
 }
 
-// A piece of a scan: [offset, offset + size) of the object, fetched by a thread of its own.
+// A thread joined when the last holder lets it go.
+class Joined {
+ public:
+  explicit Joined(std::thread t) : t_(std::move(t)) {}
+  ~Joined() { t_.join(); }
+  Joined(const Joined&) = delete;
+  Joined& operator=(const Joined&) = delete;
+
+ private:
+  std::thread t_;
+};
+
+// A piece of a scan: [offset, offset + size) of the object, fetched by a thread of its own
+// (joined when the piece is dropped: no thread outlives the scan).
 struct ScanPiece {
   uint64_t offset = 0, size = 0;
   std::shared_future<absl::StatusOr<WindowCache::Bytes>> bytes;
+  std::shared_ptr<Joined> fetch;
 };
 
 // The sequential scan this thread announced (WillReadSequentially): the object (URL and
@@ -152,17 +166,16 @@ struct Scan {
 };
 thread_local Scan t_scan;
 
-// Fetches [offset, offset + size) of the object on a thread of its own (reserved with
-// ReserveScanBytes: the bytes give their reservation back when the last holder drops
-// them, however late the fetch ends). The thread needs nothing of the S3File, which may be
-// closed meanwhile: the client lives as long as the process.
+// Fetches [offset, offset + size) of the object on a thread of its own, for the caller's run
+// (its stop cuts the fetch short), reserved with ReserveScanBytes: the bytes give their
+// reservation back when the last holder drops them. The thread needs nothing of the
+// S3File, which may be closed meanwhile: the client lives as long as the process.
 // At most as many fetches at once as `gate` lets through (--connections, for all scans).
 ScanPiece FetchPiece(Client* client, const ObjectUrl& url, const std::string& name, const std::string& etag,
                      uint64_t offset, uint64_t size, std::shared_ptr<PartBudget> gate) {
   auto done = std::make_shared<std::promise<absl::StatusOr<WindowCache::Bytes>>>();
-  ScanPiece piece{offset, size, done->get_future().share()};
-  std::thread([client, url, name, etag, offset, size, done, gate] {
-    HoldInterruptsInThisThread();
+  ScanPiece piece{offset, size, done->get_future().share(), nullptr};
+  piece.fetch = std::make_shared<Joined>(StartThread([client, url, name, etag, offset, size, done, gate] {
     gate->Acquire();
     struct Release {
       PartBudget* gate;
@@ -178,7 +191,7 @@ ScanPiece FetchPiece(Client* client, const ObjectUrl& url, const std::string& na
     } else {
       done->set_value(ReadError(s, name, etag));
     }
-  }).detach();
+  }));
   return piece;
 }
 
@@ -372,25 +385,27 @@ class S3Upload final : public WritableFile {
   bool ReadableBeforeCommit() const override { return false; }
   absl::Status Close() override { return Named(writer_->Finish(), name_); }
   // Like a local output renamed into place, the object stays an output of the run until it
-  // succeeds (file.h): an interrupt or a failure of the run before that deletes it.
+  // succeeds (run/run.h): a failure or a stop of the run before that deletes it.
   absl::Status Commit() override {
-    InterruptShield shield;  // (completed and tracked as one step)
+    TFCKPT_RETURN_IF_ERROR(Reached("upload-completing"));
+    delete_work_ = AtUndo([client = client_, url = url_] { client->Delete(url).IgnoreError(); });
     const absl::Status completed = writer_->Complete(exclusive_);
     S3Storage::Get().Forget(name_);  // (replaced, or in a state unknown after a failure)
-    if (absl::IsUnavailable(completed) && InterruptWaitsForThisThread()) {
-      // Not retried because of the interrupt (client.h): the last attempt may have been
-      // carried out all the same. The name is this run's output: deleted if it is there.
-      AtInterrupt([client = client_, url = url_] { client->Delete(url).IgnoreError(); });
+    if (!completed.ok()) {
+      // Refused (the name is taken, the upload is gone): nothing of this run's is there.
+      // Only a completion whose outcome is unknown (its last attempt went unanswered) may
+      // have been carried out: then the name is this run's output and deleted on undo.
+      if (!absl::IsUnavailable(completed) && !absl::IsCancelled(completed)) {
+        ForgetAtUndo(delete_work_);
+        delete_work_ = 0;
+      }
+      return Named(completed, name_);
     }
-    TFCKPT_RETURN_IF_ERROR(Named(completed, name_));
     committed_ = true;
-    if (TrackingOutputs()) {
-      delete_work_ = AtInterrupt([client = client_, url = url_] { client->Delete(url).IgnoreError(); });
-    }
-    return absl::OkStatus();
+    return Reached("upload-completed");
   }
   void Publish() override {
-    ForgetAtInterrupt(delete_work_);
+    ForgetAtUndo(delete_work_);
     delete_work_ = 0;
   }
 
@@ -506,7 +521,6 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> S3Storage::OpenForRead(const std::
 
 absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::string& final_path) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(final_path));
-  HandleInterruptsOnOwnThread();  // (an upload's interrupt work makes requests: file.h; main thread only)
   if (t.url.key.empty() || t.url.key.back() == '/') {
     return absl::InvalidArgumentError(StrCat(final_path, ": names no object (a key is needed)"));
   }

@@ -1,0 +1,31 @@
+// How a library call runs: how it is stopped, and what it tells its caller besides its result.
+// Every call that writes or reads a whole checkpoint takes these options (docs/LIBRARY.md).
+#pragma once
+
+#include <functional>
+#include <stop_token>
+#include <string_view>
+
+namespace tfckpt {
+
+struct RunOptions {
+  // A stop request makes the call unwind: what it created is removed (temporaries, object
+  // store uploads, objects it completed), nothing is left under its output's names, and it
+  // returns a Cancelled status, within about half a second wherever it is (copies,
+  // verification, requests to an object store and the waits between their retries). Once it
+  // has begun to publish its output (docs/RELIABILITY.md: the point of no return), it
+  // finishes instead and the stop is only reported (a note).
+  std::stop_token stop;
+
+  // Called with each note of the run (something the caller may want to tell the user: a
+  // stop that came too late to be honoured, ...), on any of its threads, one at a time.
+  std::function<void(std::string_view note)> note;
+
+  // For tests: called on the thread that reaches each named point of the run (the points
+  // are listed in docs/RELIABILITY.md, "Fault points"), before the run goes on. The run
+  // checks for a stop request right after it returns, so a hook that waits for the stop
+  // (as the command line's TFCKPT_FAULT_PAUSE_AT does) stops the run exactly there.
+  std::function<void(std::string_view point)> at_point;
+};
+
+}  // namespace tfckpt

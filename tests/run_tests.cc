@@ -1,0 +1,180 @@
+// The run of a library call (src/run/run.h): undo order, stopping, the point of no return,
+// the test hook, and the run carried to the threads the library starts.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/parallel.h"
+#include "run/run.h"
+#include "tfckpt/region.h"
+
+namespace {
+
+using tfckpt::Run;
+using tfckpt::RunOptions;
+using tfckpt::RunScope;
+using tfckpt::UndoOrder;
+
+TEST_CASE("undo: newest first in order, independent work side by side, nothing after Keep, once") {
+  std::mutex mu;
+  std::vector<std::string> ran;
+  auto note = [&](std::string what) {
+    std::lock_guard<std::mutex> lock(mu);
+    ran.push_back(std::move(what));
+  };
+  // Two independent items that each wait for the other: run one after the other they would
+  // give up waiting (and say so); side by side both see the other start.
+  std::atomic<int> started{0};
+  auto meet = [&](std::string name) {
+    started.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    note(name + (started.load() >= 2 ? " met" : " alone"));
+  };
+  {
+    Run run;
+    RunScope scope(&run);
+    tfckpt::AtUndo([&] { note("data"); });
+    tfckpt::AtUndo([&] { meet("upload 1"); }, UndoOrder::kIndependent);
+    const uint64_t forgotten = tfckpt::AtUndo([&] { note("forgotten"); });
+    tfckpt::AtUndo([&] { note("index"); });
+    tfckpt::AtUndo([&] { meet("upload 2"); }, UndoOrder::kIndependent);
+    tfckpt::ForgetAtUndo(forgotten);
+    CHECK_FALSE(run.Undoing());
+    run.Undo();
+    CHECK_FALSE(run.Undoing());
+    run.Undo();  // (taken once: nothing left to do)
+  }
+  std::vector<std::string> in_order;
+  for (const auto& r : ran) {
+    if (r == "data" || r == "index") in_order.push_back(r);
+  }
+  CHECK(in_order == std::vector<std::string>{"index", "data"});
+  CHECK(std::count(ran.begin(), ran.end(), "upload 1 met") == 1);
+  CHECK(std::count(ran.begin(), ran.end(), "upload 2 met") == 1);
+  CHECK(ran.size() == 4);
+  {
+    Run run;
+    RunScope scope(&run);
+    tfckpt::AtUndo([&] { note("kept"); });
+    run.Keep();
+  }
+  CHECK(ran.size() == 4);
+  // Outside a run nothing is recorded (and nothing runs later).
+  CHECK(tfckpt::AtUndo([&] { note("no run"); }) == 0);
+  CHECK(ran.size() == 4);
+}
+
+TEST_CASE("undo work runs for the run it undoes, with its requests not cancellable") {
+  std::stop_source stop;
+  RunOptions o;
+  o.stop = stop.get_token();
+  Run run(o);
+  std::atomic<int> seen{0};
+  {
+    RunScope scope(&run);
+    for (UndoOrder order : {UndoOrder::kNewestFirst, UndoOrder::kIndependent}) {
+      tfckpt::AtUndo(
+          [&] {
+            if (tfckpt::CurrentRun() == &run && run.Undoing() && !tfckpt::Stopping() && tfckpt::CleaningUpAfterStop()) {
+              ++seen;
+            }
+          },
+          order);
+    }
+  }
+  stop.request_stop();
+  run.Undo();
+  CHECK(seen == 2);
+}
+
+TEST_CASE("a stop is an error at the run's points until its point of no return, then only reported") {
+  std::stop_source stop;
+  RunOptions o;
+  o.stop = stop.get_token();
+  std::vector<std::string> points;
+  o.at_point = [&](std::string_view p) { points.emplace_back(p); };
+  Run run(o);
+  RunScope scope(&run);
+  CHECK(tfckpt::CheckStop().ok());
+  CHECK(tfckpt::Reached("first").ok());
+  stop.request_stop();
+  CHECK(run.StopRequested());
+  CHECK(run.Stopping());
+  CHECK(tfckpt::Stopping());
+  CHECK(absl::IsCancelled(tfckpt::CheckStop()));
+  CHECK(absl::IsCancelled(tfckpt::Reached("second")));
+  {
+    tfckpt::NotCancellable clean_up;
+    CHECK_FALSE(tfckpt::Stopping());  // (its requests go out)
+    CHECK(tfckpt::CleaningUpAfterStop());
+  }
+  run.PassPointOfNoReturn();
+  CHECK(run.StopRequested());
+  CHECK_FALSE(run.Stopping());
+  CHECK(tfckpt::CheckStop().ok());
+  CHECK(tfckpt::Reached("third").ok());
+  CHECK(points == std::vector<std::string>{"first", "second", "third"});
+  run.Keep();
+}
+
+TEST_CASE("a backoff's wait ends at a stop, but not past the point of no return") {
+  std::stop_source stop;
+  RunOptions o;
+  o.stop = stop.get_token();
+  Run run(o);
+  RunScope scope(&run);
+  CHECK(tfckpt::SleepUnlessStopped(std::chrono::milliseconds(1)));
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    stop.request_stop();
+  });
+  // An hour's wait, cut short by the stop (a generous bound on a hang is the test's own
+  // timeout, not a measurement here).
+  CHECK_FALSE(tfckpt::SleepUnlessStopped(std::chrono::hours(1)));
+  stopper.join();
+  run.PassPointOfNoReturn();
+  CHECK(tfckpt::SleepUnlessStopped(std::chrono::milliseconds(1)));
+  run.Keep();
+}
+
+TEST_CASE("the threads the library starts work for the caller's run; ParallelFor and ForEachChunk stop with it") {
+  std::stop_source stop;
+  RunOptions o;
+  o.stop = stop.get_token();
+  auto run = std::make_shared<Run>(o);
+  RunScope scope(run.get());
+  std::atomic<int> same{0};
+  tfckpt::ParallelFor(16, 4, [&](size_t) { same += tfckpt::CurrentRun() == run.get(); });
+  CHECK(same == 16);
+  std::thread t = tfckpt::StartThread([&] { same += tfckpt::CurrentRun() == run.get(); });
+  t.join();
+  CHECK(same == 17);
+  // Items after the stop do not start; the loop returns the stopped error.
+  std::atomic<int> done{0};
+  absl::Status s = tfckpt::ParallelForStatus(1000, 2, [&](size_t i, const std::atomic<bool>&) {
+    if (i == 10) stop.request_stop();
+    ++done;
+    return absl::OkStatus();
+  });
+  CHECK(absl::IsCancelled(s));
+  CHECK(done < 1000);
+  int chunks = 0;
+  s = tfckpt::ForEachChunk(tfckpt::Region::Full({1000, 10}), 4, 40, [&](const tfckpt::Region&) {
+    ++chunks;
+    return absl::OkStatus();
+  });
+  CHECK(absl::IsCancelled(s));
+  CHECK(chunks == 0);
+  run->Keep();
+}
+
+}  // namespace
