@@ -54,16 +54,8 @@ finish() {
 # The sanitizer build's corruption sweep tests every 64th index offset; which ones
 # follows from the commit, so that successive commits sample different offsets.
 phase=$(( 0x$(git rev-parse --short=7 HEAD 2>/dev/null || echo 0) % 64 ))
-# -O1 and line tables only (-g1): the sanitizers' reports keep file:line stacks, and the
-# build takes far less than debugoptimized's -O2 -g (it was the longest stage of CI).
-asan_build() {
-  BUILD_DIR=build-asan scripts/build.sh -Db_sanitize=address,undefined -Dbuildtype=plain -Doptimization=1 \
-    -Dcpp_args=-g1 -Dc_args=-g1 -Db_lundef=false -Dsweep_phase="$phase"
-}
-asan_tests() {
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    meson test -C build-asan --print-errorlogs --timeout-multiplier 4
-}
+asan_build() { scripts/build-asan.sh -Dsweep_phase="$phase"; }
+asan_tests() { scripts/test-asan.sh --print-errorlogs; }
 
 # Install and build first: everything else needs the packages and the release binary.
 if ! stage build scripts/build.sh; then

@@ -666,9 +666,10 @@ def reshard_progress_bar_only_on_a_terminal():
         code, err = run_with_tty_stderr(["reshard", base, "-o", os.path.join(d, "b"), "--partition", "fixed:3", "-q"],
                                         env)
         assert code == 0 and err == "", repr(err)
-        # Work shorter than the default second shows nothing.
+        # Work shorter than the bar's delay shows nothing (an hour here: on a loaded machine
+        # the default second may pass).
         code, err = run_with_tty_stderr(["reshard", base, "-o", os.path.join(d, "c"), "--partition", "fixed:3"],
-                                        dict(os.environ))
+                                        dict(os.environ, TFCKPT_PROGRESS_DELAY_MS="3600000"))
         assert code == 0 and err == "", repr(err)
 
 

@@ -208,6 +208,13 @@ class S3File final : public ReadableFile {
         gate_(std::move(gate)),
         connections_(connections) {}
 
+  // A scan of this object by the thread that closes it ends here, its fetches joined: a
+  // read-ahead thread never outlives the reads it served (one still running when the
+  // process exits would finish after OpenSSL's exit handler and leak its error state).
+  ~S3File() override {
+    if (t_scan.object == Key()) t_scan.End();
+  }
+
   const std::string& path() const override { return name_; }
   uint64_t size() const override { return info_.size; }
 
