@@ -2,6 +2,8 @@
 // Every call that writes or reads a whole checkpoint takes these options (docs/LIBRARY.md).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <stop_token>
 #include <string_view>
@@ -16,6 +18,17 @@ struct RunOptions {
   // has begun to publish its output (docs/RELIABILITY.md: the point of no return), it
   // finishes instead and the stop is only reported (a note).
   std::stop_token stop;
+
+  // Threads that copy, check and compare (0: one per core).
+  int jobs = 0;
+  // Concurrent transfers of each object store read (0: TFCKPT_S3_CONNECTIONS, else 8).
+  int connections = 0;
+
+  // Progress: called when the run begins a phase of its work ("copying", "verifying",
+  // "writing", "uploading") with the phase's size in bytes and the counter of bytes done,
+  // which the run advances from then on. Read the counter from any thread; it is valid
+  // until the next phase begins or the call returns.
+  std::function<void(std::string_view phase, uint64_t total, const std::atomic<uint64_t>* done)> progress;
 
   // Called with each note of the run (something the caller may want to tell the user: a
   // stop that came too late to be honoured, ...), on any of its threads, one at a time.

@@ -35,6 +35,9 @@ void StrAppend(std::string* out, const A&... a) {
 // nullopt when the text is not a size.
 std::optional<uint64_t> ParseByteSize(std::string_view text);
 
+// True when `s` is valid UTF-8.
+bool IsValidUtf8(std::string_view s);
+
 // "1 tensor", "2 tensors": `n` and its noun, plural (noun + "s", or `plural`) unless n is 1.
 inline std::string Count(int64_t n, std::string_view noun, std::string_view plural = {}) {
   if (n == 1) return StrCat(n, " ", noun);

@@ -11,32 +11,13 @@
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/reports.h"
 
 namespace tfckpt {
 
 struct ValidateOptions {
   bool quick = false;  // metadata only: skip reading data and checking tensor CRCs
   int jobs = 0;        // threads for data checks; 0 = number of cores
-};
-
-// How the values of two tensors of one shape differ (CompareTensorValues).
-struct ValueDifference {
-  std::string tensor;      // its name (set by Compare)
-  int64_t elements = 0;    // elements compared: the tensors' size
-  int64_t differing = 0;   // elements that differ: bitwise, or by more than the tolerance
-  // A differing element: its index in the full tensor and both values as text.
-  struct Element {
-    std::vector<int64_t> index;
-    std::string new_value, old_value;
-  };
-  Element first;           // the first differing element in row-major order
-  // Numeric dtypes (floating-point, integer, bool), over the differing elements: the
-  // largest |new - old| (infinite when one side is NaN) and the element where it is (the
-  // first in row-major order on a tie), and the largest |new - old| / |old| (infinite
-  // when old is 0).
-  bool numeric = false;
-  double max_abs = 0, max_rel = 0;
-  Element max;
 };
 
 struct ValidateReport {

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/reports.h"
 
 namespace tfckpt {
 
@@ -28,14 +29,6 @@ struct PrintOptions {
 // "<variant N bytes>"; a summarised axis has the string "..." in place of the elements
 // left out.
 absl::StatusOr<std::string> FormatValues(const Checkpoint& c, const TensorEntry& t, const PrintOptions& options);
-
-struct TensorStats {
-  bool numeric = false;   // false for string, variant and complex tensors
-  int64_t count = 0;
-  long double min = 0, max = 0;  // over finite values; NaN when there are none
-  double mean = 0, std = 0;  // population standard deviation, over finite values
-  int64_t nan = 0, inf = 0, zeros = 0;
-};
 
 // Statistics of a numeric tensor, computed in one streaming pass over its stored pieces
 // (no buffer the size of the tensor). CRCs are verified on the way.

@@ -22,6 +22,7 @@
 #include "app.h"
 #include "common.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/commands.h"
 #include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/name_rules.h"
@@ -39,7 +40,7 @@ namespace {
 [[noreturn]] void Throw(const absl::Status& s) {
   const ErrorInfo info = ErrorInfoOf(s);
   py::object error_type = py::module_::import("tfckpt").attr("_error_for_status");
-  py::object e = error_type(static_cast<int>(s.code()), cli::ErrorId(s), py::bytes(std::string(s.message())),
+  py::object e = error_type(static_cast<int>(s.code()), ErrorId(s), py::bytes(std::string(s.message())),
                             py::bytes(info.file), py::bytes(info.key), info.offset);
   PyErr_SetObject(e.get_type().ptr(), e.ptr());
   throw py::error_already_set();
@@ -303,7 +304,6 @@ class InProcessRun {
     std::cout.rdbuf(old_out_);
     std::cerr.rdbuf(old_err_);
     for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &saved_[i], nullptr);
-    cli::ReleaseKept();
   }
   InProcessRun(const InProcessRun&) = delete;
   InProcessRun& operator=(const InProcessRun&) = delete;

@@ -11,9 +11,7 @@
 
 #include "commands.h"
 #include "common.h"
-#include "fault_hook.h"
 #include "interrupts.h"
-#include "run/run.h"
 #include "tfckpt/strings.h"
 
 namespace tfckpt::cli {
@@ -129,27 +127,16 @@ int RunTfckpt(int argc, char** argv) {
     if (!subs[i]->parsed()) continue;
     const std::string name = subs[i]->get_name();
     SetInterruptedCommand(name);
-    // The command is one run (run/run.h): a signal asks it to stop; what it created is
-    // removed when it fails or stops, and kept when it succeeds (docs/RELIABILITY.md).
-    RunOptions options;
-    options.stop = InterruptToken();
-    options.at_point = FaultHookFromEnvironment(options.stop);
-    auto run = std::make_shared<Run>(options);
-    int rc;
-    {
-      RunScope scope(run.get());
-      rc = runners[i]();
-    }
-    if (rc == kExitOk) {
-      run->Keep();
-      if (run->StopRequested()) {
+    // The command is one library call (commands.h): a signal asks it to stop (interrupts.h);
+    // it removes what it created when it fails or stops (docs/RELIABILITY.md).
+    int rc = runners[i]();
+    if (InterruptSignal() != 0) {
+      if (rc == kExitOk) {
         Warn(name, "interrupted after the output began to be published: the run was finished instead");
+      } else if (rc < 128) {
+        rc = ReportInterrupted(name);  // (whatever error its unwinding ended with)
       }
-      return rc;
     }
-    run->Undo();
-    // Whatever the error it ended with, a run that was asked to stop was interrupted.
-    if (InterruptSignal() != 0 && rc < 128) rc = ReportInterrupted(name);
     return rc;
   }
   return kExitUsage;

@@ -6,13 +6,16 @@
 #include <cstdio>
 #include <cwchar>
 #include <iostream>
+#include <mutex>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "tfckpt/path.h"
 #include "tfckpt/status.h"
+#include "fault_hook.h"
 #include "interrupts.h"
+#include "tfckpt/commands.h"
 #include "tfckpt/strings.h"
 #include "absl/strings/str_format.h"
 
@@ -84,52 +87,15 @@ void SetJsonOutput(bool on) {
 bool JsonOutput() { return json_output; }
 void NoteJsonPrinted() { json_printed = true; }
 
-std::string ErrorId(const absl::Status& s) {
-  const ErrorInfo e = ErrorInfoOf(s);
-  if (!e.check.empty()) return e.check;
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument: return "usage";
-    case absl::StatusCode::kAlreadyExists: return "exists";
-    case absl::StatusCode::kNotFound: return "not-found";
-    case absl::StatusCode::kPermissionDenied: return "permission-denied";
-    case absl::StatusCode::kResourceExhausted: return "no-space";
-    case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kOutOfRange: return "corrupt";
-    case absl::StatusCode::kFailedPrecondition: return "unsupported";
-    case absl::StatusCode::kCancelled: return "interrupted";
-    case absl::StatusCode::kInternal:
-    case absl::StatusCode::kUnknown: return "internal";
-    default: return "io";
-  }
-}
-
-nlohmann::ordered_json ErrorJson(const absl::Status& s) {
-  const ErrorInfo e = ErrorInfoOf(s);
-  auto opt = [](const std::string& v) -> nlohmann::ordered_json { return v.empty() ? nullptr : nlohmann::ordered_json(v); };
-  return {{"id", ErrorId(s)},
-          {"message", OneLine(SV(s.message()))},
-          {"file", opt(e.file)},
-          {"key", opt(e.key)},
-          {"offset", e.offset >= 0 ? nlohmann::ordered_json(e.offset) : nlohmann::ordered_json(nullptr)}};
-}
-
-std::string JsonDocument(const nlohmann::ordered_json& doc, bool ok) {
-  nlohmann::ordered_json out{{"ok", ok}};
-  for (const auto& [key, value] : doc.items()) {
-    if (key != "ok") out[key] = value;
-  }
-  return out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-}
-
-void PrintJson(const nlohmann::ordered_json& doc, bool ok) {
-  std::cout << JsonDocument(doc, ok) << std::flush;
+void PrintJson(std::string_view document) {
+  std::cout << document << std::flush;
   NoteJsonPrinted();
 }
 
 int ReportInterrupted(std::string_view command) {
   const absl::Status s = absl::CancelledError("interrupted");
   std::cerr << "tfckpt " << command << ": interrupted" << std::endl;
-  if (json_output && !json_printed) PrintJson({{"error", ErrorJson(s)}}, false);
+  if (json_output && !json_printed) PrintJson(ErrorDocument(s));
   return 128 + InterruptSignal();
 }
 
@@ -138,7 +104,7 @@ int ReportError(std::string_view command, const absl::Status& s) {
   if (InterruptSignal() != 0) return ReportInterrupted(command);
   std::cerr << "tfckpt" << (command.empty() ? "" : " ") << command << ": error: " << OneLine(SV(s.message()))
             << std::endl;
-  if (json_output && !json_printed) PrintJson({{"error", ErrorJson(s)}}, false);
+  if (json_output && !json_printed) PrintJson(ErrorDocument(s));
   return ExitCodeFor(s);
 }
 
@@ -153,9 +119,13 @@ CLI::Validator WholeNumber(int64_t lo, int64_t hi) {
       "", "");
 }
 
+namespace {
+int connections = 0;  // --connections (0: not given)
+}  // namespace
+
 CLI::Option* AddConnectionsOption(CLI::App* sub) {
   return sub
-      ->add_option_function<int>("--connections", [](const int& n) { SetObjectStoreConnections(n); },
+      ->add_option_function<int>("--connections", [](const int& n) { connections = n; },
                                  "Concurrent transfers of each s3:// or gs:// read (default 8, or "
                                  "TFCKPT_S3_CONNECTIONS), e.g. --connections 32 on a cloud VM")
       ->check(WholeNumber(1, 256));
@@ -233,87 +203,38 @@ std::string HumanBytes(uint64_t bytes) {
 }
 
 namespace {
-std::vector<std::shared_ptr<const void>>& Kept() {
-  static auto* kept = new std::vector<std::shared_ptr<const void>>();  // never freed
-  return *kept;
-}
+
+// The progress bar of the phase under way (RunOptions::progress), from any thread.
+std::mutex progress_mu;
+std::unique_ptr<Progress> progress;
+
 }  // namespace
 
-void KeepUntilExit(std::shared_ptr<const void> object) { Kept().push_back(std::move(object)); }
-
-void ReleaseKept() { Kept().clear(); }
-
-absl::StatusOr<std::string> OutputName(std::string_view option, const std::string& out, bool tf_prefix) {
-  // An object store is asked once before any work (bucket, credentials, endpoint): a run
-  // must not copy everything to find at the end that it cannot write.
-  if (IsUrl(out)) TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckAccess(out));
-  std::string name = out;
-  if (tf_prefix && absl::EndsWith(name, ".index")) name.resize(name.size() - 6);
-  const size_t slash = name.find_last_of('/');
-  const std::string base = slash == std::string::npos ? name : name.substr(slash + 1);
-  if (base.empty() || base == "." || base == ".." || IsDirectory(name)) {
-    std::string dir = name.empty() ? "." : name;
-    if (!absl::EndsWith(dir, "/")) dir += "/";
-    return absl::InvalidArgumentError(
-        StrCat(option, " ", out, ": is a directory; give the output a name inside it (e.g. ", dir, "model)"));
+RunOptions CommandRun(bool show_progress, int jobs) {
+  RunOptions o;
+  o.stop = InterruptToken();
+  o.at_point = FaultHookFromEnvironment(o.stop);
+  o.jobs = jobs;
+  o.connections = connections;
+  if (show_progress) {
+    o.progress = [](std::string_view phase, uint64_t total, const std::atomic<uint64_t>* done) {
+      std::lock_guard<std::mutex> lock(progress_mu);
+      progress.reset();  // (ends the line of the phase before)
+      progress = std::make_unique<Progress>(total, true, phase, done);
+    };
   }
-  return name;
+  return o;
 }
 
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int n;
-    uint32_t cp;
-    if ((c >> 5) == 6) {
-      n = 1, cp = c & 0x1f;
-    } else if ((c >> 4) == 14) {
-      n = 2, cp = c & 0x0f;
-    } else if ((c >> 3) == 30) {
-      n = 3, cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + n >= s.size()) return false;
-    for (int k = 1; k <= n; ++k) {
-      const unsigned char cc = s[i + k];
-      if ((cc >> 6) != 2) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    const uint32_t min[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += n + 1;
-  }
-  return true;
-}
-
-absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
-                                const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
-                                bool show_progress, std::unique_ptr<Progress>* copying, bool* verified) {
-  if (copying != nullptr) copying->reset();
-  Progress progress(total, show_progress, "verifying");
-  options.progress = progress.counter();
-  options.written = &written;
-  TFCKPT_RETURN_IF_ERROR(VerifyWritten(out, {}, sources, options).status());
-  *verified = true;
-  return absl::OkStatus();
+void EndProgress() {
+  std::lock_guard<std::mutex> lock(progress_mu);
+  progress.reset();
 }
 
 int ReportWriteError(std::string_view command, const absl::Status& s) {
   const int code = ReportError(command, s);
   if (InterruptSignal() != 0) return code;
   return ErrorInfoOf(s).check == "output.mismatch" ? kExitCheckFailed : code;
-}
-
-int VerifyOutput(std::string_view command, const std::string& out, const std::vector<std::string>& files,
-                 const std::vector<VerifySource>& sources, const VerifyOptions& options) {
-  auto v = VerifyWritten(out, files, sources, options);
-  return v.ok() ? kExitOk : ReportWriteError(command, v.status());
 }
 
 }  // namespace tfckpt::cli

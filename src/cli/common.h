@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "progress.h"
-#include "tfckpt/verify.h"
+#include "tfckpt/run.h"
 
 namespace tfckpt::cli {
 
@@ -45,20 +45,10 @@ int ReportInterrupted(std::string_view command);
 void SetJsonOutput(bool on);
 bool JsonOutput();
 
-// The "error" object of the JSON documents (man tfckpt): {"id", "message", "file", "key",
-// "offset"}, null for the parts the error does not know. "id" is the check id the library
-// attached, else one derived from the status code (ErrorId).
-nlohmann::ordered_json ErrorJson(const absl::Status& s);
-// REQUIRES: !s.ok().
-std::string ErrorId(const absl::Status& s);
-
-// Prints a command's one JSON document on stdout, with "ok" as its first field (true
-// unless given; a field "ok" already in `doc` is replaced). ReportError prints no second
-// document after it.
-void PrintJson(const nlohmann::ordered_json& doc, bool ok = true);
-// The text PrintJson prints (with its newline).
-std::string JsonDocument(const nlohmann::ordered_json& doc, bool ok = true);
-// For documents printed by hand (streamed): tells ReportError a document is out.
+// Prints a command's JSON document (commands.h: ToJson, WriteJson) on stdout; ReportError
+// prints no second document after it.
+void PrintJson(std::string_view document);
+// For documents printed in pieces: tells ReportError a document is out.
 void NoteJsonPrinted();
 
 // Adds "-j,--jobs N" to `sub`, the same in every command: a whole number of threads,
@@ -66,7 +56,7 @@ void NoteJsonPrinted();
 CLI::Option* AddJobsOption(CLI::App* sub, int* jobs, const std::string& help);
 
 // Adds "--connections N" to `sub`, the same in every command that reads checkpoints:
-// concurrent transfers of each object store read (SetObjectStoreConnections), 1 to 256.
+// concurrent transfers of each object store read (RunOptions::connections), 1 to 256.
 CLI::Option* AddConnectionsOption(CLI::App* sub);
 
 // The options several commands share, declared once here so that their names and wording
@@ -100,39 +90,16 @@ void Warn(std::string_view command, std::string_view message);
 // "1.5 KiB", "3.0 GiB"; bytes below 1 KiB print as "512 B".
 std::string HumanBytes(uint64_t bytes);
 
-// Keeps `object` alive until the process exits and never destroys it: a CLI run ends
-// right after, and tearing down large parsed checkpoints only costs time.
-void KeepUntilExit(std::shared_ptr<const void> object);
-// Destroys what KeepUntilExit kept: for callers that run commands in-process and go on
-// (the Python package).
-void ReleaseKept();
+// The RunOptions of the command being run (tfckpt/run.h): the stop the first signal
+// requests (interrupts.h), the test hook (fault_hook.h), `jobs`, the --connections given,
+// and, when `show_progress` and stderr is a terminal, a progress bar per phase of the run.
+RunOptions CommandRun(bool show_progress, int jobs);
+// Ends the progress bar's line (the last phase drawn whole). Called once the call returned.
+void EndProgress();
 
-// Verifies an output a command just wrote against its sources (VerifyWritten, which
-// removes an output that fails): kExitOk when it verified; otherwise prints the one error
-// line and returns the exit code (1 for a mismatch, else that of the error).
-int VerifyOutput(std::string_view command, const std::string& out, const std::vector<std::string>& files,
-                 const std::vector<VerifySource>& sources, const VerifyOptions& options);
-
-// The same check before the commit (a writer's BeforeCommit, bundle_writer.h): the TF
-// bundle at `out` read through `written`, with a "verifying" progress line of `total`
-// bytes when `show_progress` (after ending the line of `*copying`, when there is one).
-// Sets *verified when it held; its error becomes the writer's (ReportWriteError).
-absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
-                                const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
-                                bool show_progress, std::unique_ptr<Progress>* copying, bool* verified);
-// Prints the error line of a write that failed and returns its exit code: 1 when its
-// verification before the commit found a mismatch, else ReportError's.
+// The exit code of a failed command call, after its one error line (ReportError): 1 when
+// the output it wrote did not verify (check id output.mismatch: nothing was published).
 int ReportWriteError(std::string_view command, const absl::Status& s);
-
-// -o of reshard, merge and convert: refuses a directory (OUT/, ., .., an existing
-// directory; the output needs a name) and, for TensorFlow prefixes (`tf_prefix`), takes
-// OUT.index as the prefix OUT, as CKPT does (an object URL likewise: a key ending in "/"
-// or with objects under "KEY/" is a directory). InvalidArgument naming the option; for a
-// URL, first the store's CheckAccess error (storage.h) when it cannot be reached.
-absl::StatusOr<std::string> OutputName(std::string_view option, const std::string& out, bool tf_prefix);
-
-// True when `s` is valid UTF-8.
-bool IsValidUtf8(std::string_view s);
 
 // Terminal columns `s` takes: glibc's wcwidth of each UTF-8 character under C.UTF-8 (CJK
 // and emoji 2, combining marks 0); a byte that is not UTF-8 counts 1.

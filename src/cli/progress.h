@@ -8,27 +8,28 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 
 namespace tfckpt::cli {
 
 class Progress {
  public:
-  // `total` bytes of work in the phase `phase` ("copying", "verifying"); `enabled` false
-  // (--quiet) shows nothing.
-  Progress(uint64_t total, bool enabled, const char* phase);
+  // `total` bytes of work in the phase `phase` ("copying", "verifying"), of which `done`
+  // (the run's counter, RunOptions::progress) are done; `enabled` false (--quiet) shows
+  // nothing.
+  Progress(uint64_t total, bool enabled, std::string_view phase, const std::atomic<uint64_t>* done);
   ~Progress();  // stops the display and ends its line
-
-  std::atomic<uint64_t>* counter() { return &done_; }
 
  private:
   void Run();
   void Draw(double seconds, bool final);
 
   uint64_t total_;
-  const char* phase_;
+  std::string phase_;
   double delay_ = 1.0;  // seconds before the bar shows
-  std::atomic<uint64_t> done_{0};
+  const std::atomic<uint64_t>* done_;
   bool shown_ = false;
   bool stop_ = false;
   std::mutex mu_;

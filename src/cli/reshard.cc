@@ -3,40 +3,27 @@
 #include <tuple>
 #include <iostream>
 
-#include <nlohmann/json.hpp>
-
-#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "common.h"
-#include "progress.h"
 #include "tfckpt/bundle_writer.h"
-#include "tfckpt/checkpoint.h"
-#include "tfckpt/copy.h"
+#include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/open.h"
-#include "tfckpt/reshard.h"
-#include "tfckpt/scale_out.h"
 #include "tfckpt/status.h"
-#include "tfckpt/validate.h"
 
 namespace tfckpt::cli {
 namespace {
 
-using json = nlohmann::ordered_json;
-
 struct ReshardArgs {
-  std::string ckpt, out;
-  std::vector<std::string> partitions;
-  std::string policy = "by-task";
-  bool dry_run = false, json = false, force = false, no_verify = false, quiet = false;
-  std::string plan_out, execute, task, finalize;  // scale-out: --plan, --execute/--task, --finalize
+  ReshardRequest request;
+  bool json = false, quiet = false;
   int jobs = 0;
-  int64_t bytes_per_string = 16;
 };
 
-std::string SliceList(std::vector<Region> regions, const Shape& shape) {
+std::string SliceList(const std::vector<ReshardPiece>& pieces, const Shape& shape) {
+  std::vector<Region> regions;
+  for (const auto& p : pieces) regions.push_back({p.start, p.shape});
   if (regions.size() == 1 && regions[0].Covers(shape)) return "whole";
   std::sort(regions.begin(), regions.end(),
             [](const Region& x, const Region& y) { return std::tie(x.start, x.shape) < std::tie(y.start, y.shape); });
@@ -46,236 +33,67 @@ std::string SliceList(std::vector<Region> regions, const Shape& shape) {
   return absl::StrJoin(s, " ");
 }
 
-json PlanJson(const ReshardPlan& plan, const ReshardArgs& a) {
-  json tensors = json::array();
-  for (const TensorPlan& tp : plan.tensors) {
-    const TensorEntry& t = *tp.source;
-    json old = json::array(), neu = json::array();
-    for (const auto& s : t.slices) {
-      json o{{"spec", StoredSpec(t, s)}, {"shape", s.region.shape}};
-      if (s.data.v1_file < 0) o["shard"] = s.data.shard;
-      old.push_back(std::move(o));
-    }
-    for (const auto& p : tp.pieces) {
-      neu.push_back({{"spec", StoredSpec(t, p)}, {"shape", p.region.shape}, {"file", p.file}, {"bytes", p.bytes}});
-    }
-    json j{{"name", t.name}, {"dtype", DTypeName(t.dtype)}, {"shape", t.shape}, {"resliced", tp.resliced},
-           {"old", std::move(old)}, {"new", std::move(neu)}};
-    if (!tp.rule.empty()) j["rule"] = tp.rule;
-    if (!tp.note.empty()) j["note"] = tp.note;
-    tensors.push_back(std::move(j));
-  }
-  json files = json::array();
-  for (int32_t f = 0; f < plan.num_files; ++f) {
-    int n = 0;
-    for (const TensorPlan& tp : plan.tensors) {
-      for (const auto& p : tp.pieces) n += p.file == f;
-    }
-    files.push_back({{"file", f}, {"path", DataFileName(a.out, f, plan.num_files)}, {"bytes", plan.file_bytes[f]},
-                     {"pieces", n}});
-  }
-  return json{{"input", a.ckpt},
-              {"output", a.out},
-              {"num_files", plan.num_files},
-              {"policy", a.policy},
-              {"tensors", std::move(tensors)},
-              {"files", std::move(files)},
-              {"notes", plan.notes}};
-}
-
-// The plan's notes (e.g. data files that stay empty), one line each on stderr (text output).
-void PrintNotes(const ReshardPlan& plan, const ReshardArgs& a) {
-  if (a.json) return;  // in the document's "notes"
-  for (const std::string& n : plan.notes) std::cerr << "tfckpt reshard: note: " << n << "\n";
-}
-
-void PrintPlan(const ReshardPlan& plan, const ReshardArgs& a) {
-  std::string out = absl::StrFormat("plan: %s -> %s: %d data file%s\n", a.ckpt, a.out, plan.num_files,
-                                    plan.num_files == 1 ? "" : "s");
-  for (const TensorPlan& tp : plan.tensors) {
-    const TensorEntry& t = *tp.source;
-    std::vector<Region> before, after;
-    for (const auto& s : t.slices) before.push_back(s.region);
-    for (const auto& p : tp.pieces) after.push_back(p.region);
+void PrintPlan(const ReshardReport& r) {
+  std::string out = absl::StrFormat("plan: %s -> %s: %d data file%s\n", r.input, r.output, r.num_files,
+                                    r.num_files == 1 ? "" : "s");
+  for (const ReshardTensor& t : r.tensors) {
     std::vector<std::string> files;
-    for (const auto& p : tp.pieces) files.push_back(StrCat(p.file));
+    for (const auto& p : t.new_pieces) files.push_back(StrCat(p.file));
     StrAppend(&out, "  ", PrintableKey(t.name), "  ", DTypeName(t.dtype), " ", ShapeString(t.shape), ": ",
-              tp.resliced ? StrCat(SliceList(before, t.shape), " -> ", SliceList(after, t.shape))
-                          : SliceList(after, t.shape),
-              "  file ", absl::StrJoin(files, ","), tp.rule.empty() ? "" : StrCat("  [", tp.rule, "]"),
-              tp.note.empty() ? "" : StrCat("  (", tp.note, ")"), "\n");
+              t.resliced ? StrCat(SliceList(t.old_pieces, t.shape), " -> ", SliceList(t.new_pieces, t.shape))
+                         : SliceList(t.new_pieces, t.shape),
+              "  file ", absl::StrJoin(files, ","), t.rule.empty() ? "" : StrCat("  [", t.rule, "]"),
+              t.note.empty() ? "" : StrCat("  (", t.note, ")"), "\n");
   }
-  for (int32_t f = 0; f < plan.num_files; ++f) {
-    StrAppend(&out, "  file ", f, ": ", DataFileName(a.out, f, plan.num_files), "  ", HumanBytes(plan.file_bytes[f]),
+  for (int32_t f = 0; f < r.num_files; ++f) {
+    StrAppend(&out, "  file ", f, ": ", DataFileName(r.output, f, r.num_files), "  ", HumanBytes(r.file_bytes[f]),
               "\n");
   }
   std::cout << out;
 }
 
-// --plan: the scale-out plan instead of the output (docs/SCALE_OUT.md).
-int WritePlan(const Checkpoint& c, const ReshardPlan& plan, const ReshardArgs& a) {
+int RunReshard(const ReshardArgs& a) {
   const char* cmd = "reshard";
-  if (!a.force && FileExists(a.out + ".index")) {
-    return ReportError(cmd, absl::AlreadyExistsError(StrCat(a.out, ".index: output exists (use --force to replace it)")));
-  }
-  TaskPlanOptions o;
-  o.out = a.out;
-  o.partitions = a.partitions;
-  o.policy = a.policy;
-  o.bytes_per_string = a.bytes_per_string;
-  o.overwrite = a.force;
-  o.verify = !a.no_verify;
-  auto doc = MakeTaskPlan(c, plan, o);
-  if (!doc.ok()) return ReportError(cmd, doc.status());
-  Storage& store = Storage::For(a.plan_out);
-  if (absl::Status s = store.CreateParentDirectories(a.plan_out); !s.ok()) return ReportError(cmd, s);
-  auto f = store.Create(a.plan_out);
-  absl::Status s = f.ok() ? (*f)->Append(*doc) : f.status();
-  if (s.ok()) s = (*f)->Close();
-  if (s.ok()) s = (*f)->Commit();
-  if (!s.ok()) return ReportError(cmd, s);
-  uint64_t total = 0;
-  for (uint64_t b : plan.file_bytes) total += b;
+  absl::StatusOr<ReshardReport> r = Reshard(a.request, CommandRun(!a.quiet && !a.json, a.jobs));
+  EndProgress();
+  if (!r.ok()) return ReportWriteError(cmd, r.status());
   if (a.json) {
-    PrintJson({{"plan", a.plan_out}, {"num_tasks", plan.num_files}, {"bytes", total}, {"notes", plan.notes}});
-  } else {
-    std::cout << absl::StrFormat("wrote plan %s: %d task%s (one per output data file), %s; run each with\n"
-                                 "  tfckpt reshard --execute %s --task I     (I = 0..%d, or --task auto)\n"
-                                 "then: tfckpt reshard --finalize %s\n",
-                                 a.plan_out, plan.num_files, plan.num_files == 1 ? "" : "s", HumanBytes(total),
-                                 a.plan_out, plan.num_files - 1, a.plan_out);
-  }
-  return kExitOk;
-}
-
-int RunExecute(const ReshardArgs& a) {
-  const char* cmd = "reshard";
-  absl::StatusOr<int> task = absl::InvalidArgumentError("--execute needs --task I or --task auto");
-  if (a.task == "auto") {
-    task = TaskFromEnvironment();
-  } else if (!a.task.empty()) {
-    char* end = nullptr;
-    const long i = std::strtol(a.task.c_str(), &end, 10);
-    task = *end == '\0' && i >= 0 && i <= 1'000'000 ? absl::StatusOr<int>(static_cast<int>(i))
-                                                     : absl::InvalidArgumentError(StrCat("--task ", a.task, ": not a task number"));
-  }
-  if (!task.ok()) return ReportError(cmd, task.status());
-  absl::StatusOr<TaskReport> r;
-  {
-    Progress progress(0, false, "copying");
-    r = ExecuteTask(a.execute, *task, progress.counter());
-  }
-  if (!r.ok()) return ReportError(cmd, r.status());
-  if (a.json) {
-    PrintJson({{"task", r->task}, {"num_tasks", r->num_tasks}, {"part", r->part}, {"entries", r->entries},
-               {"bytes", r->bytes}});
-  } else {
-    std::cout << absl::StrFormat("task %d of %d: wrote %s (%s, %s)\n", r->task, r->num_tasks, r->part,
-                                 Count(r->entries, "entry", "entries"), HumanBytes(r->bytes));
-  }
-  return kExitOk;
-}
-
-int RunFinalize(const ReshardArgs& a) {
-  const char* cmd = "reshard";
-  // (The parts' data files are renamed into place: from the first rename on, a signal waits
-  // until the finalization is done; run/run.h, docs/RELIABILITY.md.)
-  auto r = FinalizeTasks(a.finalize);
-  if (!r.ok()) {
-    const int code = ReportError(cmd, r.status());
-    return ErrorInfoOf(r.status()).check == "output.mismatch" ? kExitCheckFailed : code;
-  }
-  if (a.json) {
-    PrintJson({{"output", r->out}, {"num_tasks", r->num_tasks}, {"entries", r->entries}, {"verified", r->verified}});
-  } else {
-    std::cout << absl::StrFormat("finalized %s from %d task%s: %s%s\n", r->out, r->num_tasks,
-                                 r->num_tasks == 1 ? "" : "s", Count(r->entries, "entry", "entries"), r->verified ? ", verified against the input" : "");
-  }
-  return kExitOk;
-}
-
-int RunReshard(const ReshardArgs& args) {
-  const char* cmd = "reshard";
-  ReshardArgs a = args;
-  if (!a.out.empty()) {
-    auto out = OutputName("-o", a.out, true);
-    if (!out.ok()) return ReportError(cmd, out.status());
-    a.out = *out;
-  }
-  if (!a.plan_out.empty()) {
-    auto plan_out = OutputName("--plan", a.plan_out, false);
-    if (!plan_out.ok()) return ReportError(cmd, plan_out.status());
-  }
-  const int modes = !a.execute.empty() + !a.finalize.empty() + !a.plan_out.empty();
-  if (modes > 1) return ReportError(cmd, absl::InvalidArgumentError("--plan, --execute and --finalize exclude each other"));
-  if (!a.task.empty() && a.execute.empty()) return ReportError(cmd, absl::InvalidArgumentError("--task goes with --execute"));
-  if (!a.execute.empty()) return RunExecute(a);
-  if (!a.finalize.empty()) return RunFinalize(a);
-  if (a.ckpt.empty() || a.out.empty()) {
-    return ReportError(cmd, absl::InvalidArgumentError("CKPT and -o OUT are required (except with --execute/--finalize)"));
-  }
-  auto opened = OpenCheckpoint(a.ckpt);
-  if (!opened.ok()) return ReportError(cmd, opened.status());
-  std::shared_ptr<const Checkpoint> keep = std::move(*opened);
-  KeepUntilExit(keep);
-  const Checkpoint& c = *keep;
-  ReshardOptions options;
-  for (const std::string& p : a.partitions) {
-    auto rule = ParsePartitionRule(p);
-    if (!rule.ok()) return ReportError(cmd, rule.status());
-    options.rules.push_back(std::move(*rule));
-  }
-  auto policy = ParsePolicy(a.policy);
-  if (!policy.ok()) return ReportError(cmd, policy.status());
-  options.policy = *policy;
-  options.bytes_per_string = a.bytes_per_string;
-  auto plan = PlanReshard(c, options);
-  if (!plan.ok()) return ReportError(cmd, plan.status());
-  // OUT may not be (or reach through a symlink or hard link) any file of the input.
-  if (absl::Status s = Storage::For(a.out).CheckNotInputs(BundleFilesAt(a.out, plan->num_files), FilesOf(c.info())); !s.ok()) {
-    return ReportError(cmd, s);
-  }
-  PrintNotes(*plan, a);
-  if (!a.plan_out.empty()) return WritePlan(c, *plan, a);
-  if (a.dry_run) {
-    if (a.json) {
-      PrintJson(PlanJson(*plan, a));
-    } else {
-      PrintPlan(*plan, a);
-    }
+    PrintJson(ToJson(*r));
     return kExitOk;
   }
-  uint64_t total = 0;
-  for (uint64_t b : plan->file_bytes) total += b;
-  bool verified = false;
-  {
-    auto progress = std::make_unique<Progress>(total, !a.quiet, "copying");
-    ExecuteOptions eo;
-    eo.jobs = a.jobs;
-    eo.overwrite = a.force;
-    eo.progress = progress->counter();
-    if (!a.no_verify) {
-      // Before anything is published: an output that fails leaves OUT as it was.
-      eo.read_back = true;  // each piece checked as it is written: the verification then reads none
-      eo.before_commit = [&](const WrittenOutput& written) {
-        VerifyOptions vo;
-        vo.jobs = a.jobs;
-        return VerifyBeforeCommit(a.out, written, {{&c}}, vo, total, !a.quiet, &progress, &verified);
-      };
+  // The plan's notes (e.g. data files that stay empty), one line each on stderr.
+  for (const std::string& n : r->notes) std::cerr << "tfckpt reshard: note: " << n << "\n";
+  using Mode = ReshardReport::Mode;
+  switch (r->mode) {
+    case Mode::kDryRun:
+      PrintPlan(*r);
+      break;
+    case Mode::kPlan:
+      std::cout << absl::StrFormat("wrote plan %s: %d task%s (one per output data file), %s; run each with\n"
+                                   "  tfckpt reshard --execute %s --task I     (I = 0..%d, or --task auto)\n"
+                                   "then: tfckpt reshard --finalize %s\n",
+                                   r->plan, r->num_tasks, r->num_tasks == 1 ? "" : "s", HumanBytes(r->bytes), r->plan,
+                                   r->num_tasks - 1, r->plan);
+      break;
+    case Mode::kExecute:
+      std::cout << absl::StrFormat("task %d of %d: wrote %s (%s, %s)\n", r->task, r->num_tasks, r->part,
+                                   Count(r->entries, "entry", "entries"), HumanBytes(r->bytes));
+      break;
+    case Mode::kFinalize:
+      std::cout << absl::StrFormat("finalized %s from %d task%s: %s%s\n", r->output, r->num_tasks,
+                                   r->num_tasks == 1 ? "" : "s", Count(r->entries, "entry", "entries"),
+                                   r->verified ? ", verified against the input" : "");
+      break;
+    case Mode::kReshard: {
+      int resliced = 0;
+      uint64_t total = 0;
+      for (const ReshardTensor& t : r->tensors) resliced += t.resliced;
+      for (uint64_t b : r->file_bytes) total += b;
+      std::cout << absl::StrFormat("wrote %s: %d data file%s, %s (%d resliced), %s%s\n", r->output, r->num_files,
+                                   r->num_files == 1 ? "" : "s", Count(r->tensors.size(), "tensor"), resliced,
+                                   HumanBytes(total), r->verified ? ", verified against the input" : "");
+      break;
     }
-    absl::Status s = ExecutePlan(c, *plan, a.out, eo);
-    if (!s.ok()) return ReportWriteError(cmd, s);
-  }
-  int resliced = 0;
-  for (const TensorPlan& tp : plan->tensors) resliced += tp.resliced;
-  if (a.json) {
-    json j = PlanJson(*plan, a);
-    j["verified"] = verified;
-    PrintJson(j);
-  } else {
-    std::cout << absl::StrFormat("wrote %s: %d data file%s, %s (%d resliced), %s%s\n", a.out, plan->num_files,
-                                 plan->num_files == 1 ? "" : "s", Count(plan->tensors.size(), "tensor"), resliced, HumanBytes(total),
-                                 verified ? ", verified against the input" : "");
   }
   return kExitOk;
 }
@@ -284,36 +102,37 @@ int RunReshard(const ReshardArgs& args) {
 
 std::function<int()> AddReshard(CLI::App& app) {
   auto args = std::make_shared<ReshardArgs>();
+  ReshardRequest& r = args->request;
   CLI::App* sub = app.add_subcommand("reshard", "Re-slice partitioned variables and re-split data files");
-  sub->add_option("CKPT", args->ckpt, "Input checkpoint");
-  AddOutputOption(sub, &args->out, "prefix (OUT.index, OUT.data-*)");
-  sub->add_option("--partition", args->partitions,
+  sub->add_option("CKPT", r.ckpt, "Input checkpoint");
+  AddOutputOption(sub, &r.out, "prefix (OUT.index, OUT.data-*)");
+  sub->add_option("--partition", r.partitions,
                   "[REGEX=]SPEC (repeatable, first match wins): fixed:N[@AXIS], "
                   "min-size[:BYTES[,MAX_SHARDS]][@AXIS] (TF's defaults 262144,1), "
                   "max-size:BYTES[,MAX_SHARDS][@AXIS] (MAX_SHARDS 0 = no limit), none, layout:SPECS@MESH "
                   "(checked as DTensor checks layouts). Without REGEX: every tensor partitioned today");
-  sub->add_option("--policy", args->policy,
+  sub->add_option("--policy", r.policy,
                   "Which data file each piece goes to: by-task[:N] (default: a piece stored as it is keeps its "
                   "data file modulo N, new pieces go to the files in turn, no file left empty), shards:N, single, "
                   "max-shard-size:BYTES (K/M/G/T suffixes)");
-  CLI::Option* dry_run = AddDryRunOption(sub, &args->dry_run, "not with --plan");
+  CLI::Option* dry_run = AddDryRunOption(sub, &r.dry_run, "not with --plan");
   AddJsonOption(sub, &args->json, "the plan, then the result");
   AddJobsOption(sub, &args->jobs, "Threads copying tensors");
   AddConnectionsOption(sub);
-  AddForceOption(sub, &args->force);
-  AddNoVerifyOption(sub, &args->no_verify, "compared with the input; input checksums are then not checked either");
+  AddForceOption(sub, &r.force);
+  AddNoVerifyOption(sub, &r.no_verify, "compared with the input; input checksums are then not checked either");
   AddQuietOption(sub, &args->quiet, "labelled 'copying', then 'verifying'");
-  sub->add_option("--bytes-per-string", args->bytes_per_string, "Element size of strings for min-size/max-size (16)")
+  sub->add_option("--bytes-per-string", r.bytes_per_string, "Element size of strings for min-size/max-size (16)")
       ->check(WholeNumber(1));
   auto* scale = "Scale-out (docs/SCALE_OUT.md)";
-  sub->add_option("--plan", args->plan_out, "Write only a plan to PLAN.json: one task per output data file")
+  sub->add_option("--plan", r.plan_out, "Write only a plan to PLAN.json: one task per output data file")
       ->excludes(dry_run)
       ->group(scale);
-  sub->add_option("--execute", args->execute, "Run one task of PLAN.json (with --task)")->group(scale);
-  sub->add_option("--task", args->task,
+  sub->add_option("--execute", r.execute, "Run one task of PLAN.json (with --task)")->group(scale);
+  sub->add_option("--task", r.task,
                   "Task number, or auto: SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX, then TASK_INDEX")
       ->group(scale);
-  sub->add_option("--finalize", args->finalize,
+  sub->add_option("--finalize", r.finalize,
                   "Check every task of PLAN.json finished, merge their parts into OUT, verify, clean up")
       ->group(scale);
   sub->footer(

@@ -27,4 +27,36 @@ std::optional<uint64_t> ParseByteSize(std::string_view text) {
   return static_cast<uint64_t>(bytes);
 }
 
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int n;
+    uint32_t cp;
+    if ((c >> 5) == 6) {
+      n = 1, cp = c & 0x1f;
+    } else if ((c >> 4) == 14) {
+      n = 2, cp = c & 0x0f;
+    } else if ((c >> 3) == 30) {
+      n = 3, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;
+    for (int k = 1; k <= n; ++k) {
+      const unsigned char cc = s[i + k];
+      if ((cc >> 6) != 2) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    const uint32_t min[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
 }  // namespace tfckpt

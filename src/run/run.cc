@@ -38,6 +38,16 @@ bool Run::SleepUnlessStopped(std::chrono::nanoseconds d) const {
   }
 }
 
+std::atomic<uint64_t>* Run::StartPhase(std::string_view phase, uint64_t total) {
+  std::atomic<uint64_t>* done;
+  {
+    std::lock_guard<std::mutex> lock(phase_mu_);
+    done = &phases_.emplace_back(0);
+  }
+  if (options_.progress) options_.progress(phase, total, done);
+  return done;
+}
+
 void Run::Note(std::string_view note) const {
   if (!options_.note) return;
   std::lock_guard<std::mutex> lock(note_mu_);
@@ -128,6 +138,12 @@ uint64_t AtUndo(std::function<void()> fn, UndoOrder order) {
 void ForgetAtUndo(uint64_t id) {
   if (t_run != nullptr) t_run->Forget(id);
 }
+
+std::atomic<uint64_t>* StartPhase(std::string_view phase, uint64_t total) {
+  return t_run != nullptr ? t_run->StartPhase(phase, total) : nullptr;
+}
+
+int RunJobs() { return t_run != nullptr ? t_run->jobs() : 0; }
 
 bool SleepUnlessStopped(std::chrono::nanoseconds d) {
   if (t_run == nullptr || t_not_cancellable) {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -60,7 +61,12 @@ class Run : public std::enable_shared_from_this<Run> {
   bool SleepUnlessStopped(std::chrono::nanoseconds d) const;
   const std::stop_token& stop_token() const { return options_.stop; }
 
-  // ---- Notes and the test hook
+  // ---- What the caller is told
+  int jobs() const { return options_.jobs; }
+  int connections() const { return options_.connections; }
+  // Begins a phase of the run's work (RunOptions::progress): the counter to advance, the
+  // run's own (valid until the run ends).
+  std::atomic<uint64_t>* StartPhase(std::string_view phase, uint64_t total);
   void Note(std::string_view note) const;
   // Calls the test hook (RunOptions::at_point) for `point`, then CheckStop().
   absl::Status Reached(std::string_view point) const;
@@ -85,6 +91,8 @@ class Run : public std::enable_shared_from_this<Run> {
     UndoOrder order = UndoOrder::kNewestFirst;
   };
   RunOptions options_;
+  std::mutex phase_mu_;
+  std::deque<std::atomic<uint64_t>> phases_;  // guarded by phase_mu_; elements never move
   std::atomic<bool> past_no_return_{false};
   std::atomic<bool> undoing_{false};
   mutable std::mutex note_mu_;
@@ -136,6 +144,10 @@ bool CleaningUpAfterStop();
 absl::Status Reached(std::string_view point);
 uint64_t AtUndo(std::function<void()> fn, UndoOrder order = UndoOrder::kNewestFirst);
 void ForgetAtUndo(uint64_t id);
+// Run::StartPhase on the current run; nullptr outside a run.
+std::atomic<uint64_t>* StartPhase(std::string_view phase, uint64_t total);
+// The current run's threads (RunOptions::jobs), 0 outside a run (0: one per core).
+int RunJobs();
 // Waits `d`, or less when the current run is stopping: false then (a retry's backoff).
 bool SleepUnlessStopped(std::chrono::nanoseconds d);
 

@@ -1,0 +1,47 @@
+#include "commands/command_util.h"
+
+#include "absl/strings/match.h"
+#include "run/run.h"
+#include "tfckpt/path.h"
+#include "tfckpt/status.h"
+#include "tfckpt/storage.h"
+#include "tfckpt/strings.h"
+
+namespace tfckpt {
+
+absl::StatusOr<std::string> OutputName(std::string_view option, const std::string& out, bool tf_prefix) {
+  if (out.empty()) return absl::InvalidArgumentError(StrCat(option, ": an output is required"));
+  if (IsUrl(out)) TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckAccess(out));
+  std::string name = out;
+  if (tf_prefix && absl::EndsWith(name, ".index")) name.resize(name.size() - 6);
+  const size_t slash = name.find_last_of('/');
+  const std::string base = slash == std::string::npos ? name : name.substr(slash + 1);
+  if (base.empty() || base == "." || base == ".." || IsDirectory(name)) {
+    std::string dir = name.empty() ? "." : name;
+    if (!absl::EndsWith(dir, "/")) dir += "/";
+    return absl::InvalidArgumentError(
+        StrCat(option, " ", out, ": is a directory; give the output a name inside it (e.g. ", dir, "model)"));
+  }
+  return name;
+}
+
+absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
+                                const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
+                                bool* verified) {
+  options.progress = StartPhase("verifying", total);
+  options.written = &written;
+  if (options.jobs == 0) options.jobs = RunJobs();
+  TFCKPT_RETURN_IF_ERROR(VerifyWritten(out, {}, sources, options).status());
+  *verified = true;
+  return absl::OkStatus();
+}
+
+absl::Status VerifyCommitted(const std::string& out, const std::vector<std::string>& files,
+                             const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified) {
+  if (options.jobs == 0) options.jobs = RunJobs();
+  TFCKPT_RETURN_IF_ERROR(VerifyWritten(out, files, sources, options).status());
+  *verified = true;
+  return absl::OkStatus();
+}
+
+}  // namespace tfckpt

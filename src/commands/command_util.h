@@ -1,0 +1,57 @@
+// What the command calls (commands.h) share: naming the output, and verifying a written
+// output the one way (verify.h) with its progress phase.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "run/run.h"
+#include "tfckpt/bundle_writer.h"
+#include "tfckpt/run.h"
+#include "tfckpt/verify.h"
+
+namespace tfckpt {
+
+// Runs `body` as one run of `options` (run/run.h), on this thread: what it creates is kept
+// when it succeeds and undone when it fails or is stopped; a run that was asked to stop and
+// did not finish returns the stopped error (Cancelled), whatever error its unwinding met.
+template <typename Report>
+absl::StatusOr<Report> AsRun(const RunOptions& options, const std::function<absl::StatusOr<Report>()>& body) {
+  auto run = std::make_shared<Run>(options);  // (threads that outlive the call's frame keep it)
+  RunScope scope(run.get());
+  absl::StatusOr<Report> result = body();
+  if (result.ok()) {
+    run->Keep();
+    return result;
+  }
+  run->Undo();
+  if (run->StopRequested()) return StoppedError();
+  return result;
+}
+
+// An output argument (`option`: "-o", "--plan") checked and normalised: refuses a directory
+// (OUT/, ., .., an existing directory: the output needs a name) and, for TensorFlow
+// prefixes (`tf_prefix`), takes OUT.index as the prefix OUT, as CKPT does (an object URL
+// likewise: a key ending in "/" or with objects under "KEY/" is a directory).
+// InvalidArgument naming the option; for a URL, first the store's CheckAccess error
+// (storage.h) when it cannot be reached: a run must not copy everything to find at the end
+// that it cannot write.
+absl::StatusOr<std::string> OutputName(std::string_view option, const std::string& out, bool tf_prefix);
+
+// Verification of a TF bundle before its commit (a writer's BeforeCommit, bundle_writer.h):
+// the bundle at `out` read through `written`, compared with `sources`, as the run's
+// "verifying" phase of `total` bytes. Sets *verified when it held.
+absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
+                                const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
+                                bool* verified);
+
+// Verification of an output after its commit (safetensors, .npz, merge --move): removes
+// `files` when it fails (VerifyWritten).
+absl::Status VerifyCommitted(const std::string& out, const std::vector<std::string>& files,
+                             const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified);
+
+}  // namespace tfckpt

@@ -1,0 +1,129 @@
+// inspect: list tensors, their values and statistics, the object graph (commands.h).
+#include "commands/command_util.h"
+#include "run/run.h"
+#include "tfckpt/commands.h"
+#include "tfckpt/object_graph.h"
+#include "tfckpt/open.h"
+#include "tfckpt/regex.h"
+#include "tfckpt/status.h"
+#include "tfckpt/storage.h"
+#include "tfckpt/strings.h"
+#include "tfckpt/values.h"
+
+namespace tfckpt {
+namespace {
+
+// Data files that are missing or shorter than the index says, one message each. Listing
+// needs only the index, but a checkpoint whose bytes are not all there is not intact.
+std::vector<std::string> DataFileProblems(const Checkpoint& c) {
+  const CheckpointInfo& info = c.info();
+  std::vector<uint64_t> need(info.data_files.size(), 0);
+  for (const auto& t : c.tensors()) {
+    for (const auto& s : t.slices) {
+      if (s.data.v1_file < 0 && s.data.shard >= 0 && s.data.shard < static_cast<int32_t>(need.size()) &&
+          s.data.size <= UINT64_MAX - s.data.offset) {
+        need[s.data.shard] = std::max(need[s.data.shard], s.data.offset + s.data.size);
+      }
+    }
+  }
+  std::vector<std::string> problems;
+  for (size_t i = 0; i < info.data_files.size(); ++i) {
+    auto st = Storage::For(info.data_files[i]).Stat(info.data_files[i]);
+    if (!st.ok()) {
+      problems.push_back(StrCat(info.data_files[i], ": data file missing; values cannot be read"));
+    } else if (st->size < need[i]) {
+      problems.push_back(StrCat(info.data_files[i], ": ", st->size, " bytes, but the index needs ", need[i],
+                                " (truncated?)"));
+    }
+  }
+  return problems;
+}
+
+void DescribeGraph(const pb::TrackableObjectGraph& g, InspectReport* report) {
+  const std::vector<std::string> paths = ObjectPaths(g);
+  for (int i = 0; i < g.nodes_size(); ++i) {
+    const auto& n = g.nodes(i);
+    ObjectGraphNode node;
+    node.path = paths[i];
+    for (const auto& r : n.children()) node.children.push_back({r.node_id(), r.local_name()});
+    for (const auto& x : n.attributes()) node.attributes.push_back({x.name(), x.full_name(), x.checkpoint_key()});
+    for (const auto& x : n.slot_variables()) {
+      node.slot_variables.push_back({x.original_variable_node_id(), x.slot_name(), x.slot_variable_node_id()});
+    }
+    report->graph.push_back(std::move(node));
+  }
+}
+
+absl::StatusOr<InspectReport> InspectRun(const InspectRequest& r) {
+  if (r.ckpt.empty()) return absl::InvalidArgumentError("CKPT is required");
+  if (r.all_values && r.tensors.empty()) return absl::InvalidArgumentError("--all-values needs --tensor");
+  if (r.tree && (r.stats || !r.tensors.empty())) {
+    return absl::InvalidArgumentError("--tree excludes --stats and --tensor");
+  }
+  std::optional<Regex> filter;
+  if (!r.filter.empty()) {
+    TFCKPT_ASSIGN_OR_RETURN(filter, Regex::Compile(r.filter, "--filter"));
+  }
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> opened, OpenCheckpoint(r.ckpt));
+  InspectReport report;
+  report.checkpoint = std::move(opened);
+  const Checkpoint& c = *report.checkpoint;
+  const CheckpointInfo& info = c.info();
+  for (const std::string& name : r.tensors) {
+    const TensorEntry* t = c.Find(name);
+    if (t == nullptr) {
+      return absl::InvalidArgumentError(StrCat(info.prefix, ": no tensor named \"", PrintableKey(name), "\""));
+    }
+    report.tensors.push_back({t, std::nullopt, std::nullopt});
+  }
+  if (r.tensors.empty()) {
+    for (const auto& t : c.tensors()) {
+      if (!filter || filter->Search(t.name)) report.tensors.push_back({&t, std::nullopt, std::nullopt});
+    }
+  }
+  for (const auto& t : c.tensors()) report.total_bytes += t.bytes;
+  // Listings check that the data files hold what the index describes (values and statistics
+  // read the bytes and fail on their own).
+  if (info.format == Format::kV2 && !r.index_only && r.tensors.empty() && !r.stats) {
+    report.data_file_problems = DataFileProblems(c);
+  }
+  if (!report.data_file_problems.empty()) {
+    const size_t more = report.data_file_problems.size() - 1;
+    report.problem = absl::DataLossError(
+        StrCat(report.data_file_problems[0], more ? StrCat(" (and ", Count(more, "more data file problem"), ")") : "",
+               "; --index-only lists without checking data files"));
+  }
+  if (r.stats) {
+    for (InspectedTensor& t : report.tensors) {
+      TFCKPT_RETURN_IF_ERROR(CheckStop());
+      TFCKPT_ASSIGN_OR_RETURN(TensorStats st, ComputeStats(c, *t.tensor));
+      if (st.numeric) t.stats = st;
+    }
+  }
+  if (!r.tensors.empty()) {
+    PrintOptions po;
+    po.all_values = r.all_values;
+    po.json = r.json_values;
+    for (InspectedTensor& t : report.tensors) {
+      TFCKPT_ASSIGN_OR_RETURN(t.values, FormatValues(c, *t.tensor, po));
+    }
+  }
+  if (r.tree) {
+    report.tree = true;
+    TFCKPT_ASSIGN_OR_RETURN(std::optional<pb::TrackableObjectGraph> g, LoadObjectGraph(c));
+    report.has_graph = g.has_value();
+    if (g) {
+      DescribeGraph(*g, &report);
+      report.tree_text = FormatObjectTree(c, *g);
+    }
+  }
+  return report;
+}
+
+}  // namespace
+
+absl::StatusOr<InspectReport> Inspect(const InspectRequest& request, const RunOptions& run) {
+  return AsRun<InspectReport>(run, [&] { return InspectRun(request); });
+}
+
+}  // namespace tfckpt
