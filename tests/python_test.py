@@ -344,6 +344,91 @@ def commands_return_their_json_and_raise_on_failure():
         assert isinstance(e, tfckpt.Error)
 
 
+def run_python(script, env=None, point=None):
+    """/usr/bin/python3 (this interpreter) running `script` with the package on its path;
+    with `point`, stopped at that fault point (fault_points.py): (process, None)."""
+    full_env = {**os.environ, "PYTHONPATH": PACKAGE_DIR, **(env or {})}
+    args = [sys.executable, "-c", script]
+    if point is None:
+        return subprocess.Popen(args, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    from fault_points import paused_at
+    return paused_at(args[0], args[1:], point, env=full_env)
+
+
+@test()
+def ctrl_c_stops_a_command_leaves_nothing_and_the_interpreter_goes_on():
+    """Ctrl-C in Python during reshard, merge and convert, at named points of the run: the
+    call stops (KeyboardInterrupt), leaves nothing at the output, and the interpreter
+    carries on (the same script prints after catching it)."""
+    from fault_points import HANG
+    import signal
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "in", "model")
+        subprocess.run([GEN_CHECKPOINT, "tables", src, "4", "4", "4"], check=True, capture_output=True)
+        out_dir = os.path.join(d, "out")
+        calls = [
+            (f"tfckpt.reshard({src!r}, {out_dir + '/m'!r}, partition=['fixed:3'], policy='shards:3')", "piece-written#2"),
+            (f"tfckpt.reshard({src!r}, {out_dir + '/m'!r}, partition=['fixed:3'])", "verifying"),
+            (f"tfckpt.merge({src!r}, {out_dir + '/m'!r}, drop_optimizer=True)", "piece-written#2"),
+            (f"tfckpt.merge({src!r}, {out_dir + '/m'!r})", "data-committed"),
+            (f"tfckpt.convert({src!r}, {out_dir + '/m.safetensors'!r})", "piece-written#2"),
+            (f"tfckpt.convert({src!r}, {out_dir + '/m.npz'!r})", "npz-written"),
+            (f"tfckpt.convert({src!r}, {out_dir + '/m'!r}, cast='float32=bfloat16')", "verifying"),
+        ]
+        for call, point in calls:
+            script = ("import tfckpt\n"
+                      f"try:\n    {call}\n    print('finished')\n"
+                      "except KeyboardInterrupt:\n    print('interrupted')\n"
+                      "print('alive', sum(range(10)))\n")
+            p = run_python(script, point=point)
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=HANG)
+            assert p.returncode == 0 and out == "interrupted\nalive 45\n", (call, point, p.returncode, out, err)
+            assert not os.path.exists(out_dir), (call, point, os.listdir(out_dir))
+        # Past the point of no return the call finishes (the output is there, complete), says
+        # so, and raises KeyboardInterrupt all the same.
+        script = ("import tfckpt\n"
+                  f"try:\n    tfckpt.reshard({src!r}, {out_dir + '/m'!r}, partition=['fixed:3'])\n"
+                  "except KeyboardInterrupt:\n    print('interrupted')\n")
+        p = run_python(script, point="index-committed")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=HANG)
+        assert out == "interrupted\n" and "the call was finished instead" in err, (out, err)
+        assert tfckpt.validate(out_dir + "/m", against=src)["ok"]
+
+
+@test()
+def two_threads_run_commands_at_once():
+    """Two threads validating (and resharding) different checkpoints at once: both reports
+    are those each would give alone; nothing is shared between the calls."""
+    with tempfile.TemporaryDirectory() as d:
+        a = os.path.join(d, "a", "model")
+        b = os.path.join(d, "b", "model")
+        subprocess.run([GEN_CHECKPOINT, "tables", a, "8", "3", "3"], check=True, capture_output=True)
+        subprocess.run([GEN_CHECKPOINT, "tables", b, "4", "5", "2"], check=True, capture_output=True)
+        alone = {p: tfckpt.validate(p, jobs=2) for p in (a, b)}
+        results, errors = {}, []
+
+        def work(p, k):
+            try:
+                results[(p, k)] = tfckpt.validate(p, jobs=2)
+                out = os.path.join(d, f"out{k}", "m")
+                tfckpt.reshard(p, out, partition=["fixed:2"])
+                results[(p, k, "reshard")] = tfckpt.validate(out, against=p)["ok"]
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=work, args=(p, k)) for k, p in enumerate((a, b, a, b))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        for k, p in enumerate((a, b, a, b)):
+            assert results[(p, k)] == alone[p], (p, results[(p, k)], alone[p])
+            assert results[(p, k, "reshard")] is True
+
+
 @test(needs_data=True)
 def object_graph_as_python_data():
     with tfckpt.open(case_path("keras_tf2_adam_2shards")) as c:

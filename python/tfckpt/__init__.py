@@ -24,7 +24,7 @@ import numpy as _np
 
 from . import _core
 
-__all__ = ["open", "load", "validate", "reshard", "merge", "convert", "Checkpoint", "TensorInfo", "SliceInfo",
+__all__ = ["open", "load", "inspect", "validate", "reshard", "merge", "convert", "Checkpoint", "TensorInfo", "SliceInfo",
            "Error", "UsageError", "CorruptInputError", "CheckFailedError"]
 
 
@@ -369,84 +369,146 @@ def _fs(p):
     return _os.fsencode(p)
 
 
-def _arg(v):
-    """A command-line argument as bytes."""
-    if isinstance(v, (bytes, str)) or hasattr(v, "__fspath__"):
-        return _os.fsencode(v)
-    return str(v).encode()
+def _request(command, params, kinds):
+    """The request of `command` from its keyword arguments, each checked against its kind
+    (a TypeError names the parameter); None and False leave an option out."""
+    out = {}
+    for name, value in params.items():
+        kind = kinds[name]
+        if value is None:
+            continue
+        if kind == "path":
+            if not isinstance(value, (str, bytes)) and not hasattr(value, "__fspath__"):
+                raise TypeError(f"{command}(): {name} must be a path (str, bytes or os.PathLike), "
+                                f"not {type(value).__name__}")
+            out[name] = _os.fsencode(value)
+        elif kind == "paths":
+            values = [value] if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__") else value
+            try:
+                out[name] = [_fs(v) for v in values]
+            except TypeError:
+                raise TypeError(f"{command}(): {name} must be a path or a list of paths") from None
+        elif kind == "text":
+            if not isinstance(value, str):
+                raise TypeError(f"{command}(): {name} must be a str, not {type(value).__name__}")
+            out[name] = _stored(value)
+        elif kind == "texts":
+            values = [value] if isinstance(value, str) else value
+            if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
+                raise TypeError(f"{command}(): {name} must be a str or a list of str")
+            out[name] = [_stored(v) for v in values]
+        elif kind == "flag":
+            if not isinstance(value, bool):
+                raise TypeError(f"{command}(): {name} must be True or False, not {type(value).__name__}")
+            if value:
+                out[name] = True
+        elif kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{command}(): {name} must be an int, not {type(value).__name__}")
+            out[name] = value
+        elif kind == "number":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{command}(): {name} must be a number, not {type(value).__name__}")
+            out[name] = float(value)
+    return out
 
 
-def _command(args):
-    code, out, err = _core.run([_arg(a) for a in args])
-    out, err = _text(out), _text(err)
-    doc = None
-    try:
-        doc = _json.loads(out) if out.strip() else None
-    except ValueError:
-        doc = None
-    if code == 0:
-        return doc if doc is not None else {}
-    message = err.strip().splitlines()[-1] if err.strip() else f"tfckpt {args[0]} failed (exit {code})"
-    fields = {}
-    found = None
-    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
-        found = doc["error"]
-        found = dict(found, check=found.get("id"))
-    elif isinstance(doc, dict) and doc.get("errors"):  # a report (validate): its first error
-        found = doc["errors"][0]
-    if isinstance(found, dict):
-        message = found.get("message") or message
-        fields = {"check_id": found.get("check") or "", "file": found.get("file"), "key": found.get("key"),
-                  "offset": found.get("offset")}
-    cls = {1: CheckFailedError, 2: UsageError}.get(code, CorruptInputError)
-    error = cls(message, **fields)
+def _command(command, request):
+    """Runs `command` in the library (Ctrl-C stops it: it leaves nothing behind, and
+    KeyboardInterrupt is raised); its report, the document `tfckpt COMMAND --json` prints."""
+    document, failure, late = _core.command(command, request)
+    doc = _json.loads(_text(document)) if document else None
+    if late:
+        _warnings.warn(f"tfckpt.{command}: interrupted after the output began to be published: the call was "
+                       "finished instead (its output is complete)", stacklevel=3)
+        raise KeyboardInterrupt
+    if failure is None:
+        return doc
+    code, check_id, message, file, key, offset = failure
+    if check_id in _CHECK_FAILURES or (command == "validate" and isinstance(doc, dict) and doc.get("errors")):
+        error = CheckFailedError(_text(message), check_id, _name(file) if file else None, _name(key) if key else None,
+                                 None if offset < 0 else offset)
+    else:
+        error = _error_for_status(code, check_id, message, file, key, offset)
     error.report = doc
     raise error
 
 
-def _options(kwargs):
-    """Keyword arguments -> command-line options: foo_bar=True -> --foo-bar,
-    foo=[a, b] -> --foo a --foo b, foo=None/False -> nothing."""
-    args = []
-    for key, value in kwargs.items():
-        flag = "--" + key.replace("_", "-")
-        if value is None or value is False:
-            continue
-        if value is True:
-            args.append(flag)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                args += [flag, v]
-        else:
-            args += [flag, value]
-    return args
+# Check ids of failures that are a check failing (exit status 1), not an input or a request.
+_CHECK_FAILURES = {"output.mismatch", "merge.parallel-differs", "merge.replica-differs"}
+
+_COMMON = {"jobs": "int", "connections": "int"}
 
 
-def validate(ckpt, **options):
-    """`tfckpt validate CKPT --json` with the command line's options as keyword arguments
-    (against=OLD, tolerance=0.01, strict=True, ...). Returns the report; raises
-    CheckFailedError (with .report) when a check fails."""
-    return _command(["validate", _fs(ckpt), "--json"] + _options(options))
+def inspect(ckpt, *, filter=None, tensor=None, all_values=False, stats=False, tree=False, index_only=False,
+            connections=None):
+    """`tfckpt inspect CKPT --json`: the listing (filter="kernel"), the values of tensors
+    (tensor=["global_step"]), statistics (stats=True) or the object graph (tree=True).
+    Returns the document --json prints."""
+    return _command("inspect", _request("inspect", dict(
+        ckpt=ckpt, filter=filter, tensor=tensor, all_values=all_values, stats=stats, tree=tree, index_only=index_only,
+        connections=connections), dict(ckpt="path", filter="text", tensor="texts", all_values="flag", stats="flag",
+                                       tree="flag", index_only="flag", **_COMMON)))
 
 
-def reshard(ckpt, output, **options):
-    """`tfckpt reshard CKPT -o OUTPUT --json`: partition=["fixed:3"], policy="by-task", ...
-    Returns what --json prints."""
-    return _command(["reshard", _fs(ckpt), "-o", _fs(output), "--json", "--quiet"] + _options(options))
+def validate(ckpt, *, against=None, strict=False, quick=False, abort_uploads=False, tolerance=None, report=False,
+             jobs=None, connections=None):
+    """`tfckpt validate CKPT --json`: every check, or with against=OLD logical equality
+    (tolerance=0.01 for floats, report=True for the numbers of each difference). Returns
+    the report; raises CheckFailedError (with .report) when a check fails."""
+    return _command("validate", _request("validate", dict(
+        ckpt=ckpt, against=against, strict=strict, quick=quick, abort_uploads=abort_uploads, tolerance=tolerance,
+        report=report, jobs=jobs, connections=connections), dict(
+        ckpt="path", against="path", strict="flag", quick="flag", abort_uploads="flag", tolerance="number",
+        report="flag", **_COMMON)))
 
 
-def merge(ckpts, output=None, **options):
+def reshard(ckpt=None, output=None, *, partition=None, policy=None, dry_run=False, force=False, no_verify=False,
+            bytes_per_string=None, plan=None, execute=None, task=None, finalize=None, jobs=None, connections=None):
+    """`tfckpt reshard CKPT -o OUTPUT --json`: partition=["fixed:3"], policy="shards:4",
+    dry_run=True, ...; the scale-out steps plan="plan.json", execute="plan.json" with
+    task=0 (or "auto"), finalize="plan.json". Returns what --json prints."""
+    if isinstance(task, int) and not isinstance(task, bool):
+        task = str(task)
+    return _command("reshard", _request("reshard", dict(
+        ckpt=ckpt, output=output, partition=partition, policy=policy, dry_run=dry_run, force=force,
+        no_verify=no_verify, bytes_per_string=bytes_per_string, plan=plan, execute=execute, task=task,
+        finalize=finalize, jobs=jobs, connections=connections), dict(
+        ckpt="path", output="path", partition="texts", policy="text", dry_run="flag", force="flag", no_verify="flag",
+        bytes_per_string="int", plan="path", execute="path", task="text", finalize="path", **_COMMON)))
+
+
+def merge(ckpts, output=None, *, recover=False, allow_missing=False, move=False, force=False, no_verify=False,
+          on_conflict=None, include=None, exclude=None, rename=None, drop_optimizer=False, average=False,
+          collapse_parallel=None, expand_parallel=None, collapse_replicas=False, no_check=False, dry_run=False,
+          jobs=None, connections=None):
     """`tfckpt merge CKPT... -o OUTPUT --json`: drop_optimizer=True, average=True,
     recover=True (then `output` may be omitted), ... Returns what --json prints."""
-    if isinstance(ckpts, (str, bytes)) or hasattr(ckpts, "__fspath__"):
-        ckpts = [ckpts]
-    args = ["merge"] + [_fs(c) for c in ckpts] + (["-o", _fs(output)] if output is not None else [])
-    return _command(args + ["--json"] + _options(options))
+    if collapse_parallel is True:
+        collapse_parallel = "check"
+    return _command("merge", _request("merge", dict(
+        ckpts=ckpts, output=output, recover=recover, allow_missing=allow_missing, move=move, force=force,
+        no_verify=no_verify, on_conflict=on_conflict, include=include, exclude=exclude, rename=rename,
+        drop_optimizer=drop_optimizer, average=average, collapse_parallel=collapse_parallel,
+        expand_parallel=expand_parallel, collapse_replicas=collapse_replicas, no_check=no_check, dry_run=dry_run,
+        jobs=jobs, connections=connections), dict(
+        ckpts="paths", output="path", recover="flag", allow_missing="flag", move="flag", force="flag",
+        no_verify="flag", on_conflict="text", include="texts", exclude="texts", rename="texts", drop_optimizer="flag",
+        average="flag", collapse_parallel="text", expand_parallel="int", collapse_replicas="flag", no_check="flag",
+        dry_run="flag", **_COMMON)))
 
 
-def convert(src, output, **options):
-    """`tfckpt convert SRC -o OUTPUT --json`: to="safetensors", cast="float32=bfloat16", ...
-    Returns what --json prints."""
-    if isinstance(options.get("cast"), dict):
-        options["cast"] = [f"{k}={v}" for k, v in options["cast"].items()]
-    return _command(["convert", _fs(src), "-o", _fs(output), "--json"] + _options(options))
+def convert(src, output, *, to=None, cast=None, include=None, exclude=None, rename=None, max_file_size=None,
+            partition=None, strict=False, force=False, no_verify=False, jobs=None, connections=None):
+    """`tfckpt convert SRC -o OUTPUT --json`: to="safetensors", cast="float32=bfloat16" (or
+    {"float32": "bfloat16"}), max_file_size="5G", ... Returns what --json prints."""
+    if isinstance(cast, dict):
+        cast = [f"{k}={v}" for k, v in cast.items()]
+    if isinstance(max_file_size, int) and not isinstance(max_file_size, bool):
+        max_file_size = str(max_file_size)
+    return _command("convert", _request("convert", dict(
+        src=src, output=output, to=to, cast=cast, include=include, exclude=exclude, rename=rename,
+        max_file_size=max_file_size, partition=partition, strict=strict, force=force, no_verify=no_verify, jobs=jobs,
+        connections=connections), dict(
+        src="path", output="path", to="text", cast="texts", include="texts", exclude="texts", rename="texts",
+        max_file_size="text", partition="texts", strict="flag", force="flag", no_verify="flag", **_COMMON)))

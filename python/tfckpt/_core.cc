@@ -9,18 +9,20 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <signal.h>
-
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
-#include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <sstream>
+#include <optional>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "app.h"
-#include "common.h"
+#include "run/fault_hook.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/copy.h"
@@ -289,56 +291,229 @@ class PyCheckpoint {
   std::shared_ptr<const Checkpoint> c_;
 };
 
-// Runs the command line in-process with stdout and stderr captured: (exit code, stdout,
-// stderr). Serialized: the command line's streams are process-wide.
-// What a command run in-process changes for the process, put back when it ends however
-// it ends: the standard streams (captured), the interrupt handlers (Python's), and the
-// checkpoints the command line keeps until exit (this process goes on).
-class InProcessRun {
+// ---------------------------------------------------------------------------------------
+// The commands (commands.h), called directly: the request from the keyword arguments
+// __init__.py checked, the call on a thread of its own with the GIL released, and Ctrl-C
+// (a pending KeyboardInterrupt) turned into the call's stop request.
+
+// The request's fields from the dict __init__.py built (bytes for text, lists of bytes,
+// bools, ints and floats; a missing key keeps the field's default).
+class Fields {
  public:
-  InProcessRun(std::ostream& out, std::ostream& err)
-      : old_out_(std::cout.rdbuf(out.rdbuf())), old_err_(std::cerr.rdbuf(err.rdbuf())) {
-    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], nullptr, &saved_[i]);
+  explicit Fields(const py::dict& d) : d_(d) {}
+  void Text(const char* name, std::string* out) const {
+    if (d_.contains(name)) *out = d_[name].cast<std::string>();
   }
-  ~InProcessRun() {
-    std::cout.rdbuf(old_out_);
-    std::cerr.rdbuf(old_err_);
-    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &saved_[i], nullptr);
+  void Texts(const char* name, std::vector<std::string>* out) const {
+    if (d_.contains(name)) *out = d_[name].cast<std::vector<std::string>>();
   }
-  InProcessRun(const InProcessRun&) = delete;
-  InProcessRun& operator=(const InProcessRun&) = delete;
+  void Flag(const char* name, bool* out) const {
+    if (d_.contains(name)) *out = d_[name].cast<bool>();
+  }
+  template <typename T>
+  void Number(const char* name, T* out) const {
+    if (d_.contains(name)) *out = d_[name].cast<T>();
+  }
+  template <typename T>
+  void Optional(const char* name, std::optional<T>* out) const {
+    if (d_.contains(name)) *out = d_[name].cast<T>();
+  }
 
  private:
-  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
-  std::streambuf* old_out_;
-  std::streambuf* old_err_;
-  struct sigaction saved_[3];
+  const py::dict& d_;
 };
 
-// Runs the command line in-process with stdout and stderr captured: (exit code, stdout,
-// stderr), the text as bytes. Serialized: the command line's streams are process-wide.
-py::tuple RunCommand(const std::vector<std::string>& args) {
-  static std::mutex mu;
-  std::ostringstream out, err;
-  int code = 3;
-  std::string failure;
-  {
-    py::gil_scoped_release release;
+// The call, made with `run`: the JSON document of its report, or its error. A report that
+// says a check failed (validate's findings, merge's differing replicas) is an error of its
+// own (check id and location of the first), with the document.
+struct CallResult {
+  absl::Status status;
+  std::string document;
+};
+// A call with its request read from the keyword arguments (with the GIL held), to be run
+// later without it.
+using Job = std::function<CallResult(const RunOptions& run)>;
+
+template <typename Report>
+CallResult Document(const absl::StatusOr<Report>& r) {
+  if (!r.ok()) return {r.status(), ""};
+  return {absl::OkStatus(), ToJson(*r)};
+}
+
+Job InspectJob(const py::dict& d) {
+  InspectRequest r;
+  Fields f(d);
+  f.Text("ckpt", &r.ckpt);
+  f.Text("filter", &r.filter);
+  f.Texts("tensor", &r.tensors);
+  f.Flag("all_values", &r.all_values);
+  f.Flag("stats", &r.stats);
+  f.Flag("tree", &r.tree);
+  f.Flag("index_only", &r.index_only);
+  r.json_values = true;
+  return [r](const RunOptions& run) -> CallResult {
+    absl::StatusOr<InspectReport> report = Inspect(r, run);
+    if (!report.ok()) return {report.status(), ""};
+    std::string doc;
+    WriteJson(*report, [&](std::string_view piece) { doc.append(piece); });
+    return {report->problem, doc};
+  };
+}
+
+Job ValidateJob(const py::dict& d) {
+  ValidateRequest r;
+  Fields f(d);
+  f.Text("ckpt", &r.ckpt);
+  f.Text("against", &r.against);
+  f.Flag("strict", &r.strict);
+  f.Flag("quick", &r.quick);
+  f.Flag("report", &r.report);
+  f.Flag("abort_uploads", &r.abort_uploads);
+  f.Optional("tolerance", &r.tolerance);
+  return [r](const RunOptions& run) {
+    absl::StatusOr<ValidateCommandReport> report = ValidateCommand(r, run);
+    CallResult out = Document(report);
+    if (report.ok() && !report->ok()) {
+      const Finding& first = *std::find_if(report->findings.begin(), report->findings.end(),
+                                           [](const Finding& x) { return x.severity == Severity::kError; });
+      out.status = DataLossAt(first.check, first.file, first.key, first.offset,
+                              StrCat(report->errors, " check(s) failed, the first: ", first.message));
+    }
+    return out;
+  };
+}
+
+Job ReshardJob(const py::dict& d) {
+  ReshardRequest r;
+  Fields f(d);
+  f.Text("ckpt", &r.ckpt);
+  f.Text("output", &r.out);
+  f.Texts("partition", &r.partitions);
+  f.Text("policy", &r.policy);
+  f.Flag("dry_run", &r.dry_run);
+  f.Flag("force", &r.force);
+  f.Flag("no_verify", &r.no_verify);
+  f.Number("bytes_per_string", &r.bytes_per_string);
+  f.Text("plan", &r.plan_out);
+  f.Text("execute", &r.execute);
+  f.Text("task", &r.task);
+  f.Text("finalize", &r.finalize);
+  return [r](const RunOptions& run) { return Document(Reshard(r, run)); };
+}
+
+Job MergeJob(const py::dict& d) {
+  MergeRequest r;
+  Fields f(d);
+  f.Texts("ckpts", &r.inputs);
+  f.Text("output", &r.out);
+  f.Flag("recover", &r.recover);
+  f.Flag("allow_missing", &r.allow_missing);
+  f.Flag("move", &r.move);
+  f.Flag("force", &r.force);
+  f.Flag("no_verify", &r.no_verify);
+  f.Text("on_conflict", &r.on_conflict);
+  f.Texts("include", &r.include);
+  f.Texts("exclude", &r.exclude);
+  f.Texts("rename", &r.renames);
+  f.Flag("drop_optimizer", &r.drop_optimizer);
+  f.Flag("average", &r.average);
+  f.Text("collapse_parallel", &r.collapse_parallel);
+  f.Optional("expand_parallel", &r.expand_parallel);
+  f.Flag("collapse_replicas", &r.collapse_replicas);
+  f.Flag("no_check", &r.no_check);
+  f.Flag("dry_run", &r.dry_run);
+  return [r](const RunOptions& run) {
+    absl::StatusOr<MergeCommandReport> report = Merge(r, run);
+    CallResult out = Document(report);
+    if (report.ok() && !report->mismatches.empty()) {
+      const Finding& first = report->mismatches[0];
+      out.status = DataLossAt(first.check, first.file, first.key, first.offset,
+                              StrCat(report->mismatches.size(), " check(s) failed, the first: ", first.message,
+                                     "; nothing written"));
+    }
+    return out;
+  };
+}
+
+Job ConvertJob(const py::dict& d) {
+  ConvertRequest r;
+  Fields f(d);
+  f.Text("src", &r.src);
+  f.Text("output", &r.out);
+  f.Text("to", &r.to);
+  f.Texts("cast", &r.casts);
+  f.Texts("include", &r.include);
+  f.Texts("exclude", &r.exclude);
+  f.Texts("rename", &r.renames);
+  f.Text("max_file_size", &r.max_file_size);
+  f.Texts("partition", &r.partitions);
+  f.Flag("strict", &r.strict);
+  f.Flag("force", &r.force);
+  f.Flag("no_verify", &r.no_verify);
+  return [r](const RunOptions& run) { return Document(Convert(r, run)); };
+}
+
+// Runs command `name` with the request `d` on a thread of its own, the GIL released; the
+// calling thread waits, and every 0.1 s looks for a signal (PyErr_CheckSignals: Python's
+// handlers run on the main thread only). A KeyboardInterrupt (Ctrl-C) stops the call, which
+// unwinds, leaving nothing behind, and is then raised. Returns (document, error fields,
+// late): the document of the report (or of the failure), for a failure (code, check id,
+// message, file, key, offset), and whether a Ctrl-C came after the call's point of no
+// return (it finished: the caller raises KeyboardInterrupt once it has said so).
+py::tuple RunCommand(const std::string& name, const py::dict& d) {
+  static const std::map<std::string, Job (*)(const py::dict&)> kJobs = {
+      {"inspect", InspectJob}, {"validate", ValidateJob}, {"reshard", ReshardJob},
+      {"merge", MergeJob},     {"convert", ConvertJob}};
+  const auto make = kJobs.find(name);
+  if (make == kJobs.end()) throw py::value_error("no command " + name);
+  const Job job = make->second(d);
+  std::stop_source stop;
+  RunOptions run;
+  run.stop = stop.get_token();
+  run.at_point = FaultHookFromEnvironment(run.stop);  // (tests: TFCKPT_FAULT_PAUSE_AT)
+  if (d.contains("jobs")) run.jobs = d["jobs"].cast<int>();
+  if (d.contains("connections")) run.connections = d["connections"].cast<int>();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  CallResult result;
+  std::thread worker([&] {
+    CallResult r = job(run);
     std::lock_guard<std::mutex> lock(mu);
-    std::vector<std::string> argv_store = {"tfckpt"};
-    argv_store.insert(argv_store.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : argv_store) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    InProcessRun run(out, err);
-    try {
-      code = cli::RunTfckpt(static_cast<int>(argv_store.size()), argv.data());
-    } catch (const std::exception& e) {  // a bug: reported, never a crash of the interpreter
-      failure = e.what();
+    result = std::move(r);
+    done = true;
+    cv.notify_all();
+  });
+  bool interrupted = false;
+  for (;;) {
+    {
+      py::gil_scoped_release release;
+      std::unique_lock<std::mutex> lock(mu);
+      if (cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return done; })) break;
+    }
+    if (!interrupted && PyErr_CheckSignals() != 0) {
+      interrupted = true;  // (KeyboardInterrupt is pending: the call unwinds, then it is raised)
+      stop.request_stop();
     }
   }
-  if (!failure.empty()) throw std::runtime_error("tfckpt: internal error: " + failure);
-  return py::make_tuple(code, py::bytes(out.str()), py::bytes(err.str()));
+  {
+    py::gil_scoped_release release;
+    worker.join();
+  }
+  if (interrupted) {
+    if (!result.status.ok()) throw py::error_already_set();  // the KeyboardInterrupt, after the unwinding
+    // Past its point of no return the call finished (its output is complete): the caller
+    // says so, then raises KeyboardInterrupt all the same.
+    PyErr_Clear();
+    return py::make_tuple(py::bytes(result.document), py::none(), true);
+  }
+  if (result.status.ok()) return py::make_tuple(py::bytes(result.document), py::none(), false);
+  const ErrorInfo info = ErrorInfoOf(result.status);
+  return py::make_tuple(py::bytes(result.document.empty() ? ErrorDocument(result.status) : result.document),
+                        py::make_tuple(static_cast<int>(result.status.code()), ErrorId(result.status),
+                                       py::bytes(std::string(result.status.message())), py::bytes(info.file),
+                                       py::bytes(info.key), info.offset),
+                        false);
 }
 
 }  // namespace
@@ -368,7 +543,9 @@ PYBIND11_MODULE(_core, m) {
         return PyCheckpoint(std::shared_ptr<const Checkpoint>(std::move(*c)));
       },
       py::arg("spec"), "Opens a checkpoint (any CKPT the command line takes).");
-  m.def("run", &RunCommand, py::arg("args"), "Runs `tfckpt ARGS...` in-process: (exit code, stdout, stderr).");
+  m.def("command", &RunCommand, py::arg("name"), py::arg("request"),
+        "Runs command NAME (commands.h) with REQUEST, the GIL released, Ctrl-C stopping it: (its JSON document, "
+        "None or the error's (code, id, message, file, key, offset), whether Ctrl-C came too late to stop it).");
 }
 
 }  // namespace tfckpt::python

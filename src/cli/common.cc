@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "tfckpt/path.h"
 #include "tfckpt/status.h"
-#include "fault_hook.h"
+#include "run/fault_hook.h"
 #include "interrupts.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/strings.h"

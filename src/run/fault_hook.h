@@ -1,4 +1,5 @@
-// The test hook of the command line (RunOptions::at_point): with TFCKPT_FAULT_PAUSE_AT=POINT
+// The test hook of the front ends, the command line and Python (RunOptions::at_point): with
+// TFCKPT_FAULT_PAUSE_AT=POINT
 // (or POINT#N, the Nth time it is reached; points in docs/RELIABILITY.md) the run stops at
 // that point, says so on file descriptor TFCKPT_FAULT_NOTIFY_FD (one line: POINT) and waits
 // there until it is asked to stop (a signal) -- then the run goes on from that exact point:
@@ -13,9 +14,10 @@
 #include <stop_token>
 #include <string_view>
 
-namespace tfckpt::cli {
+namespace tfckpt {
 
-// The hook the environment asks for, or an empty function.
+// The hook the environment asks for, or an empty function. (A front end asks for it; the
+// library itself never reads these variables.)
 std::function<void(std::string_view point)> FaultHookFromEnvironment(std::stop_token stop);
 
-}  // namespace tfckpt::cli
+}  // namespace tfckpt

@@ -1,4 +1,4 @@
-#include "fault_hook.h"
+#include "run/fault_hook.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 
 #include "absl/strings/numbers.h"
 
-namespace tfckpt::cli {
+namespace tfckpt {
 
 std::function<void(std::string_view point)> FaultHookFromEnvironment(std::stop_token stop) {
   const char* at = std::getenv("TFCKPT_FAULT_PAUSE_AT");
@@ -54,4 +54,4 @@ std::function<void(std::string_view point)> FaultHookFromEnvironment(std::stop_t
   };
 }
 
-}  // namespace tfckpt::cli
+}  // namespace tfckpt
