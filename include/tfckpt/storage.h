@@ -233,6 +233,33 @@ class Storage {
 // REQUIRES: 1 <= n <= 256.
 void SetObjectStoreConnections(int n);
 
+// What the command line says about object stores, spelled as the AWS CLI spells it; each
+// empty field leaves the setting to the environment and the AWS config files (man tfckpt,
+// OBJECT STORES). For s3:// URLs: --endpoint-url, --profile (the environment's
+// AWS_ACCESS_KEY_ID is then not used, as with the AWS CLI), --region; for s3:// and
+// gs://: --no-sign-request (unsigned requests, for public buckets).
+struct ObjectStoreFlags {
+  std::string endpoint_url;
+  std::string profile;
+  std::string region;
+  bool no_sign_request = false;
+};
+// Sets them for the object store clients created after the call (the first use of a
+// scheme in the process).
+void SetObjectStoreFlags(const ObjectStoreFlags& flags);
+ObjectStoreFlags GetObjectStoreFlags();
+
+// Called once at the start of each burst of object store retries (a request failed and is
+// retried while no other was being retried), with one line saying what failed and that
+// it is retried; never a secret. From any thread, so it must be thread-safe and quick.
+// None by default: the library prints nothing.
+void SetObjectStoreRetryReporter(std::function<void(const std::string& line)> reporter);
+
+// Makes every object store URL an error (FailedPrecondition, naming the URL) without any
+// network access, for programs that must stay hermetic (the fuzz targets: a state file
+// that names s3://… must not reach for the network). For the rest of the process.
+void DisableObjectStores();
+
 // Storage::For(path).Exists(path) and .IsDirectory(path), for brevity.
 inline bool FileExists(const std::string& path) { return Storage::For(path).Exists(path); }
 inline bool IsDirectory(const std::string& path) { return Storage::For(path).IsDirectory(path); }

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
+#include "kvstore/s3/store_options.h"
 #include "tfckpt/file.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -445,13 +446,17 @@ absl::StatusOr<S3Storage::Target> S3Storage::Resolve(const std::string& path) {
   absl::StatusOr<ObjectUrl> url = ParseObjectUrl(path);
   // A malformed URL names no object: reported as an input that cannot be read.
   if (!url.ok()) return absl::NotFoundError(url.status().message());
+  if (ObjectStoresDisabled()) {
+    return absl::FailedPreconditionError(StrCat(path, ": object stores are disabled in this program"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   std::unique_ptr<Client>& client = clients_[url->scheme];
   if (!client) {
     const EnvLookup env = ProcessEnv();
-    TFCKPT_ASSIGN_OR_RETURN(Settings settings, ResolveSettings(url->scheme, env));
+    TFCKPT_ASSIGN_OR_RETURN(Settings settings, ResolveSettings(url->scheme, env, GetObjectStoreFlags()));
     TFCKPT_ASSIGN_OR_RETURN(StoreOptions options, StoreOptionsFromEnv(env));
     if (const int n = connections_override; n > 0) options.client.connections = n;
+    options.client.on_retry_burst = [](const RetryNotice& n) { ReportRetry(n.Line()); };
     TFCKPT_ASSIGN_OR_RETURN(client, Client::Create(std::move(settings), options.client));
     window_bytes_ = options.window_bytes;
     connections_ = options.client.connections;
