@@ -485,14 +485,14 @@ absl::StatusOr<Credentials> FetchImds(const Imds& m) {
 
 // The IMDS provider: `none_message` is the error when the instance has no credentials
 // (an error that stays: the metadata service is not asked again on every request).
-Provider ImdsProvider(const Imds& m, std::string none_message) {
+Provider ImdsProvider(const Imds& m, std::string none_message, std::string hint = "") {
   struct State {
     std::mutex mu;
     bool succeeded = false;
     std::optional<absl::Status> none;
   };
   auto state = std::make_shared<State>();
-  auto fetch = [m, state, none_message]() -> absl::StatusOr<Credentials> {
+  auto fetch = [m, state, none_message, hint]() -> absl::StatusOr<Credentials> {
     std::lock_guard<std::mutex> lock(state->mu);
     if (state->none.has_value()) return *state->none;
     absl::StatusOr<Credentials> c = FetchImds(m);
@@ -502,7 +502,7 @@ Provider ImdsProvider(const Imds& m, std::string none_message) {
     }
     const std::string what = StrCat("EC2 instance metadata ", m.base);
     if (!state->succeeded && absl::IsNotFound(c.status())) {
-      state->none = absl::UnauthenticatedError(StrCat(none_message, what, " (", c.status().message(), ")"));
+      state->none = absl::UnauthenticatedError(StrCat(none_message, what, " (", c.status().message(), ")", hint));
       return *state->none;
     }
     return Annotate(c.status(), what);
@@ -639,7 +639,7 @@ class Chain {
                            "none found");
     }
     TFCKPT_ASSIGN_OR_RETURN(const Imds m, ImdsFor(ctx_));
-    return ImdsProvider(m, message);
+    return ImdsProvider(m, message, hint);
   }
 
  private:
