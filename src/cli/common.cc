@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <locale.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "tfckpt/path.h"
+#include "tfckpt/storage.h"
 #include "tfckpt/status.h"
 #include "tfckpt/file.h"
 #include "tfckpt/strings.h"
@@ -148,11 +150,55 @@ CLI::Validator WholeNumber(int64_t lo, int64_t hi) {
 }
 
 CLI::Option* AddConnectionsOption(CLI::App* sub) {
-  return sub
-      ->add_option_function<int>("--connections", [](const int& n) { SetObjectStoreConnections(n); },
-                                 "Concurrent transfers of each s3:// or gs:// read (default 8, or "
-                                 "TFCKPT_S3_CONNECTIONS), e.g. --connections 32 on a cloud VM")
-      ->check(WholeNumber(1, 256));
+  CLI::Option* option =
+      sub->add_option_function<int>("--connections", [](const int& n) { SetObjectStoreConnections(n); },
+                                    "Concurrent transfers of each s3:// or gs:// read (default 8, or "
+                                    "TFCKPT_S3_CONNECTIONS), e.g. --connections 32 on a cloud VM")
+          ->check(WholeNumber(1, 256));
+  AddObjectStoreOptions(sub);
+  return option;
+}
+
+void AddObjectStoreOptions(CLI::App* sub) {
+  const std::string group = "Object stores (s3://, gs://; man tfckpt, OBJECT STORES)";
+  auto set = [](auto field) {
+    return [field](const std::string& value) {
+      ObjectStoreFlags flags = GetObjectStoreFlags();
+      flags.*field = value;
+      SetObjectStoreFlags(flags);
+    };
+  };
+  sub->add_option_function<std::string>("--endpoint-url", set(&ObjectStoreFlags::endpoint_url),
+                                        "s3:// endpoint, http(s)://HOST[:PORT] (else AWS_ENDPOINT_URL_S3, "
+                                        "AWS_ENDPOINT_URL, the profile's, AWS itself)")
+      ->group(group);
+  sub->add_option_function<std::string>("--profile", set(&ObjectStoreFlags::profile),
+                                        "AWS profile of ~/.aws/config and ~/.aws/credentials (else AWS_PROFILE); "
+                                        "AWS_ACCESS_KEY_ID is then not used")
+      ->group(group);
+  sub->add_option_function<std::string>("--region", set(&ObjectStoreFlags::region),
+                                        "AWS region (else AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1)")
+      ->group(group);
+  sub->add_flag_function(
+         "--no-sign-request",
+         [](int64_t) {
+           ObjectStoreFlags flags = GetObjectStoreFlags();
+           flags.no_sign_request = true;
+           SetObjectStoreFlags(flags);
+         },
+         "Send s3:// and gs:// requests unsigned (public buckets; also AWS_NO_SIGN_REQUEST=true)")
+      ->group(group);
+  // Before the command's own options: a run starts without flags of an earlier one (the
+  // Python package runs commands in one process) and reports its retries under its name.
+  sub->preparse_callback([name = sub->get_name()](size_t) {
+    SetObjectStoreFlags({});
+    SetObjectStoreRetryReporter([name, tty = isatty(STDERR_FILENO) == 1](const std::string& line) {
+      // One write, so that lines of several threads do not interleave.
+      const std::string text = StrCat(tty ? "\r\033[K" : "", "tfckpt ", name, ": ", line, "\n");
+      std::fwrite(text.data(), 1, text.size(), stderr);
+      std::fflush(stderr);
+    });
+  });
 }
 
 CLI::Option* AddJobsOption(CLI::App* sub, int* jobs, const std::string& help) {

@@ -61,7 +61,20 @@ CLI::Option* AddJobsOption(CLI::App* sub, int* jobs, const std::string& help);
 
 // Adds "--connections N" to `sub`, the same in every command that reads checkpoints:
 // concurrent transfers of each object store read (SetObjectStoreConnections), 1 to 256.
+// Adds the object store options with it (AddObjectStoreOptions): every command that
+// takes --connections takes them too.
 CLI::Option* AddConnectionsOption(CLI::App* sub);
+
+// The object store options, spelled as the AWS CLI spells them (man tfckpt, OBJECT
+// STORES), passed to the library's settings (SetObjectStoreFlags, storage.h):
+//   --endpoint-url URL   s3:// endpoint (overrides AWS_ENDPOINT_URL_S3 and the config files)
+//   --profile NAME       AWS profile (the environment's AWS_ACCESS_KEY_ID is then not used)
+//   --region REGION      AWS region
+//   --no-sign-request    unsigned requests (public buckets), s3:// and gs://
+// When `sub` runs, the flags start empty and each burst of object store retries prints
+// one line on stderr, "tfckpt COMMAND: GET s3://…: HTTP 503 …; retrying (up to N times)"
+// (SetObjectStoreRetryReporter; on a terminal it first clears a progress line).
+void AddObjectStoreOptions(CLI::App* sub);
 
 // The options several commands share, declared once here so that their names and wording
 // agree (their man pages say the same sentences). Where a command says more, `detail`
