@@ -9,7 +9,6 @@ checkpoints uploaded with s3_put (the library's client)."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,7 @@ import time
 
 from cli_common import *
 from s3_common import *
+from cloud_common import free_port as closed_port  # a loopback port nobody listens on
 
 BUCKET = f"tfckpt-cli-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
@@ -233,14 +233,6 @@ def validate_reports_unfinished_saves_and_aborts_their_uploads():
     run("validate", complete, "--strict", code=1)
     run("validate", complete, "--abort-uploads", code=0)
     assert "files.upload-in-progress" not in run("validate", complete, "--strict", code=0).stdout
-
-
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @test(needs_data=True)

@@ -26,6 +26,7 @@
 #include "kvstore/s3/retry_bursts.h"
 #include "kvstore/s3/settings.h"
 #include "kvstore/s3/xml.h"
+#include "s3_test_env.h"
 #include "test_util.h"
 
 namespace tfckpt::testing {
@@ -33,47 +34,12 @@ bool NeedsTestData() { return false; }
 }  // namespace tfckpt::testing
 
 using namespace tfckpt::s3;
+using tfckpt::s3::testing::Creds;
+using tfckpt::s3::testing::FakeEnv;
 
 namespace {
 
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
-
-// An environment made of a map, with HOME a fresh temporary directory; no metadata
-// service is ever asked (AWS_EC2_METADATA_DISABLED).
-struct FakeEnv {
-  std::map<std::string, std::string> vars;
-  std::string home;
-  FakeEnv() {
-    char tmpl[] = "/tmp/tfckpt-creds-home-XXXXXX";
-    home = mkdtemp(tmpl);
-    vars["HOME"] = home;
-    vars["AWS_EC2_METADATA_DISABLED"] = "true";
-  }
-  ~FakeEnv() { std::system(("rm -rf '" + home + "'").c_str()); }
-  EnvLookup Lookup() const {
-    return [this](std::string_view name) -> std::optional<std::string> {
-      auto it = vars.find(std::string(name));
-      if (it == vars.end()) return std::nullopt;
-      return it->second;
-    };
-  }
-  std::string Write(const std::string& rel, const std::string& text) const {
-    const std::string path = home + "/" + rel;
-    std::system(("mkdir -p \"$(dirname '" + path + "')\"").c_str());
-    FILE* f = std::fopen(path.c_str(), "w");
-    REQUIRE(f != nullptr);
-    std::fputs(text.c_str(), f);
-    std::fclose(f);
-    return path;
-  }
-};
-
-Credentials Creds(const Settings& s) {
-  auto c = s.credentials->Get();
-  INFO(c.status().ToString());
-  REQUIRE(c.ok());
-  return *c;
-}
 
 absl::StatusOr<Settings> Resolve(const FakeEnv& env, tfckpt::ObjectStoreFlags flags = {}) {
   return ResolveSettings("s3", env.Lookup(), flags);

@@ -15,6 +15,8 @@
 #include "kvstore/s3/sigv4.h"
 #include "kvstore/s3/url.h"
 #include "kvstore/s3/xml.h"
+#include "tfckpt/storage.h"
+#include "s3_test_env.h"
 #include "test_util.h"
 
 namespace tfckpt::testing {
@@ -22,6 +24,8 @@ bool NeedsTestData() { return false; }
 }  // namespace tfckpt::testing
 
 using namespace tfckpt::s3;
+using tfckpt::s3::testing::Creds;
+using tfckpt::s3::testing::FakeEnv;
 
 TEST_CASE("object URLs: scheme, bucket and key") {
   auto u = ParseObjectUrl("s3://my-bucket/models/run1/model.ckpt-100");
@@ -59,41 +63,6 @@ TEST_CASE("malformed object URLs are InvalidArgument naming the URL") {
 }
 
 namespace {
-
-// An environment made of a map, with HOME pointing at a fresh temporary directory.
-struct FakeEnv {
-  std::map<std::string, std::string> vars;
-  std::string home;
-  FakeEnv() {
-    char tmpl[] = "/tmp/tfckpt-s3-home-XXXXXX";
-    home = mkdtemp(tmpl);
-    vars["HOME"] = home;
-    vars["AWS_EC2_METADATA_DISABLED"] = "true";  // never 169.254.169.254 from a test
-  }
-  ~FakeEnv() { std::system(("rm -rf '" + home + "'").c_str()); }
-  EnvLookup Lookup() const {
-    return [this](std::string_view name) -> std::optional<std::string> {
-      auto it = vars.find(std::string(name));
-      if (it == vars.end()) return std::nullopt;
-      return it->second;
-    };
-  }
-  void Write(const std::string& rel, const std::string& text) const {
-    std::system(("mkdir -p \"$(dirname '" + home + "/" + rel + "')\"").c_str());
-    FILE* f = std::fopen((home + "/" + rel).c_str(), "w");
-    REQUIRE(f != nullptr);
-    std::fputs(text.c_str(), f);
-    std::fclose(f);
-  }
-};
-
-// The credentials the settings' provider hands out (offline sources only).
-Credentials Creds(const Settings& s) {
-  auto c = s.credentials->Get();
-  INFO(c.status().ToString());
-  REQUIRE(c.ok());
-  return *c;
-}
 
 void CheckNoSecret(const std::string& text, const std::string& secret) {
   CAPTURE(text);

@@ -107,6 +107,7 @@ absl::StatusOr<Credentials> CallSts(const StsCall& sts, std::vector<QueryParam> 
     r.url = sts.endpoint;
     r.body = body;
     r.headers.emplace_back("Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
+    r.headers.emplace_back("Host", url.authority);  // as signed (curl would drop a default port)
     if (signer != nullptr) {
       SigningRequest s{"POST", "/", {}, {}, Sha256Hex(body)};
       s.headers.emplace_back("host", url.authority);

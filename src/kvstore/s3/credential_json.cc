@@ -37,6 +37,16 @@ absl::StatusOr<std::string> HeaderField(const Json& j, const char* name, bool re
   return v;
 }
 
+// An AWS key pair with its session token, from the fields so named.
+absl::StatusOr<Credentials> Keys(const Json& j, const char* id, const char* secret, const char* token,
+                                 bool token_required) {
+  Credentials c;
+  TFCKPT_ASSIGN_OR_RETURN(c.access_key_id, HeaderField(j, id, true));
+  TFCKPT_ASSIGN_OR_RETURN(c.secret_access_key, Field(j, secret, true));
+  TFCKPT_ASSIGN_OR_RETURN(c.session_token, HeaderField(j, token, token_required));
+  return c;
+}
+
 absl::StatusOr<SystemTime> TimeField(const Json& j, const char* name) {
   TFCKPT_ASSIGN_OR_RETURN(const std::string v, Field(j, name, true));
   auto t = ParseIso8601(v);
@@ -60,10 +70,7 @@ absl::StatusOr<Credentials> ParseMetadataCredentials(std::string_view json) {
     if (auto m = j.find("Message"); m != j.end() && m->is_string()) StrAppend(&message, ": ", m->get<std::string>().substr(0, 300));
     return absl::PermissionDeniedError(message);
   }
-  Credentials c;
-  TFCKPT_ASSIGN_OR_RETURN(c.access_key_id, HeaderField(j, "AccessKeyId", true));
-  TFCKPT_ASSIGN_OR_RETURN(c.secret_access_key, Field(j, "SecretAccessKey", true));
-  TFCKPT_ASSIGN_OR_RETURN(c.session_token, HeaderField(j, "Token", true));
+  TFCKPT_ASSIGN_OR_RETURN(Credentials c, Keys(j, "AccessKeyId", "SecretAccessKey", "Token", true));
   TFCKPT_ASSIGN_OR_RETURN(c.expiration, TimeField(j, "Expiration"));
   return c;
 }
@@ -74,10 +81,7 @@ absl::StatusOr<Credentials> ParseProcessCredentials(std::string_view json) {
   if (version == j.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
     return absl::InvalidArgumentError("\"Version\" is not 1 (the only version there is)");
   }
-  Credentials c;
-  TFCKPT_ASSIGN_OR_RETURN(c.access_key_id, HeaderField(j, "AccessKeyId", true));
-  TFCKPT_ASSIGN_OR_RETURN(c.secret_access_key, Field(j, "SecretAccessKey", true));
-  TFCKPT_ASSIGN_OR_RETURN(c.session_token, HeaderField(j, "SessionToken", false));
+  TFCKPT_ASSIGN_OR_RETURN(Credentials c, Keys(j, "AccessKeyId", "SecretAccessKey", "SessionToken", false));
   if (auto e = j.find("Expiration"); e != j.end() && !e->is_null()) {
     TFCKPT_ASSIGN_OR_RETURN(c.expiration, TimeField(j, "Expiration"));
   }
@@ -96,10 +100,7 @@ absl::StatusOr<Credentials> ParseSsoRoleCredentials(std::string_view json) {
   TFCKPT_ASSIGN_OR_RETURN(const Json j, ParseObject(json));
   auto rc = j.find("roleCredentials");
   if (rc == j.end() || !rc->is_object()) return absl::InvalidArgumentError("no \"roleCredentials\" object");
-  Credentials c;
-  TFCKPT_ASSIGN_OR_RETURN(c.access_key_id, HeaderField(*rc, "accessKeyId", true));
-  TFCKPT_ASSIGN_OR_RETURN(c.secret_access_key, Field(*rc, "secretAccessKey", true));
-  TFCKPT_ASSIGN_OR_RETURN(c.session_token, HeaderField(*rc, "sessionToken", true));
+  TFCKPT_ASSIGN_OR_RETURN(Credentials c, Keys(*rc, "accessKeyId", "secretAccessKey", "sessionToken", true));
   auto e = rc->find("expiration");
   if (e == rc->end() || !e->is_number_integer()) {
     return absl::InvalidArgumentError("\"expiration\" is not a whole number of milliseconds");
