@@ -485,3 +485,14 @@ TEST_CASE("PartLayout: parts of the first size, then doubling every 2000 parts, 
   }
 }
 
+
+// Last in this file: irreversible for the process (nothing above uses the object store Storage).
+TEST_CASE("DisableObjectStores: every object URL is an error at once, without a request") {
+  tfckpt::DisableObjectStores();
+  auto f = tfckpt::Storage::For("s3://examplebucket/run/ckpt-10.index").OpenForRead("s3://examplebucket/run/ckpt-10.index");
+  REQUIRE(!f.ok());
+  CHECK(f.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(f.status().message()) ==
+        "s3://examplebucket/run/ckpt-10.index: object stores are disabled in this program");
+  CHECK(!tfckpt::FileExists("gs://bucket/key"));
+}

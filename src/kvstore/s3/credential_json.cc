@@ -106,7 +106,7 @@ absl::StatusOr<Credentials> ParseSsoRoleCredentials(std::string_view json) {
     return absl::InvalidArgumentError("\"expiration\" is not a whole number of milliseconds");
   }
   const int64_t ms = e->get<int64_t>();
-  if (ms < 0 || ms > int64_t{253402300799000}) return absl::InvalidArgumentError("\"expiration\" is out of range");
+  if (ms < 0 || ms > int64_t{7258118400000}) return absl::InvalidArgumentError("\"expiration\" is out of range");  // 2200
   c.expiration = SystemTime(std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::milliseconds(ms)));
   return c;
 }

@@ -150,8 +150,9 @@ absl::StatusOr<SystemTime> ParseIso8601(std::string_view text) {
       ok = false;
     }
   }
-  ok = ok && at == s.size() && month >= 1 && month <= 12 && day >= 1 && day <= 31 && hour < 24 && minute < 60 &&
-       second <= 60;
+  // Years the clock can hold (system_clock counts nanoseconds: about 1678 to 2262).
+  ok = ok && at == s.size() && year >= 1900 && year <= 2200 && month >= 1 && month <= 12 && day >= 1 && day <= 31 &&
+       hour < 24 && minute < 60 && second <= 60;
   if (!ok) return absl::InvalidArgumentError(StrCat("\"", text.substr(0, 64), "\" is not an ISO 8601 time"));
   const int64_t days = DaysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
   const int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;

@@ -89,8 +89,8 @@ class RefreshingCredentials final : public CredentialProvider {
 };
 
 // "2024-05-01T12:00:00Z", "2024-05-01T12:00:00.123Z", "2024-05-01T12:00:00+00:00" (ISO
-// 8601 / RFC 3339 in UTC or with an offset, as the credential services write it).
-// InvalidArgument otherwise.
+// 8601 / RFC 3339 in UTC or with an offset, as the credential services write it), years
+// 1900 to 2200. InvalidArgument otherwise.
 absl::StatusOr<SystemTime> ParseIso8601(std::string_view text);
 
 }  // namespace tfckpt::s3
