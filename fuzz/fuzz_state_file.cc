@@ -1,5 +1,6 @@
 // The `checkpoint` state file (text-format CheckpointState, docs/FORMAT.md §g) and how a
-// directory argument is resolved through it. Input: the state file.
+// directory argument is resolved through it. Input: the state file. Hermetic: object
+// store URLs in it are errors (DisableObjectStores), never requests.
 #include <cstddef>
 #include <cstdint>
 
@@ -8,6 +9,8 @@
 #include "tfckpt/open.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // A state file may name s3://… or gs://…: resolving it must not reach for the network.
+  tfckpt::DisableObjectStores();
   const std::string dir = tfckpt::fuzz::ScratchDir();
   tfckpt::fuzz::WriteFile(dir + "/checkpoint", {reinterpret_cast<const char*>(data), size});
   std::vector<std::string> notes;

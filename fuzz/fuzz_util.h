@@ -10,7 +10,16 @@
 #include <string>
 #include <string_view>
 
+#include "tfckpt/storage.h"
+
 namespace tfckpt::fuzz {
+
+// Every fuzz target is hermetic: an input that names s3://… or gs://… (a state file, a
+// CKPT path) gets an error, never a request over the network (storage.h).
+inline const bool kObjectStoresDisabled = [] {
+  DisableObjectStores();
+  return true;
+}();
 
 // A directory of this process, created on first use, e.g. /tmp/tfckpt-fuzz-1234.
 inline const std::string& ScratchDir() {

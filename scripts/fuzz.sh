@@ -6,6 +6,7 @@
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  default 60 (env FUZZ_SECONDS also works); CI uses 10
 #   TARGET              table bundle slice_key specs state_file v1 safetensors payload
+#                       s3_xml url aws_config credential_json
 # A crash stops with exit 1 and names the reproducer under build-fuzz/artifacts/; copy
 # it into tests/fuzz_regressions/TARGET/ (the normal test suite replays that folder).
 set -euo pipefail
@@ -14,7 +15,7 @@ seconds=${1:-${FUZZ_SECONDS:-60}}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(table bundle slice_key specs state_file v1 safetensors payload)
+  targets=(table bundle slice_key specs state_file v1 safetensors payload s3_xml url aws_config credential_json)
 fi
 
 scripts/install-deps.sh
@@ -64,6 +65,14 @@ elif [ "${CI:-}" = "true" ]; then
   echo "fuzz: $testdata is missing (CI=true: failure)" >&2
   exit 1
 fi
+# A service account file with a real RSA key, made fresh each run (no private key is ever
+# committed): the JWT signing path behind the JSON.
+mkdir -p "$seeds/credential_json"
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:1024 2>/dev/null | python3 -c '
+import json, sys
+print(json.dumps({"type": "service_account", "client_email": "fuzz@p.iam.gserviceaccount.com",
+                  "private_key_id": "k1", "private_key": sys.stdin.read(), "token_uri": "http://127.0.0.1:1/token"}))
+' >"$seeds/credential_json/service_account"
 
 status=0
 mkdir -p "$build/artifacts"

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
@@ -53,7 +54,8 @@ std::string Env(const char* name) {
 // Settings resolved the way users set them, from these variables only (no ~/.aws).
 Settings ResolveFrom(std::string_view scheme, std::map<std::string, std::string> vars) {
   vars["HOME"] = "/nonexistent";
-  auto s = ResolveSettings(scheme, [&](std::string_view n) -> std::optional<std::string> {
+  vars["AWS_EC2_METADATA_DISABLED"] = "true";
+  auto s = ResolveSettings(scheme, [vars](std::string_view n) -> std::optional<std::string> {
     auto it = vars.find(std::string(n));
     if (it == vars.end()) return std::nullopt;
     return it->second;
@@ -393,8 +395,8 @@ TEST_CASE("a missing bucket or key is NotFound") {
   CHECK(c->List(no_bucket).status().code() == absl::StatusCode::kNotFound);
 }
 
-TEST_CASE("a refused connection fails after the configured number of retries") {
-  // A port nobody listens on: bound, then closed.
+// A loopback port nobody listens on: bound, then closed.
+int ClosedPort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -403,18 +405,64 @@ TEST_CASE("a refused connection fails after the configured number of retries") {
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   close(fd);
-  const std::string endpoint = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
-  auto c = MakeClient(endpoint);
+  return ntohs(addr.sin_port);
+}
+
+TEST_CASE("a refused connection to an endpoint that never answered fails at once, in one line") {
+  const std::string endpoint = "http://127.0.0.1:" + std::to_string(ClosedPort());
+  std::atomic<int> reported{0};
+  ClientOptions o = FastRetries();
+  o.on_retry_burst = [&](const RetryNotice&) { ++reported; };
+  auto c = MakeClient(endpoint, o);
   const ObjectUrl obj{"s3", "some-bucket", "m.index"};
   auto head = c->Head(obj);
   REQUIRE(!head.ok());
   CHECK(head.status().code() == absl::StatusCode::kUnavailable);
-  CHECK(c->requests_sent() == 5);  // the first attempt and 4 retries
+  CHECK(c->requests_sent() == 1);  // not the 4 retries the options allow
+  CHECK(reported == 0);
   const std::string m = Message(head.status());
   CHECK(m.find("s3://some-bucket/m.index") != std::string::npos);
   CHECK(m.find(endpoint) != std::string::npos);
-  CHECK(m.find("5 attempts") != std::string::npos);
+  CHECK(m.find("not retried: the endpoint has not answered yet") != std::string::npos);
   CHECK(m.find(Env("S3_TEST_SECRET")) == std::string::npos);
+}
+
+TEST_CASE("once the endpoint has answered, a refused connection is retried (a server restarting), as one burst") {
+  // A server that answers one request with a 500 and then stops listening.
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(listen(listener, 4) == 0);
+  socklen_t len = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::thread server([listener] {
+    const int conn = accept(listener, nullptr, nullptr);
+    close(listener);
+    char buf[4096];
+    (void)!read(conn, buf, sizeof(buf));
+    const std::string answer = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    (void)!write(conn, answer.data(), answer.size());
+    close(conn);
+  });
+  std::vector<std::string> lines;
+  std::mutex mu;
+  ClientOptions o = FastRetries();
+  o.on_retry_burst = [&](const RetryNotice& n) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(n.Line());
+  };
+  auto c = MakeClient("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), o);
+  auto head = c->Head({"s3", "some-bucket", "m.index"});
+  server.join();
+  REQUIRE(!head.ok());
+  CHECK(c->requests_sent() == 5);  // the first attempt and 4 retries
+  CHECK(Message(head.status()).find("5 attempts") != std::string::npos);
+  REQUIRE(lines.size() == 1);  // one burst, one line
+  CHECK(lines[0].find("HEAD s3://some-bucket/m.index: HTTP 500") != std::string::npos);
+  CHECK(lines[0].find("retrying (up to 4 times)") != std::string::npos);
+  CHECK(c->retry_bursts() == 1);
 }
 
 TEST_CASE("fault proxy: 503 SlowDown, 429 and 500 bursts are retried") {
@@ -428,6 +476,7 @@ TEST_CASE("fault proxy: 503 SlowDown, 429 and 500 bursts are retried") {
   REQUIRE_OK(c->Read(obj, 0, out.size(), "", out.data()));
   CHECK(out == body);
   CHECK(c->requests_sent() - before == 4);
+  CHECK(c->retry_bursts() == 1);  // three failures of one request: one burst
 
   // More failures than the budget: the last status, the URL, the number of attempts.
   Faults("status 503 SlowDown\nstatus 503 SlowDown\nstatus 503 SlowDown\nstatus 503 SlowDown\nstatus 503 SlowDown\n");
@@ -545,8 +594,11 @@ TEST_CASE("gs:// with no keys asks the metadata server for a bearer token") {
   CHECK(log[1].find("HEAD /some-bucket/m.index") != std::string::npos);
   CHECK(log[1].find("auth=Bearer test-metadata-token") != std::string::npos);
 
-  // An expires_in that is not a number: the token is used, kept for a default time.
-  auto odd = Client::Create(settings, FastRetries());
+  // An expires_in that is not a number: the token is used, kept for a default time. (New
+  // settings: a provider and the token it holds are shared by the clients of one Settings.)
+  const Settings fresh = ResolveFrom("gs", {{"GCE_METADATA_HOST", Env("S3_TEST_PROXY_ENDPOINT").substr(7)},
+                                            {"TFCKPT_GS_ENDPOINT_URL", Env("S3_TEST_PROXY_ENDPOINT")}});
+  auto odd = Client::Create(fresh, FastRetries());
   REQUIRE_OK(odd);
   ClearProxyLog();
   Faults("metadata-odd\n");
@@ -572,7 +624,8 @@ TEST_CASE("SigV4 requests carry and sign x-amz-content-sha256, and x-amz-securit
   CHECK(log[0].find("token= ") != std::string::npos);
 
   Settings with_token = TestSettings(Env("S3_TEST_PROXY_ENDPOINT"), Env("S3_TEST_SECRET"));
-  with_token.credentials.session_token = "session-token-value";
+  with_token.credentials = FixedCredentials(
+      {Env("S3_TEST_ACCESS_KEY"), Env("S3_TEST_SECRET"), "session-token-value", "", std::nullopt}, "test");
   auto t = Client::Create(with_token, FastRetries());
   REQUIRE_OK(t);
   ClearProxyLog();
@@ -771,7 +824,7 @@ TEST_CASE("no thread of the client outlives its writer or its read-ahead") {
   setenv("AWS_SECRET_ACCESS_KEY", Env("S3_TEST_SECRET").c_str(), 1);
   setenv("AWS_REGION", Env("S3_TEST_REGION").c_str(), 1);
   {
-    auto f = tfckpt::s3::S3Storage::Get().OpenForRead(obj.ToString());
+    auto f = tfckpt::s3::S3Storage::ForCurrentRun().OpenForRead(obj.ToString());
     REQUIRE_OK(f);
     (*f)->WillReadSequentially(0, body.size());
     std::string first(1 << 20, '\0');

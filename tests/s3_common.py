@@ -19,8 +19,16 @@ DIRECT = {
 # Through the fault proxy.
 PROXY = {**DIRECT, "AWS_ENDPOINT_URL": os.environ["S3_TEST_PROXY_ENDPOINT"]}
 os.environ.update(DIRECT)
-for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION"):
+for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL_S3",
+             "AWS_DEFAULT_REGION", "AWS_NO_SIGN_REQUEST", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+             "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "GOOGLE_APPLICATION_CREDENTIALS",
+             "GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", "GS_ACCESS_KEY_ID", "GS_SECRET_ACCESS_KEY"):
     os.environ.pop(name, None)
+# Hermetic: none of the user's files, and never a metadata service off loopback (a test that
+# wants one names its own).
+os.environ.update({"AWS_CONFIG_FILE": "/nonexistent/tfckpt-test/aws-config",
+                   "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/tfckpt-test/aws-credentials",
+                   "AWS_EC2_METADATA_DISABLED": "true", "CLOUDSDK_CONFIG": "/nonexistent/tfckpt-test/gcloud"})
 
 
 def s3_put(*args):

@@ -14,6 +14,7 @@ test writes it) and applies it instead of, or to, that request:
   stall SECONDS         forward, send the headers and half the body, wait, then close
   hold                  do not forward, do not answer: keep the request waiting until the
                         test releases it (then close the connection) or the client gives up
+  delay SECONDS         wait, then forward and answer as usual (a slow server, no failure)
   when METHOD TEXT FAULT…  FAULT for the first METHOD request whose target holds TEXT;
                         other requests pass untouched and leave the line in place
 
@@ -28,7 +29,7 @@ Controls for the tests (requests to the proxy itself, never forwarded or logged)
 It also answers the GCE metadata server's token request with a fixed token (with the
 fault `metadata-odd`, its expires_in is a string). Every request
 is logged to LOG_FILE as one line: METHOD PATH?QUERY conn=N (which client connection)
-range=… if-match=… if-none-match=…
+time=T (when it came in: seconds since 1970) range=… if-match=… if-none-match=…
 token=… auth=… (a bearer token whole, SigV4 only by its signed headers) fault=….
 """
 import json
@@ -165,7 +166,7 @@ def serve(conn_id, method, target, headers, body):
     auth = header(headers, "authorization")
     if auth.startswith("AWS4-HMAC-SHA256"):  # the scheme and what it signs, not the signature
         auth = "AWS4-HMAC-SHA256 " + next((p.strip() for p in auth.split(",") if "SignedHeaders=" in p), "")
-    log(f"{method} {target} conn={conn_id} range={header(headers, 'range')} if-match={header(headers, 'if-match')} "
+    log(f"{method} {target} conn={conn_id} time={time.time():.3f} range={header(headers, 'range')} if-match={header(headers, 'if-match')} "
         f"if-none-match={header(headers, 'if-none-match')} token={header(headers, 'x-amz-security-token')} "
         f"auth={auth} fault={' '.join(fault)}")
     if target == METADATA_TOKEN_PATH and header(headers, "metadata-flavor") == "Google":
@@ -183,6 +184,10 @@ def serve(conn_id, method, target, headers, body):
         return None, None, "reset"
     if fault and fault[0] == "hold":
         return None, None, fault
+    if fault and fault[0] == "delay":
+        note_fired("delay")
+        time.sleep(float(fault[1]))
+        fault = None
     status, reason, rheaders, data = forward(method, target, headers, body)
     return response_bytes(status, reason, rheaders, data, method == "HEAD") + (fault or None,)
 

@@ -15,6 +15,8 @@
 #include "kvstore/s3/sigv4.h"
 #include "kvstore/s3/url.h"
 #include "kvstore/s3/xml.h"
+#include "tfckpt/storage.h"
+#include "s3_test_env.h"
 #include "test_util.h"
 
 namespace tfckpt::testing {
@@ -22,6 +24,8 @@ bool NeedsTestData() { return false; }
 }  // namespace tfckpt::testing
 
 using namespace tfckpt::s3;
+using tfckpt::s3::testing::Creds;
+using tfckpt::s3::testing::FakeEnv;
 
 TEST_CASE("object URLs: scheme, bucket and key") {
   auto u = ParseObjectUrl("s3://my-bucket/models/run1/model.ckpt-100");
@@ -60,32 +64,6 @@ TEST_CASE("malformed object URLs are InvalidArgument naming the URL") {
 
 namespace {
 
-// An environment made of a map, with HOME pointing at a fresh temporary directory.
-struct FakeEnv {
-  std::map<std::string, std::string> vars;
-  std::string home;
-  FakeEnv() {
-    char tmpl[] = "/tmp/tfckpt-s3-home-XXXXXX";
-    home = mkdtemp(tmpl);
-    vars["HOME"] = home;
-  }
-  ~FakeEnv() { std::system(("rm -rf '" + home + "'").c_str()); }
-  EnvLookup Lookup() const {
-    return [this](std::string_view name) -> std::optional<std::string> {
-      auto it = vars.find(std::string(name));
-      if (it == vars.end()) return std::nullopt;
-      return it->second;
-    };
-  }
-  void Write(const std::string& rel, const std::string& text) const {
-    std::system(("mkdir -p \"$(dirname '" + home + "/" + rel + "')\"").c_str());
-    FILE* f = std::fopen((home + "/" + rel).c_str(), "w");
-    REQUIRE(f != nullptr);
-    std::fputs(text.c_str(), f);
-    std::fclose(f);
-  }
-};
-
 void CheckNoSecret(const std::string& text, const std::string& secret) {
   CAPTURE(text);
   CHECK(text.find(secret) == std::string::npos);
@@ -102,9 +80,9 @@ TEST_CASE("s3 settings: environment keys, region and endpoint") {
   env.Write(".aws/credentials", "[default]\naws_access_key_id = FROMFILE\naws_secret_access_key = file-secret\n");
   auto s = ResolveSettings("s3", env.Lookup());
   REQUIRE(s.ok());
-  CHECK(s->credentials.access_key_id == "AKIDENVIRONMENT1234");
-  CHECK(s->credentials.secret_access_key == "env-secret-value");
-  CHECK(s->credentials.session_token == "env-session-token");
+  CHECK(Creds(*s).access_key_id == "AKIDENVIRONMENT1234");
+  CHECK(Creds(*s).secret_access_key == "env-secret-value");
+  CHECK(Creds(*s).session_token == "env-session-token");
   CHECK(s->region == "eu-west-1");
   CHECK(s->endpoint == "https://s3.eu-west-1.amazonaws.com");
   CHECK(!s->path_style);
@@ -112,7 +90,7 @@ TEST_CASE("s3 settings: environment keys, region and endpoint") {
   CheckNoSecret(debug, "env-secret-value");
   CheckNoSecret(debug, "env-session-token");
   CheckNoSecret(debug, "AKIDENVIRONMENT1234");
-  CHECK(debug.find("****1234") != std::string::npos);
+  CHECK(debug.find("environment (AWS_ACCESS_KEY_ID)") != std::string::npos);
 
   env.vars["AWS_REGION"] = "ap-south-1";  // wins over AWS_DEFAULT_REGION
   env.vars["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9000/";
@@ -152,16 +130,16 @@ TEST_CASE("s3 settings: profiles in the shared credentials and config files") {
             "endpoint_url = https://minio.example:9000\n");
   auto s = ResolveSettings("s3", env.Lookup());
   REQUIRE(s.ok());
-  CHECK(s->credentials.access_key_id == "DEFAULTKEY");
-  CHECK(s->credentials.secret_access_key == "default-secret");
+  CHECK(Creds(*s).access_key_id == "DEFAULTKEY");
+  CHECK(Creds(*s).secret_access_key == "default-secret");
   CHECK(s->region == "us-west-2");
-  CHECK(s->credentials.source.find(".aws/credentials") != std::string::npos);
+  CHECK(s->credentials->Describe().find(".aws/credentials") != std::string::npos);
 
   env.vars["AWS_PROFILE"] = "work";
   s = ResolveSettings("s3", env.Lookup());
   REQUIRE(s.ok());
-  CHECK(s->credentials.access_key_id == "WORKKEY0042");
-  CHECK(s->credentials.session_token == "work-token");
+  CHECK(Creds(*s).access_key_id == "WORKKEY0042");
+  CHECK(Creds(*s).session_token == "work-token");
   CHECK(s->region == "eu-central-1");
   CHECK(s->endpoint == "https://minio.example:9000");
   CHECK(s->path_style);
@@ -174,7 +152,7 @@ TEST_CASE("s3 settings: profiles in the shared credentials and config files") {
   env.vars["AWS_CONFIG_FILE"] = env.home + "/elsewhere/none";
   s = ResolveSettings("s3", env.Lookup());
   REQUIRE(s.ok());
-  CHECK(s->credentials.access_key_id == "OTHERKEY");
+  CHECK(Creds(*s).access_key_id == "OTHERKEY");
   CHECK(s->region == "us-east-1");
   CHECK(s->endpoint == "https://s3.us-east-1.amazonaws.com");
 
@@ -184,7 +162,7 @@ TEST_CASE("s3 settings: profiles in the shared credentials and config files") {
   CHECK(std::string(missing.status().message()).find("missing") != std::string::npos);
 
   // A malformed file is named with its line, never with a value in it.
-  env.Write("elsewhere/creds", "[work]\naws_secret_access_key: broken-secret\n");
+  env.Write("elsewhere/creds", "[work]\naws_secret_access_key broken-secret\n");
   env.vars["AWS_PROFILE"] = "work";
   auto broken = ResolveSettings("s3", env.Lookup());
   REQUIRE(!broken.ok());
@@ -192,11 +170,40 @@ TEST_CASE("s3 settings: profiles in the shared credentials and config files") {
   CheckNoSecret(std::string(broken.status().message()), "broken-secret");
 }
 
-TEST_CASE("s3 settings: no credentials at all means unsigned requests") {
+TEST_CASE("s3 settings: no credentials at all is an error saying where they were looked for") {
   FakeEnv env;
   auto s = ResolveSettings("s3", env.Lookup());
   REQUIRE(s.ok());
-  CHECK(s->credentials.anonymous());
+  auto none = s->credentials->Get();
+  REQUIRE(!none.ok());
+  CHECK(none.status().code() == absl::StatusCode::kUnauthenticated);
+  const std::string m(none.status().message());
+  CAPTURE(m);
+  CHECK(m.find("no AWS credentials found") != std::string::npos);
+  for (const char* place : {"AWS_ACCESS_KEY_ID", ".aws/credentials", ".aws/config", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                            "AWS_CONTAINER_CREDENTIALS", "instance metadata", "--no-sign-request"}) {
+    CHECK(m.find(place) != std::string::npos);
+  }
+  // Unsigned only when asked: AWS_NO_SIGN_REQUEST or --no-sign-request.
+  env.vars["AWS_NO_SIGN_REQUEST"] = "true";
+  s = ResolveSettings("s3", env.Lookup());
+  REQUIRE(s.ok());
+  CHECK(Creds(*s).anonymous());
+  CHECK(s->DebugString().find("AWS_NO_SIGN_REQUEST") != std::string::npos);
+  env.vars["AWS_NO_SIGN_REQUEST"] = "maybe";
+  auto bad = ResolveSettings("s3", env.Lookup());
+  REQUIRE(!bad.ok());
+  CHECK(std::string(bad.status().message()).find("AWS_NO_SIGN_REQUEST=maybe") != std::string::npos);
+  env.vars.erase("AWS_NO_SIGN_REQUEST");
+  tfckpt::ObjectStoreOptions flags;
+  flags.no_sign_request = true;
+  s = ResolveSettings("s3", env.Lookup(), flags);
+  REQUIRE(s.ok());
+  CHECK(Creds(*s).anonymous());
+  CHECK(s->DebugString().find("--no-sign-request") != std::string::npos);
+  auto gs = ResolveSettings("gs", env.Lookup(), flags);
+  REQUIRE(gs.ok());
+  CHECK(Creds(*gs).anonymous());
   CHECK(!ResolveSettings("ftp", env.Lookup()).ok());
 }
 
@@ -206,20 +213,20 @@ TEST_CASE("gs settings: HMAC keys, then a token, then a token file, then the met
   REQUIRE(s.ok());
   CHECK(s->endpoint == "https://storage.googleapis.com");
   CHECK(s->region == "auto");
-  CHECK(s->credentials.metadata_host == "metadata.google.internal");
+  CHECK(s->credentials->Describe() == "GCE metadata server metadata.google.internal");
   env.vars["GCE_METADATA_HOST"] = "127.0.0.1:1";
-  CHECK(ResolveSettings("gs", env.Lookup())->credentials.metadata_host == "127.0.0.1:1");
+  CHECK(ResolveSettings("gs", env.Lookup())->credentials->Describe() == "GCE metadata server 127.0.0.1:1");
 
   env.Write("token", "ya29.file-token\n");
   env.vars["CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"] = env.home + "/token";
   s = ResolveSettings("gs", env.Lookup());
   REQUIRE(s.ok());
-  CHECK(s->credentials.bearer_token == "ya29.file-token");
-  CHECK(s->credentials.metadata_host.empty());
+  CHECK(Creds(*s).bearer_token == "ya29.file-token");
+  CHECK(s->credentials->Describe().find("token file") != std::string::npos);
   CheckNoSecret(s->DebugString(), "ya29");
 
   env.vars["GOOGLE_OAUTH_ACCESS_TOKEN"] = "ya29.env-token";
-  CHECK(ResolveSettings("gs", env.Lookup())->credentials.bearer_token == "ya29.env-token");
+  CHECK(Creds(*ResolveSettings("gs", env.Lookup())).bearer_token == "ya29.env-token");
   // A token goes into a header: a line break in it would add a header of its own.
   env.vars["GOOGLE_OAUTH_ACCESS_TOKEN"] = "ya29.x\r\nX-Injected: 1";
   auto injected = ResolveSettings("gs", env.Lookup());
@@ -237,8 +244,8 @@ TEST_CASE("gs settings: HMAC keys, then a token, then a token file, then the met
   env.vars["TFCKPT_GS_ENDPOINT_URL"] = "http://127.0.0.1:8080";
   s = ResolveSettings("gs", env.Lookup());
   REQUIRE(s.ok());
-  CHECK(s->credentials.access_key_id == "GOOGHMACKEY");
-  CHECK(s->credentials.bearer_token.empty());
+  CHECK(Creds(*s).access_key_id == "GOOGHMACKEY");
+  CHECK(Creds(*s).bearer_token.empty());
   CHECK(s->endpoint == "http://127.0.0.1:8080");
   CheckNoSecret(s->DebugString(), "hmac-secret");
 
@@ -478,3 +485,14 @@ TEST_CASE("PartLayout: parts of the first size, then doubling every 2000 parts, 
   }
 }
 
+
+// Last in this file: irreversible for the process (nothing above uses the object store Storage).
+TEST_CASE("DisableObjectStores: every object URL is an error at once, without a request") {
+  tfckpt::DisableObjectStores();
+  auto f = tfckpt::Storage::For("s3://examplebucket/run/ckpt-10.index").OpenForRead("s3://examplebucket/run/ckpt-10.index");
+  REQUIRE(!f.ok());
+  CHECK(f.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(f.status().message()) ==
+        "s3://examplebucket/run/ckpt-10.index: object stores are disabled in this program");
+  CHECK(!tfckpt::FileExists("gs://bucket/key"));
+}

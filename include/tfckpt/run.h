@@ -6,9 +6,20 @@
 #include <cstdint>
 #include <functional>
 #include <stop_token>
+#include <string>
 #include <string_view>
 
 namespace tfckpt {
+
+// What the caller says about object stores, spelled as the AWS CLI spells it; each empty
+// field leaves the setting to the environment and the config files (man tfckpt, OBJECT
+// STORES). Read when the run first talks to a store.
+struct ObjectStoreOptions {
+  std::string endpoint_url;       // s3://: the endpoint, http(s)://HOST[:PORT]
+  std::string profile;            // s3://: the AWS profile (the environment's keys are then not used)
+  std::string region;             // s3://: the AWS region
+  bool no_sign_request = false;   // s3:// and gs://: unsigned requests (public buckets)
+};
 
 struct RunOptions {
   // A stop request makes the call unwind: what it created is removed (temporaries, object
@@ -23,6 +34,7 @@ struct RunOptions {
   int jobs = 0;
   // Concurrent transfers of each object store read (0: TFCKPT_S3_CONNECTIONS, else 8).
   int connections = 0;
+  ObjectStoreOptions object_store;
 
   // Progress: called when the run begins a phase of its work ("copying", "verifying",
   // "writing", "uploading") with the phase's size in bytes and the counter of bytes done,
@@ -30,8 +42,9 @@ struct RunOptions {
   // until the next phase begins or the call returns.
   std::function<void(std::string_view phase, uint64_t total, const std::atomic<uint64_t>* done)> progress;
 
-  // Called with each note of the run (something the caller may want to tell the user: a
-  // stop that came too late to be honoured, ...), on any of its threads, one at a time.
+  // Called with each note of the run, something to tell the user while it runs (a burst of
+  // retries of an object store's requests, one line each), on any of its threads, one at
+  // a time, never with a secret.
   std::function<void(std::string_view note)> note;
 
   // For tests: called on the thread that reaches each named point of the run (the points

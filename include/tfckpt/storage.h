@@ -228,10 +228,10 @@ class Storage {
   virtual std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, const std::string& stem) = 0;
 };
 
-// Concurrent transfers of each object store read (--connections): overrides
-// TFCKPT_S3_CONNECTIONS (default 8) for the object store clients created after the call.
-// REQUIRES: 1 <= n <= 256.
-void SetObjectStoreConnections(int n);
+// Makes every object store URL an error (FailedPrecondition, naming the URL) without any
+// network access, for programs that must stay hermetic (the fuzz targets: a state file
+// that names s3://… must not reach for the network). For the rest of the process.
+void DisableObjectStores();
 
 // Storage::For(path).Exists(path) and .IsDirectory(path), for brevity.
 inline bool FileExists(const std::string& path) { return Storage::For(path).Exists(path); }

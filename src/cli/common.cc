@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <locale.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "tfckpt/path.h"
+#include "tfckpt/storage.h"
 #include "tfckpt/status.h"
 #include "run/fault_hook.h"
 #include "interrupts.h"
@@ -120,15 +122,35 @@ CLI::Validator WholeNumber(int64_t lo, int64_t hi) {
 }
 
 namespace {
-int connections = 0;  // --connections (0: not given)
+int connections = 0;              // --connections (0: not given)
+ObjectStoreOptions object_store;  // --endpoint-url, --profile, --region, --no-sign-request
 }  // namespace
 
 CLI::Option* AddConnectionsOption(CLI::App* sub) {
-  return sub
-      ->add_option_function<int>("--connections", [](const int& n) { connections = n; },
-                                 "Concurrent transfers of each s3:// or gs:// read (default 8, or "
-                                 "TFCKPT_S3_CONNECTIONS), e.g. --connections 32 on a cloud VM")
-      ->check(WholeNumber(1, 256));
+  CLI::Option* option = sub->add_option_function<int>("--connections", [](const int& n) { connections = n; },
+                                                      "Concurrent transfers of each s3:// or gs:// read (default 8, or "
+                                                      "TFCKPT_S3_CONNECTIONS), e.g. --connections 32 on a cloud VM")
+                            ->check(WholeNumber(1, 256));
+  AddObjectStoreOptions(sub);
+  return option;
+}
+
+void AddObjectStoreOptions(CLI::App* sub) {
+  const std::string group = "Object stores (s3://, gs://; man tfckpt, OBJECT STORES)";
+  sub->add_option("--endpoint-url", object_store.endpoint_url,
+                  "s3:// endpoint, http(s)://HOST[:PORT] (else AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's, "
+                  "AWS itself)")
+      ->group(group);
+  sub->add_option("--profile", object_store.profile,
+                  "AWS profile of ~/.aws/config and ~/.aws/credentials (else AWS_PROFILE); AWS_ACCESS_KEY_ID is then "
+                  "not used")
+      ->group(group);
+  sub->add_option("--region", object_store.region,
+                  "AWS region (else AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1)")
+      ->group(group);
+  sub->add_flag("--no-sign-request", object_store.no_sign_request,
+                "Send s3:// and gs:// requests unsigned (public buckets; also AWS_NO_SIGN_REQUEST=true)")
+      ->group(group);
 }
 
 CLI::Option* AddJobsOption(CLI::App* sub, int* jobs, const std::string& help) {
@@ -210,12 +232,20 @@ std::unique_ptr<Progress> progress;
 
 }  // namespace
 
-RunOptions CommandRun(bool show_progress, int jobs) {
+RunOptions CommandRun(std::string_view command, bool show_progress, int jobs) {
   RunOptions o;
   o.stop = InterruptToken();
   o.at_point = FaultHookFromEnvironment(o.stop);
   o.jobs = jobs;
   o.connections = connections;
+  o.object_store = object_store;
+  // Notes (a burst of object store retries) one line each on stderr, TTY or not; on a
+  // terminal the progress line is cleared first; one write, so lines never interleave.
+  o.note = [name = std::string(command), tty = ::isatty(STDERR_FILENO) == 1](std::string_view line) {
+    const std::string text = StrCat(tty ? "\r\033[K" : "", "tfckpt ", name, ": ", line, "\n");
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
+  };
   if (show_progress) {
     o.progress = [](std::string_view phase, uint64_t total, const std::atomic<uint64_t>* done) {
       std::lock_guard<std::mutex> lock(progress_mu);

@@ -57,7 +57,19 @@ CLI::Option* AddJobsOption(CLI::App* sub, int* jobs, const std::string& help);
 
 // Adds "--connections N" to `sub`, the same in every command that reads checkpoints:
 // concurrent transfers of each object store read (RunOptions::connections), 1 to 256.
+// Adds the object store options with it (AddObjectStoreOptions): every command that
+// takes --connections takes them too.
 CLI::Option* AddConnectionsOption(CLI::App* sub);
+
+// The object store options, spelled as the AWS CLI spells them (man tfckpt, OBJECT
+// STORES), passed to the call as RunOptions::object_store (CommandRun):
+//   --endpoint-url URL   s3:// endpoint (overrides AWS_ENDPOINT_URL_S3 and the config files)
+//   --profile NAME       AWS profile (the environment's AWS_ACCESS_KEY_ID is then not used)
+//   --region REGION      AWS region
+//   --no-sign-request    unsigned requests (public buckets), s3:// and gs://
+// Each burst of object store retries prints one line on stderr (the run's notes,
+// CommandRun), "tfckpt COMMAND: GET s3://…: HTTP 503 …; retrying (up to N times)".
+void AddObjectStoreOptions(CLI::App* sub);
 
 // The options several commands share, declared once here so that their names and wording
 // agree (their man pages say the same sentences). Where a command says more, `detail`
@@ -90,10 +102,11 @@ void Warn(std::string_view command, std::string_view message);
 // "1.5 KiB", "3.0 GiB"; bytes below 1 KiB print as "512 B".
 std::string HumanBytes(uint64_t bytes);
 
-// The RunOptions of the command being run (tfckpt/run.h): the stop the first signal
-// requests (interrupts.h), the test hook (fault_hook.h), `jobs`, the --connections given,
-// and, when `show_progress` and stderr is a terminal, a progress bar per phase of the run.
-RunOptions CommandRun(bool show_progress, int jobs);
+// The RunOptions of `command` (tfckpt/run.h): the stop the first signal requests
+// (interrupts.h), the test hook (run/fault_hook.h), `jobs`, the --connections and object
+// store options given, the run's notes one line each on stderr, and, when `show_progress`
+// and stderr is a terminal, a progress bar per phase of the run.
+RunOptions CommandRun(std::string_view command, bool show_progress, int jobs);
 // Ends the progress bar's line (the last phase drawn whole). Called once the call returned.
 void EndProgress();
 

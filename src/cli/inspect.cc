@@ -73,7 +73,7 @@ void PrintStats(const InspectReport& r) {
 int RunInspect(const InspectArgs& a) {
   InspectRequest request = a.request;
   request.json_values = a.json;
-  absl::StatusOr<InspectReport> report = Inspect(request, CommandRun(false, 0));
+  absl::StatusOr<InspectReport> report = Inspect(request, CommandRun("inspect", false, 0));
   if (!report.ok()) return ReportError("inspect", report.status());
   const InspectReport& r = *report;
   // The listing is printed either way; missing bytes then make the exit code 3.

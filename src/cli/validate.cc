@@ -40,7 +40,7 @@ std::string DifferenceLine(const ValueDifference& d) {
 }
 
 int RunValidate(const ValidateArgs& a) {
-  absl::StatusOr<ValidateCommandReport> report = ValidateCommand(a.request, CommandRun(false, a.jobs));
+  absl::StatusOr<ValidateCommandReport> report = ValidateCommand(a.request, CommandRun("validate", false, a.jobs));
   if (!report.ok()) return ReportError("validate", report.status());
   const ValidateCommandReport& r = *report;
   for (const std::string& name : r.aborted_uploads) {

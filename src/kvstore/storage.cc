@@ -75,7 +75,7 @@ Storage& Storage::Local() {
 }
 
 Storage& Storage::For(std::string_view path) {
-  if (IsUrl(path)) return s3::S3Storage::Get();
+  if (IsUrl(path)) return s3::S3Storage::ForCurrentRun();
   return Local();
 }
 

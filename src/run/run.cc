@@ -59,6 +59,13 @@ absl::Status Run::Reached(std::string_view point) const {
   return CheckStop();
 }
 
+std::shared_ptr<void> Run::Resource(const void* key, const std::function<std::shared_ptr<void>()>& make) {
+  std::lock_guard<std::mutex> lock(resources_mu_);
+  std::shared_ptr<void>& r = resources_[key];
+  if (!r) r = make();
+  return r;
+}
+
 void Run::Forget(uint64_t id) {
   if (id == 0) return;
   std::lock_guard<std::mutex> lock(mu_);

@@ -64,12 +64,18 @@ class Run : public std::enable_shared_from_this<Run> {
   // ---- What the caller is told
   int jobs() const { return options_.jobs; }
   int connections() const { return options_.connections; }
+  const ObjectStoreOptions& object_store() const { return options_.object_store; }
   // Begins a phase of the run's work (RunOptions::progress): the counter to advance, the
   // run's own (valid until the run ends).
   std::atomic<uint64_t>* StartPhase(std::string_view phase, uint64_t total);
   void Note(std::string_view note) const;
   // Calls the test hook (RunOptions::at_point) for `point`, then CheckStop().
   absl::Status Reached(std::string_view point) const;
+
+  // ---- What the run uses
+  // The run's resource `key` (the object store it talks to), made by `make` on first use
+  // and kept until the run ends; every later call returns the same one. Thread-safe.
+  std::shared_ptr<void> Resource(const void* key, const std::function<std::shared_ptr<void>()>& make);
 
   // ---- What the run creates
   // Records how to undo something the run is about to create (a file: record it just before
@@ -99,6 +105,8 @@ class Run : public std::enable_shared_from_this<Run> {
   std::mutex mu_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, Item> items_;  // guarded by mu_
+  std::mutex resources_mu_;
+  std::map<const void*, std::shared_ptr<void>> resources_;  // guarded by resources_mu_
   bool done_ = false;               // Keep() or Undo() called
 };
 

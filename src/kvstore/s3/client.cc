@@ -8,7 +8,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
@@ -265,9 +264,8 @@ struct Client::Impl {
   HandlePool pool;
   std::atomic<uint64_t> requests{0};
   std::atomic<bool> if_none_match_supported{true};
-  std::mutex token_mu;
-  std::string token;  // from the metadata server
-  std::chrono::steady_clock::time_point token_expiry;
+  std::atomic<bool> answered{false};  // the endpoint has answered a request (any HTTP status)
+  std::unique_ptr<RetryBursts> bursts;
 
   // Host header and decoded path of a request for `url`.
   void Target(const ObjectUrl& url, std::string* host, std::string* path) const {
@@ -281,61 +279,12 @@ struct Client::Impl {
     }
   }
 
-  absl::StatusOr<std::string> BearerToken() {
-    const Credentials& c = settings.credentials;
-    if (!c.bearer_token.empty()) return c.bearer_token;
-    std::lock_guard<std::mutex> lock(token_mu);
-    if (!token.empty() && std::chrono::steady_clock::now() < token_expiry) return token;
-    return FetchMetadataToken();
-  }
-
-  // REQUIRES: token_mu held.
-  absl::StatusOr<std::string> FetchMetadataToken() {
-    const std::string url = StrCat("http://", settings.credentials.metadata_host,
-                                   "/computeMetadata/v1/instance/service-accounts/default/token");
-    const Handle handle = pool.Get();
-    CURL* h = handle.easy;
-    std::string body;
-    curl_slist* headers = curl_slist_append(nullptr, "Metadata-Flavor: Google");
-    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
-    curl_easy_setopt(
-        h, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* out) {
-          static_cast<std::string*>(out)->append(d, s * n);
-          return s * n;
-        });
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-    const CURLcode rc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(headers);
-    pool.Put(handle);
-    const std::string where = StrCat(
-        "no gs:// credentials (GS_ACCESS_KEY_ID, GOOGLE_OAUTH_ACCESS_TOKEN, "
-        "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE unset) and the metadata server ",
-        url);
-    if (rc != CURLE_OK) return absl::UnauthenticatedError(StrCat(where, " is unreachable: ", curl_easy_strerror(rc)));
-    if (status != 200) return absl::UnauthenticatedError(StrCat(where, " answered HTTP ", status));
-    const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-    if (!j.is_object() || !j.contains("access_token") || !j["access_token"].is_string()) {
-      return absl::UnauthenticatedError(StrCat(where, " sent no access_token"));
-    }
-    token = j["access_token"].get<std::string>();
-    const int64_t expires_in =
-        j.contains("expires_in") && j["expires_in"].is_number_integer() ? j["expires_in"].get<int64_t>() : 300;
-    token_expiry = std::chrono::steady_clock::now() + std::chrono::seconds(std::max<int64_t>(expires_in - 60, 0));
-    return token;
-  }
-
   // The headers that authenticate `r` (and say what its payload is).
   absl::Status AddAuthHeaders(const Request& r, const std::string& host, const std::string& path, Headers* out) {
-    const Credentials& c = settings.credentials;
-    if (!c.bearer_token.empty() || !c.metadata_host.empty()) {
-      TFCKPT_ASSIGN_OR_RETURN(const std::string bearer, BearerToken());
-      out->emplace_back("Authorization", StrCat("Bearer ", bearer));
+    // Asked for every request: temporary credentials are renewed before they expire.
+    TFCKPT_ASSIGN_OR_RETURN(const Credentials c, settings.credentials->Get());
+    if (!c.bearer_token.empty()) {
+      out->emplace_back("Authorization", StrCat("Bearer ", c.bearer_token));
       return absl::OkStatus();
     }
     SigningRequest s{r.method, path, r.query, r.headers, r.payload_hash};
@@ -416,10 +365,15 @@ struct Client::Impl {
     const std::string what = StrCat(r.method, " ", r.url->ToString());
     if (!resp.sink_status.ok()) return {Verdict::kFail, Annotate(resp.sink_status, what)};
     if (resp.curl != CURLE_OK) {
-      absl::Status s =
-          absl::UnavailableError(StrCat(what, ": cannot complete the request to ", settings.endpoint, ": ",
-                                        resp.curl_error, " (curl code ", static_cast<int>(resp.curl), ")"));
-      return {RetryableCurlCode(resp.curl) ? Verdict::kRetry : Verdict::kFail, std::move(s)};
+      // An endpoint that never answered and refuses connections or has no address is not
+      // going to (a wrong endpoint, no network): one line at once instead of the budget.
+      const bool never_answered = !answered && (resp.curl == CURLE_COULDNT_CONNECT ||
+                                                resp.curl == CURLE_COULDNT_RESOLVE_HOST ||
+                                                resp.curl == CURLE_COULDNT_RESOLVE_PROXY);
+      absl::Status s = absl::UnavailableError(StrCat(
+          what, ": cannot complete the request to ", settings.endpoint, ": ", resp.curl_error, " (curl code ",
+          static_cast<int>(resp.curl), never_answered ? "; not retried: the endpoint has not answered yet" : "", ")"));
+      return {RetryableCurlCode(resp.curl) && !never_answered ? Verdict::kRetry : Verdict::kFail, std::move(s)};
     }
     const std::optional<S3Error> err = ParseError(resp.body);
     // CompleteMultipartUpload may answer 200 and report its failure in the body.
@@ -440,10 +394,12 @@ struct Client::Impl {
   // its own (kCleanUpRetry): it must not hold the end of the run back for minutes.
   absl::StatusOr<Response> Execute(const std::function<Request()>& make) {
     const RetryPolicy& retry = CleaningUpAfterStop() ? kCleanUpRetry : options.retry;
+    RetryBursts::Request burst(bursts.get());
     for (int attempt = 0;; ++attempt) {
       if (Stopping()) return StoppedError();
       const Request r = make();
       Response resp = Perform(r);
+      if (resp.status != 0) answered = true;
       Outcome o = Classify(r, resp);
       if (o.verdict == Verdict::kOk) return resp;
       if (Stopping()) return StoppedError();
@@ -451,6 +407,7 @@ struct Client::Impl {
       if (attempt >= retry.max_retries) {
         return absl::Status(o.status.code(), StrCat(o.status.message(), " (", attempt + 1, " attempts)"));
       }
+      burst.Retrying({o.status, retry.max_retries});
       if (!Reached("request-retrying").ok() || !SleepUnlessStopped(RetryDelay(retry, attempt))) return StoppedError();
     }
   }
@@ -493,11 +450,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(Settings settings, Client
   impl->settings = std::move(settings);
   impl->options = options;
   if (impl->options.connections < 1) impl->options.connections = 1;
+  if (!impl->settings.credentials) impl->settings.credentials = FixedCredentials({}, "none");
+  impl->bursts = std::make_unique<RetryBursts>(impl->options.on_retry_burst);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
 const Settings& Client::settings() const { return impl_->settings; }
 uint64_t Client::requests_sent() const { return impl_->requests; }
+int Client::retry_bursts() const { return impl_->bursts->bursts(); }
 
 absl::Status Client::CreateBucket(const ObjectUrl& url) {
   const ObjectUrl bucket{url.scheme, url.bucket, ""};

@@ -15,11 +15,20 @@
 // Unimplemented (501), Unavailable (server or network still failing when the retries
 // are used up).
 //
+// Requests are signed with what the settings' credential provider hands out for each
+// request (credentials.h), so temporary credentials are renewed during long runs; its
+// error (no credentials found, a credential service failing) fails the request, not
+// retried here.
+//
 // Retries: 429, 5xx other than 501, SlowDown, RequestTimeout, InternalError,
-// ServiceUnavailable, refused or reset connections, timeouts and stalls are retried
+// ServiceUnavailable, reset connections, timeouts and stalls are retried
 // with exponential backoff and full jitter (each wait uniform in
 // [0, min(max_delay, initial_delay * 2^attempt)]), like TensorFlow's RetryConfig:
-// 10 retries, 100 ms initial, 32 s maximum delay by default.
+// 10 retries, 100 ms initial, 32 s maximum delay by default. A refused connection and a
+// host name that does not resolve are retried only once the endpoint has answered in this
+// client's life (a server restarting, a DNS hiccup); before that they fail at once (a
+// wrong endpoint or no network is not transient). Each burst of retries is reported
+// through ClientOptions::on_retry_burst (retry_bursts.h).
 //
 // Stopping (run/run.h): once the run a request works for is stopping, no request starts and
 // none is retried (the backoff's wait ends at once), and reads and part uploads on their way
@@ -38,6 +47,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kvstore/s3/retry_bursts.h"
 #include "kvstore/s3/settings.h"
 #include "kvstore/s3/url.h"
 #include "kvstore/s3/xml.h"
@@ -59,6 +69,9 @@ struct ClientOptions {
   int connections = 8;  // concurrent transfers of ReadRanges / UploadMultipart
   long connect_timeout_ms = 10'000;
   long stall_seconds = 30;  // a transfer that moves no byte for this long is retried
+  // Called at the start of each burst of retries (retry_bursts.h), from the thread of the
+  // request; may be empty. REQUIRES: thread-safe.
+  std::function<void(const RetryNotice&)> on_retry_burst;
 };
 
 struct ObjectInfo {
@@ -142,6 +155,8 @@ class Client {
 
   // HTTP requests sent so far, retries included (for tests and statistics).
   uint64_t requests_sent() const;
+  // Bursts of retries so far (on_retry_burst calls, whether or not it is set).
+  int retry_bursts() const;
 
  private:
   struct Impl;

@@ -14,18 +14,10 @@
 #include "absl/strings/numbers.h"
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
+#include "kvstore/s3/store_options.h"
 #include "run/run.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
-
-namespace tfckpt {
-namespace {
-std::atomic<int> connections_override{0};  // 0: none (the environment's, or the default)
-}  // namespace
-
-void SetObjectStoreConnections(int n) { connections_override = n; }
-
-}  // namespace tfckpt
 
 namespace tfckpt::s3 {
 
@@ -105,18 +97,24 @@ absl::Status ReadError(const absl::Status& s, const std::string& name, const std
   return Named(s, name);
 }
 
-// Bytes that sequential scans hold (fetched or on their way), and scans under way, all
-// threads together.
-std::atomic<uint64_t> scan_bytes{0};
-std::atomic<int> active_scans{0};
+}  // namespace
 
-bool ReserveScanBytes(uint64_t n, uint64_t budget) {
-  uint64_t used = scan_bytes.load();
-  do {
-    if (used + n > budget) return false;
-  } while (!scan_bytes.compare_exchange_weak(used, used + n));
-  return true;
-}
+// Bytes that sequential scans of one store's objects hold (fetched or on their way), and
+// scans under way, all threads together.
+struct ScanBudget {
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<int> scans{0};
+
+  bool Reserve(uint64_t n, uint64_t budget) {
+    uint64_t used = bytes.load();
+    do {
+      if (used + n > budget) return false;
+    } while (!bytes.compare_exchange_weak(used, used + n));
+    return true;
+  }
+};
+
+namespace {
 
 // A thread joined when the last holder lets it go.
 class Joined {
@@ -140,50 +138,51 @@ struct ScanPiece {
 
 // The sequential scan this thread announced (WillReadSequentially): the object (URL and
 // ETag), its byte range, and the pieces requested ahead of the reader, in order.
-// Counted in active_scans from Start() until End() (or the thread's end).
+// Counted in its store's budget from Start() until End() (or the thread's end).
 struct Scan {
   std::string object;  // "" when there is none
   uint64_t end = 0;
   uint64_t next = 0;  // the first byte not yet requested
   std::deque<ScanPiece> pieces;
-  bool counted = false;
+  std::shared_ptr<ScanBudget> budget;  // set while counted
 
-  void Start(std::string key, uint64_t begin, uint64_t stop) {
+  void Start(std::string key, uint64_t begin, uint64_t stop, std::shared_ptr<ScanBudget> of) {
     End();
     object = std::move(key);
     next = begin;
     end = stop;
-    counted = true;
-    active_scans.fetch_add(1);
+    budget = std::move(of);
+    budget->scans.fetch_add(1);
   }
   void End() {
     object.clear();
     pieces.clear();
-    if (counted) active_scans.fetch_sub(1);
-    counted = false;
+    if (budget) budget->scans.fetch_sub(1);
+    budget.reset();
   }
   ~Scan() { End(); }
 };
 thread_local Scan t_scan;
 
 // Fetches [offset, offset + size) of the object on a thread of its own, for the caller's run
-// (its stop cuts the fetch short), reserved with ReserveScanBytes: the bytes give their
-// reservation back when the last holder drops them. The thread needs nothing of the
-// S3File, which may be closed meanwhile: the client lives as long as the process.
+// (its stop cuts the fetch short), reserved in `budget`: the bytes give their reservation
+// back when the last holder drops them. The thread needs nothing of the S3File, which may
+// be closed meanwhile (it holds the client and the budget).
 // At most as many fetches at once as `gate` lets through (--connections, for all scans).
-ScanPiece FetchPiece(Client* client, const ObjectUrl& url, const std::string& name, const std::string& etag,
-                     uint64_t offset, uint64_t size, std::shared_ptr<PartBudget> gate) {
+ScanPiece FetchPiece(std::shared_ptr<Client> client, const ObjectUrl& url, const std::string& name,
+                     const std::string& etag, uint64_t offset, uint64_t size, std::shared_ptr<PartBudget> gate,
+                     std::shared_ptr<ScanBudget> budget) {
   auto done = std::make_shared<std::promise<absl::StatusOr<WindowCache::Bytes>>>();
   ScanPiece piece{offset, size, done->get_future().share(), nullptr};
-  piece.fetch = std::make_shared<Joined>(StartThread([client, url, name, etag, offset, size, done, gate] {
+  piece.fetch = std::make_shared<Joined>(StartThread([client, url, name, etag, offset, size, done, gate, budget] {
     gate->Acquire();
     struct Release {
       PartBudget* gate;
       ~Release() { gate->Release(); }
     } release{gate.get()};
-    std::shared_ptr<std::string> bytes(new std::string(static_cast<size_t>(size), '\0'), [size](std::string* b) {
+    std::shared_ptr<std::string> bytes(new std::string(static_cast<size_t>(size), '\0'), [size, budget](std::string* b) {
       delete b;
-      scan_bytes.fetch_sub(size);
+      budget->bytes.fetch_sub(size);
     });
     absl::Status s = client->Read(url, offset, size, etag, bytes->data());
     if (s.ok()) {
@@ -197,15 +196,17 @@ ScanPiece FetchPiece(Client* client, const ObjectUrl& url, const std::string& na
 
 class S3File final : public ReadableFile {
  public:
-  S3File(Client* client, ObjectUrl url, ObjectInfo info, uint64_t window, WindowCache* cache,
-         std::shared_ptr<PartBudget> gate, int connections)
-      : client_(client),
+  S3File(std::shared_ptr<Client> client, ObjectUrl url, ObjectInfo info, uint64_t window,
+         std::shared_ptr<WindowCache> cache, std::shared_ptr<PartBudget> gate, std::shared_ptr<ScanBudget> scans,
+         int connections)
+      : client_(std::move(client)),
         url_(std::move(url)),
         name_(url_.ToString()),
         info_(std::move(info)),
         window_(window),
-        cache_(cache),
+        cache_(std::move(cache)),
         gate_(std::move(gate)),
+        scans_(std::move(scans)),
         connections_(connections) {}
 
   // A scan of this object by the thread that closes it ends here, its fetches joined: a
@@ -243,7 +244,7 @@ class S3File final : public ReadableFile {
   // Smaller ranges share the windows.
   void WillReadSequentially(uint64_t offset, uint64_t n) const override {
     if (n < kScanMinBytes || offset > size() || n > size() - offset) return;
-    t_scan.Start(Key(), offset, offset + n);
+    t_scan.Start(Key(), offset, offset + n, scans_);
     FillScan();
   }
 
@@ -262,11 +263,11 @@ class S3File final : public ReadableFile {
   void FillScan() const {
     Scan& s = t_scan;
     const size_t all = ScanPieces(connections_);
-    const size_t share = std::max<size_t>(2, all / static_cast<size_t>(std::max(1, active_scans.load())));
+    const size_t share = std::max<size_t>(2, all / static_cast<size_t>(std::max(1, scans_->scans.load())));
     while (s.pieces.size() < share && s.next < s.end) {
       const uint64_t size = std::min(kPieceBytes, s.end - s.next);
-      if (!ReserveScanBytes(size, all * kPieceBytes)) break;
-      s.pieces.push_back(FetchPiece(client_, url_, name_, info_.etag, s.next, size, gate_));
+      if (!scans_->Reserve(size, all * kPieceBytes)) break;
+      s.pieces.push_back(FetchPiece(client_, url_, name_, info_.etag, s.next, size, gate_, scans_));
       s.next += size;
     }
   }
@@ -320,13 +321,14 @@ class S3File final : public ReadableFile {
     return ReadError(client_->ReadRanges(url_, info_.etag, Pieces(offset, n, piece, out)), name_, info_.etag);
   }
 
-  Client* client_;
+  std::shared_ptr<Client> client_;
   ObjectUrl url_;
   std::string name_;
   ObjectInfo info_;
   uint64_t window_;
-  WindowCache* cache_;
+  std::shared_ptr<WindowCache> cache_;
   std::shared_ptr<PartBudget> gate_;  // scan fetches at once
+  std::shared_ptr<ScanBudget> scans_;  // the store's scans together
   int connections_;
 };
 
@@ -356,8 +358,14 @@ class HeldFile final : public ReadableFile {
 class S3Upload final : public WritableFile {
  public:
   // `exclusive`: completed only if no object has the name yet.
-  S3Upload(std::string name, Client* client, ObjectUrl url, std::unique_ptr<MultipartWriter> writer, bool exclusive)
-      : name_(std::move(name)), client_(client), url_(std::move(url)), writer_(std::move(writer)), exclusive_(exclusive) {}
+  S3Upload(std::string name, std::shared_ptr<S3Storage> store, std::shared_ptr<Client> client, ObjectUrl url,
+           std::unique_ptr<MultipartWriter> writer, bool exclusive)
+      : name_(std::move(name)),
+        store_(std::move(store)),
+        client_(std::move(client)),
+        url_(std::move(url)),
+        writer_(std::move(writer)),
+        exclusive_(exclusive) {}
 
   const std::string& path() const override { return name_; }
   uint64_t size() const override { return writer_->size(); }
@@ -383,7 +391,7 @@ class S3Upload final : public WritableFile {
   // After Commit(), the object; before, its bytes while the writer holds them all (a small
   // object, such as an index); otherwise Unimplemented.
   absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() override {
-    if (committed_) return S3Storage::Get().OpenForRead(name_);
+    if (committed_) return store_->OpenForRead(name_);
     if (std::optional<std::string_view> whole = writer_->HeldWhole()) {
       return std::unique_ptr<ReadableFile>(new HeldFile(name_, *whole));
     }
@@ -397,7 +405,7 @@ class S3Upload final : public WritableFile {
     TFCKPT_RETURN_IF_ERROR(Reached("upload-completing"));
     delete_work_ = AtUndo([client = client_, url = url_] { client->Delete(url).IgnoreError(); });
     const absl::Status completed = writer_->Complete(exclusive_);
-    S3Storage::Get().Forget(name_);  // (replaced, or in a state unknown after a failure)
+    store_->Forget(name_);  // (replaced, or in a state unknown after a failure)
     if (!completed.ok()) {
       // Refused (the name is taken, the upload is gone): nothing of this run's is there.
       // Only a completion whose outcome is unknown (its last attempt went unanswered) may
@@ -418,7 +426,8 @@ class S3Upload final : public WritableFile {
 
  private:
   std::string name_;
-  Client* client_;
+  std::shared_ptr<S3Storage> store_;
+  std::shared_ptr<Client> client_;  // (before writer_: it outlives the writer's requests)
   ObjectUrl url_;
   uint64_t delete_work_ = 0;
   std::unique_ptr<MultipartWriter> writer_;
@@ -455,32 +464,51 @@ absl::StatusOr<StoreOptions> StoreOptionsFromEnv(const EnvLookup& env) {
   return o;
 }
 
-S3Storage::S3Storage() : cache_(std::make_unique<WindowCache>()) {}
+S3Storage::S3Storage(int connections)
+    : connections_override_(connections),
+      cache_(std::make_shared<WindowCache>()),
+      scans_(std::make_shared<ScanBudget>()) {}
 S3Storage::~S3Storage() = default;
 
-S3Storage& S3Storage::Get() {
-  static auto* storage = new S3Storage();  // never destroyed: used until exit
-  return *storage;
+namespace {
+const char kRunStore = 0;  // the key of a run's object store (Run::Resource)
+}  // namespace
+
+S3Storage& S3Storage::ForCurrentRun() {
+  if (Run* run = CurrentRun()) {
+    const int connections = run->connections();
+    return *static_cast<S3Storage*>(
+        run->Resource(&kRunStore, [connections] { return std::make_shared<S3Storage>(connections); }).get());
+  }
+  static auto* storage = new std::shared_ptr<S3Storage>(std::make_shared<S3Storage>(0));  // never destroyed
+  return **storage;
 }
 
 absl::StatusOr<S3Storage::Target> S3Storage::Resolve(const std::string& path) {
   absl::StatusOr<ObjectUrl> url = ParseObjectUrl(path);
   // A malformed URL names no object: reported as an input that cannot be read.
   if (!url.ok()) return absl::NotFoundError(url.status().message());
+  if (ObjectStoresDisabled()) {
+    return absl::FailedPreconditionError(StrCat(path, ": object stores are disabled in this program"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  std::unique_ptr<Client>& client = clients_[url->scheme];
+  std::shared_ptr<Client>& client = clients_[url->scheme];
   if (!client) {
+    // The environment and the run's options as they are now (a run reads them when it first
+    // talks to the scheme's store; a later run reads them again).
     const EnvLookup env = ProcessEnv();
-    TFCKPT_ASSIGN_OR_RETURN(Settings settings, ResolveSettings(url->scheme, env));
+    TFCKPT_ASSIGN_OR_RETURN(Settings settings, ResolveSettings(url->scheme, env, CurrentObjectStoreOptions()));
     TFCKPT_ASSIGN_OR_RETURN(StoreOptions options, StoreOptionsFromEnv(env));
-    if (const int n = connections_override; n > 0) options.client.connections = n;
-    TFCKPT_ASSIGN_OR_RETURN(client, Client::Create(std::move(settings), options.client));
+    if (connections_override_ > 0) options.client.connections = connections_override_;
+    options.client.on_retry_burst = [](const RetryNotice& n) { ReportRetry(n.Line()); };
+    TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Client> made, Client::Create(std::move(settings), options.client));
+    client = std::move(made);
     window_bytes_ = options.window_bytes;
     connections_ = options.client.connections;
     if (!parts_) parts_ = std::make_shared<PartBudget>(connections_);
     if (!scan_gate_) scan_gate_ = std::make_shared<PartBudget>(connections_);
   }
-  return Target{*std::move(url), client.get(), window_bytes_, connections_};
+  return Target{*std::move(url), client, window_bytes_, connections_};
 }
 
 absl::StatusOr<ObjectInfo> S3Storage::HeadOnce(const Target& t) {
@@ -523,7 +551,7 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> S3Storage::OpenForRead(const std::
   absl::StatusOr<ObjectInfo> info = HeadOnce(t);
   if (!info.ok()) return Named(info.status(), path);
   return std::unique_ptr<ReadableFile>(
-      new S3File(t.client, std::move(t.url), *std::move(info), t.window_bytes, cache_.get(), scan_gate_, t.connections));
+      new S3File(t.client, std::move(t.url), *std::move(info), t.window_bytes, cache_, scan_gate_, scans_, t.connections));
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::string& final_path) {
@@ -532,8 +560,9 @@ absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::strin
     return absl::InvalidArgumentError(StrCat(final_path, ": names no object (a key is needed)"));
   }
   const bool index = absl::EndsWith(final_path, ".index");  // a bundle's commit (S3Upload)
-  auto writer = MultipartWriter::Create(t.client, t.url, index ? kIndexPartBytes : kPartBytes, t.connections, parts_);
-  return std::unique_ptr<WritableFile>(new S3Upload(final_path, t.client, t.url, std::move(writer), index));
+  auto writer =
+      MultipartWriter::Create(t.client.get(), t.url, index ? kIndexPartBytes : kPartBytes, t.connections, parts_);
+  return std::unique_ptr<WritableFile>(new S3Upload(final_path, shared_from_this(), t.client, t.url, std::move(writer), index));
 }
 
 absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {

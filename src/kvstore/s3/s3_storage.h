@@ -1,5 +1,5 @@
 // The object store Storage: s3:// and gs:// URLs (storage.h says how an object store fits
-// the interface). Storage::For returns the one instance for every URL.
+// the interface). Storage::For returns the current run's instance for every URL.
 //
 //   OpenForRead   HEAD: the size and the ETag, pinned: every later GET of the object sends
 //                 it as If-Match, so an object replaced during the run is an error naming
@@ -32,10 +32,11 @@
 //   Move, Link    Unimplemented: an object store has no rename (never copy + delete).
 //   CreateDirectories  nothing to do.
 //
-// One client per scheme (and so per endpoint: the scheme's settings name it), built on
-// first use from the environment (settings.h), shared by the whole process. Its options:
+// One store per run (run/run.h; ForCurrentRun), and in it one client per scheme (and so per
+// endpoint: the scheme's settings name it), built on the run's first use of the scheme from
+// the environment and the run's object store options (settings.h). Its options:
 //   TFCKPT_S3_CONNECTIONS  concurrent transfers (default 8; the commands' --connections,
-//                          SetObjectStoreConnections in storage.h, overrides it)
+//                          RunOptions::connections, run.h, overrides it)
 //   TFCKPT_S3_READ_AHEAD_KIB  the read-ahead window in KiB (64 to 65536, default 16384)
 //   TFCKPT_S3_MAX_RETRIES  retries of a failing request (default 10, like TensorFlow's GCS
 //                          file system; 0 fails at the first error)
@@ -89,11 +90,17 @@ absl::StatusOr<StoreOptions> StoreOptionsFromEnv(const EnvLookup& env);
 
 class WindowCache;
 class PartBudget;
+struct ScanBudget;
 
-class S3Storage final : public Storage {
+class S3Storage final : public Storage, public std::enable_shared_from_this<S3Storage> {
  public:
-  // The process-wide instance.
-  static S3Storage& Get();
+  // The store of the run this thread works for (run/run.h): made on its first use of an
+  // object store, reading the environment and the run's options (connections, object store
+  // options) then, and gone with the run (the files it opened keep what they need).
+  // Outside any run, one store for the process.
+  static S3Storage& ForCurrentRun();
+  // `connections` > 0 overrides TFCKPT_S3_CONNECTIONS.
+  explicit S3Storage(int connections);
   ~S3Storage() override;
 
   absl::StatusOr<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override;
@@ -120,11 +127,10 @@ class S3Storage final : public Storage {
   void Forget(const std::string& url, bool under = false);
 
  private:
-  S3Storage();
   // The URL parsed and the client of its scheme (created on first use).
   struct Target {
     ObjectUrl url;
-    Client* client;
+    std::shared_ptr<Client> client;
     uint64_t window_bytes;
     int connections;
   };
@@ -135,13 +141,15 @@ class S3Storage final : public Storage {
   // remembered.
   absl::StatusOr<ObjectInfo> HeadOnce(const Target& t);
 
+  const int connections_override_;
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Client>> clients_;  // by scheme
+  std::map<std::string, std::shared_ptr<Client>> clients_;  // by scheme
   uint64_t window_bytes_ = kWindowBytes;  // from the environment, with the first client
   int connections_ = 8;                   // likewise
   std::shared_ptr<PartBudget> parts_;     // parts on their way, all uploads together
   std::shared_ptr<PartBudget> scan_gate_;  // pieces of sequential scans on their way
-  std::unique_ptr<WindowCache> cache_;
+  std::shared_ptr<WindowCache> cache_;
+  std::shared_ptr<ScanBudget> scans_;     // the sequential scans of this store's objects
   std::mutex heads_mu_;
   std::map<std::string, ObjectInfo> heads_;  // HeadOnce's answers, by URL
 };

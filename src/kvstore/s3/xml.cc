@@ -99,4 +99,29 @@ std::string CompleteMultipartUploadXml(const std::vector<CompletedPart>& parts) 
   return out;
 }
 
+absl::StatusOr<StsCredentials> ParseStsCredentials(std::string_view body) {
+  pugi::xml_document doc;
+  const pugi::xml_parse_result r = doc.load_buffer(body.data(), body.size());
+  if (!r) return absl::DataLossError(StrCat("unreadable STS answer: ", r.description()));
+  if (pugi::xml_node err = doc.child("ErrorResponse").child("Error")) {
+    const std::string type = Text(err, "Type");
+    std::string message = StrCat("STS error ", Text(err, "Code"));
+    if (const std::string m = Text(err, "Message"); !m.empty()) StrAppend(&message, ": ", m);
+    return type == "Receiver" ? absl::UnavailableError(message) : absl::PermissionDeniedError(message);
+  }
+  pugi::xml_node root = doc.document_element();
+  const std::string name = root.name();
+  if (name != "AssumeRoleResponse" && name != "AssumeRoleWithWebIdentityResponse") {
+    return absl::DataLossError("the answer is not an STS AssumeRole document");
+  }
+  const std::string result = name.substr(0, name.size() - 8) + "Result";  // "AssumeRoleResponse" -> "AssumeRoleResult"
+  pugi::xml_node c = root.child(result.c_str()).child("Credentials");
+  StsCredentials out{Text(c, "AccessKeyId"), Text(c, "SecretAccessKey"), Text(c, "SessionToken"), Text(c, "Expiration")};
+  if (out.access_key_id.empty() || out.secret_access_key.empty() || out.session_token.empty() ||
+      out.expiration.empty()) {
+    return absl::DataLossError("the STS answer lacks AccessKeyId, SecretAccessKey, SessionToken or Expiration");
+  }
+  return out;
+}
+
 }  // namespace tfckpt::s3

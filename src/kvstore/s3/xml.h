@@ -1,5 +1,6 @@
 // S3's XML bodies (pugixml): error responses, ListObjectsV2, ListMultipartUploads,
-// InitiateMultipartUpload and the CompleteMultipartUpload request.
+// InitiateMultipartUpload and the CompleteMultipartUpload request; and STS's answers to
+// AssumeRole and AssumeRoleWithWebIdentity.
 #pragma once
 
 #include <cstdint>
@@ -51,5 +52,16 @@ struct CompletedPart {
 };
 // The CompleteMultipartUpload request body. REQUIRES: parts sorted by number.
 std::string CompleteMultipartUploadXml(const std::vector<CompletedPart>& parts);
+
+// The temporary credentials of an STS answer (AssumeRoleResponse,
+// AssumeRoleWithWebIdentityResponse: .../Credentials/{AccessKeyId, SecretAccessKey,
+// SessionToken, Expiration}). For an <ErrorResponse>: PermissionDenied (AccessDenied and
+// the other Sender errors) or Unavailable (a Receiver error), with STS's code and message;
+// DataLoss for anything else. Never a credential in a message.
+struct StsCredentials {
+  std::string access_key_id, secret_access_key, session_token;
+  std::string expiration;  // ISO 8601, as sent
+};
+absl::StatusOr<StsCredentials> ParseStsCredentials(std::string_view body);
 
 }  // namespace tfckpt::s3

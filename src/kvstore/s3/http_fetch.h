@@ -1,0 +1,46 @@
+// One small HTTP exchange with a credential service (STS, the container and instance
+// metadata endpoints, the SSO portal, Google's token endpoint and metadata server), over
+// libcurl: no retries of its own (each source retries as its SDK does), no redirects,
+// answers of at most 1 MiB. Separate from the object store client's requests (client.h),
+// whose retries and connection pool are for the store.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tfckpt::s3 {
+
+struct HttpRequest {
+  std::string method = "GET";
+  std::string url;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;  // sent when not empty (or when the method is PUT or POST)
+  long connect_timeout_ms = 2000;
+  long timeout_ms = 10000;
+};
+
+struct HttpAnswer {
+  long status = 0;
+  std::string body;
+};
+
+// Sends `r` once. The answer whatever its HTTP status; Unavailable naming the URL when no
+// answer came (refused, unreachable, timed out, unresolvable host); DataLoss when the
+// body is over 1 MiB. Thread-safe. Never puts a header value (a token) in an error.
+absl::StatusOr<HttpAnswer> HttpFetch(const HttpRequest& r);
+
+// The parts of an http(s) URL: "http://user@[::1]:8080/a?b" is scheme "http", authority
+// "[::1]:8080" (what a Host header holds), host "::1", path "/a?b" ("/" when empty).
+// InvalidArgument for anything but http:// or https:// with a host.
+struct UrlParts {
+  std::string scheme, authority, host, path;
+};
+absl::StatusOr<UrlParts> SplitHttpUrl(std::string_view url);
+
+// True for a literal loopback address: 127.0.0.0/8 or ::1.
+bool IsLoopbackAddress(std::string_view host);
+
+}  // namespace tfckpt::s3

@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Object stores as cloud users meet them (issue 28): the commands against two S3
+implementations (Swift, moto), the credentials real clouds hand out used end to end (and
+renewed during a run longer than their lifetime), the AWS CLI's flags, unsigned requests
+only when asked, no credentials, refused endpoints, retry bursts on stderr, gs:// with a
+service account and a user's refresh token.
+Usage: s3_server.sh moto_server.sh python3 cli_s3_stores_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE S3_PUT
+
+Services: Swift (S3_TEST_*, tests/s3_server.sh) and moto (MOTO_*, tests/moto_server.sh),
+each behind a fault proxy whose log shows what every request carried (its session token,
+its Authorization scheme); tests/cloud_stub.py for the container endpoint, IMDSv2, STS,
+Google's token endpoint and the GCE metadata server. All on 127.0.0.1."""
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from cli_common import *
+from s3_common import *
+from cloud_common import Stub, closed_endpoint, write
+
+WORK = tempfile.mkdtemp(prefix="tfckpt-stores-")
+atexit.register(shutil.rmtree, WORK, True)
+STUB = Stub(WORK)
+T2T = "t2t_transformer_2shards/model.ckpt-1"
+BUCKET = f"tfckpt-stores-{os.getpid()}"
+
+# The two stores, through their fault proxies, as a user would name them.
+STORES = {
+    "swift": {"env": PROXY, "log": os.environ["S3_TEST_PROXY_LOG"], "faults": os.environ["S3_TEST_FAULTS"]},
+    "moto": {"env": {"AWS_ENDPOINT_URL": os.environ["MOTO_PROXY_ENDPOINT"], "AWS_ACCESS_KEY_ID": "moto-key",
+                     "AWS_SECRET_ACCESS_KEY": "moto-secret", "AWS_REGION": "us-east-1"},
+             "log": os.environ["MOTO_PROXY_LOG"], "faults": os.environ["MOTO_FAULTS"]},
+}
+MOTO = STORES["moto"]
+# Without any credentials (each test adds its own source).
+NO_KEYS = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
+
+
+def put(store, *args):
+    """tests/s3_put ARGS against `store` (with its static keys)."""
+    return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True,
+                          env={**os.environ, **store["env"]}).stdout
+
+
+def log_of(store):
+    with open(store["log"]) as f:
+        return f.read().splitlines()
+
+
+def clear(store):
+    open(store["log"], "w").close()
+
+
+def faults(store, *lines):
+    with open(store["faults"], "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def field(line, name):
+    return line.split(f" {name}=", 1)[1].split(" ")[0] if f" {name}=" in line else ""
+
+
+def uploaded(store):
+    """The t2t checkpoint in the store's bucket (once)."""
+    if not store.get("uploaded"):
+        put(store, "mb", f"s3://{BUCKET}")
+        put(store, "tree", data("t2t_transformer_2shards"), f"s3://{BUCKET}/t2t_transformer_2shards/")
+        store["uploaded"] = True
+    return f"s3://{BUCKET}/{T2T}"
+
+
+def local_files(prefix):
+    d, stem = os.path.split(prefix)
+    return {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d)) if f.startswith(stem + ".")}
+
+
+def same_objects(store, remote_prefix, local_prefix):
+    """The objects REMOTE_PREFIX.* hold the bytes of the files LOCAL_PREFIX.*."""
+    want = local_files(local_prefix)
+    listed = {line.rsplit(" ", 1)[0] for line in put(store, "ls", remote_prefix + ".").splitlines()}
+    assert {k.rsplit("/", 1)[1] for k in listed} == set(want), (listed, sorted(want))
+    for name, blob in want.items():
+        got = os.path.join(WORK, "got")
+        put(store, "get", remote_prefix.rsplit("/", 1)[0] + "/" + name, got)
+        assert open(got, "rb").read() == blob, name
+
+
+@test(needs_data=True)
+def the_same_commands_on_swift_and_on_moto():
+    for name, store in STORES.items():
+        env = store["env"]
+        remote = uploaded(store)
+        local = data(T2T)
+        a = run("inspect", remote, "--json", code=0, env=env).stdout.replace(remote, local)
+        assert json.loads(a) == json.loads(run("inspect", local, "--json", code=0).stdout), name
+        run("validate", remote, code=0, env=env)
+        run("validate", remote, "--against", local, code=0, env=env)
+        d = os.path.join(WORK, name)
+        want = os.path.join(d, "local", "m")
+        run("reshard", local, "-o", want, "--policy", "shards:3", code=0)
+        # store -> local, local -> store, store -> store: the bytes of the local run.
+        got = os.path.join(d, "from-store", "m")
+        run("reshard", remote, "-o", got, "--policy", "shards:3", code=0, env=env)
+        assert local_files(got).values() and list(local_files(got).values()) == list(local_files(want).values()), name
+        run("reshard", local, "-o", f"s3://{BUCKET}/{name}/up/m", "--policy", "shards:3", code=0, env=env)
+        same_objects(store, f"s3://{BUCKET}/{name}/up/m", want)
+        run("reshard", remote, "-o", f"s3://{BUCKET}/{name}/across/m", "--policy", "shards:3", code=0, env=env)
+        same_objects(store, f"s3://{BUCKET}/{name}/across/m", want)
+        # convert into the store and out of it (the header names the source: the same one).
+        st = os.path.join(d, "local.safetensors")
+        run("convert", remote, "-o", st, code=0, env=env)
+        run("convert", remote, "-o", f"s3://{BUCKET}/{name}/m.safetensors", code=0, env=env)
+        put(store, "get", f"s3://{BUCKET}/{name}/m.safetensors", os.path.join(d, "got.safetensors"))
+        assert open(os.path.join(d, "got.safetensors"), "rb").read() == open(st, "rb").read(), name
+        run("convert", f"s3://{BUCKET}/{name}/m.safetensors", "-o", os.path.join(d, "back", "m"), code=0, env=env)
+        run("validate", os.path.join(d, "back", "m"), "--against", local, code=0)
+
+
+@test(needs_data=True)
+def the_aws_cli_flags_endpoint_url_profile_and_region():
+    swift = STORES["swift"]
+    remote = uploaded(swift)
+    # --endpoint-url wins over AWS_ENDPOINT_URL.
+    run("inspect", remote, "--endpoint-url", os.environ["S3_TEST_PROXY_ENDPOINT"], code=0,
+        env={"AWS_ENDPOINT_URL": closed_endpoint()})
+    # --profile: the profile's keys and endpoint, not the environment's keys (which are wrong).
+    config = write(os.path.join(WORK, "flags", "config"),
+                   f"[profile store]\nendpoint_url = {os.environ['S3_TEST_PROXY_ENDPOINT']}\nregion = auto\n"
+                   f"aws_access_key_id = {os.environ['S3_TEST_ACCESS_KEY']}\n"
+                   f"aws_secret_access_key = {os.environ['S3_TEST_SECRET']}\n")
+    wrong = {"AWS_CONFIG_FILE": config, "AWS_SECRET_ACCESS_KEY": "not-the-secret", "AWS_ENDPOINT_URL": "",
+             "AWS_REGION": ""}
+    run("validate", remote, "--profile", "store", code=0, env=wrong)
+    p = run("validate", remote, code=3, env={**wrong, "AWS_PROFILE": "store"})  # AWS_PROFILE: the environment's keys win
+    one_error_line(p, "403")
+    p = run("inspect", remote, "--profile", "nowhere", code=2, env=wrong)
+    one_error_line(p, "profile \"nowhere\" (--profile) is in neither")
+    # --region: Swift signs for "auto"; another region is refused, --region over AWS_REGION.
+    p = run("inspect", remote, code=2, env={"AWS_REGION": "eu-west-1"})  # (a 400: exit 2)
+    one_error_line(p, remote, "the region 'eu-west-1' is wrong")
+    run("inspect", remote, "--region", "auto", code=0, env={"AWS_REGION": "eu-west-1"})
+    p = run("inspect", remote, "--region", code=2)
+    one_error_line(p, "--region")
+    assert "not-the-secret" not in p.stderr
+
+
+@test(needs_data=True)
+def unsigned_requests_only_when_asked():
+    # A public bucket on moto: readable with --no-sign-request or AWS_NO_SIGN_REQUEST, the
+    # requests without Authorization.
+    script = r"""
+import boto3, os, sys
+s3 = boto3.client("s3", endpoint_url=os.environ["MOTO_ENDPOINT"], aws_access_key_id="k", aws_secret_access_key="s",
+                  region_name="us-east-1")
+bucket, d = sys.argv[1], sys.argv[2]
+s3.create_bucket(Bucket=bucket, ACL="public-read")
+for f in os.listdir(d):
+    s3.upload_file(os.path.join(d, f), bucket, "t2t/" + f, ExtraArgs={"ACL": "public-read"})
+"""
+    public = f"tfckpt-public-{os.getpid()}"
+    subprocess.run([sys.executable, "-c", script, public, data("t2t_transformer_2shards")], check=True, timeout=300)
+    url = f"s3://{public}/t2t/model.ckpt-1"
+    env = {**MOTO["env"], **NO_KEYS}
+    clear(MOTO)
+    run("validate", url, "--no-sign-request", code=0, env=env)
+    run("validate", url, code=0, env={**env, "AWS_NO_SIGN_REQUEST": "true"})
+    log = log_of(MOTO)
+    assert log and all(" auth= " in l for l in log), log[:5]
+    run("inspect", f"gs://{public}/t2t/model.ckpt-1", "--no-sign-request", code=0,
+        env={"TFCKPT_GS_ENDPOINT_URL": os.environ["MOTO_PROXY_ENDPOINT"]})
+    # Not asked: signed (here with keys moto takes); Swift refuses unsigned requests: one line.
+    clear(MOTO)
+    run("inspect", url, code=0, env=MOTO["env"])
+    assert all(" auth=AWS4-HMAC-SHA256 " in l for l in log_of(MOTO)), log_of(MOTO)[:3]
+    p = run("inspect", uploaded(STORES["swift"]), "--no-sign-request", code=3)
+    one_error_line(p, uploaded(STORES["swift"]))
+    one_error_line(run("inspect", url, code=2, env={**env, "AWS_NO_SIGN_REQUEST": "maybe"}), "AWS_NO_SIGN_REQUEST=maybe")
+
+
+@test(needs_data=True)
+def no_credentials_is_one_line_saying_where_they_were_looked_for():
+    swift = STORES["swift"]
+    remote = uploaded(swift)
+    imds = closed_endpoint()
+    clear(swift)
+    for cmd in ("inspect", "validate"):
+        p = run(cmd, remote, code=3, env={**PROXY, **NO_KEYS, "AWS_EC2_METADATA_DISABLED": "",
+                                          "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds})
+        line = one_error_line(p, remote, "no AWS credentials found; looked in the environment (AWS_ACCESS_KEY_ID)",
+                              "/nonexistent/tfckpt-test/aws-credentials", f"EC2 instance metadata {imds}/",
+                              "--no-sign-request")
+    assert log_of(swift) == [], log_of(swift)  # nothing went out unsigned
+    p = run("inspect", "gs://" + remote[5:], code=3, env={"GCE_METADATA_HOST": imds[7:]})
+    one_error_line(p, "no Google Cloud credentials found", "GOOGLE_APPLICATION_CREDENTIALS",
+                   f"the GCE metadata server http://{imds[7:]}/")
+
+
+@test()
+def a_refused_endpoint_fails_at_once_and_a_state_file_naming_a_url_too():
+    endpoint = closed_endpoint()
+    p = run("inspect", "s3://examplebucket/run/ckpt-10", code=3, timeout=60, env={"AWS_ENDPOINT_URL": endpoint})
+    one_error_line(p, "s3://examplebucket/run/ckpt-10", endpoint, "not retried: the endpoint has not answered yet")
+    assert "retrying" not in p.stderr, p.stderr
+    # A local directory whose state file names the store (a copy of a run saved to S3).
+    d = os.path.join(WORK, "state-dir")
+    write(os.path.join(d, "checkpoint"), 'model_checkpoint_path: "s3://examplebucket/run/ckpt-10"\n')
+    p = run("inspect", d, code=3, timeout=60, env={"AWS_ENDPOINT_URL": endpoint})
+    one_error_line(p, "not retried")
+
+
+@test(needs_data=True)
+def each_burst_of_retries_is_one_line_on_stderr():
+    swift = STORES["swift"]
+    remote = uploaded(swift)
+    key = f"/{BUCKET}/t2t_transformer_2shards/model.ckpt-1.data-00001-of-00002"
+    faults(swift, f"when GET {key} status 503 SlowDown", f"when GET {key} status 503 SlowDown",
+           f"when GET {key} status 503 SlowDown")
+    p = run("validate", remote, "-j", "1", code=0, env=PROXY)
+    lines = [l for l in p.stderr.splitlines() if "retrying" in l]
+    assert 1 <= len(lines) <= 3, p.stderr
+    for l in lines:
+        assert l.startswith(f"tfckpt validate: GET s3://{BUCKET}/t2t_transformer_2shards/model.ckpt-1.data-00001-of-00002")
+        assert l.endswith("HTTP 503 SlowDown: injected; retrying (up to 10 times)"), l
+    faults(swift)
+    # On a terminal too (where it first clears the progress line).
+    faults(swift, f"when GET {key} status 503 SlowDown")
+    code, err = run_with_tty_stderr(["validate", remote, "-j", "1"], {**os.environ, **PROXY})
+    assert code == 0 and "retrying (up to 10 times)" in err, (code, err)
+    faults(swift)
+
+
+@test(needs_data=True)
+def container_credentials_sign_requests_and_are_renewed_during_a_longer_run():
+    """A run longer than its credentials' lifetime: the container endpoint hands out new keys
+    valid 30 s (each fetch its own), a GET is held back 20 s, so the run outlives the first
+    credentials' refresh time (15 s, half their lifetime). Every request carries a token the
+    endpoint handed out, sent before that token expired; more than one token was used."""
+    moto = MOTO
+    remote = uploaded(moto)
+    token_file = write(os.path.join(WORK, "pod", "token"), "pod-identity-token")
+    STUB.configure({"container_token": "pod-identity-token", "ttl": 30, "unique": True})
+    STUB.clear_log()
+    clear(moto)
+    faults(moto, f"when GET /{BUCKET}/{T2T}.index delay 20")  # the index: every other read comes after it
+    env = {**moto["env"], **NO_KEYS, "AWS_CONTAINER_CREDENTIALS_FULL_URI": f"{STUB.url}/container/pod",
+           "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": token_file}
+    run("validate", remote, "-j", "1", code=0, env=env, timeout=600)
+    faults(moto)
+    issued = {e["token"]: e for e in STUB.log() if e["role"] == "container" and e["ok"]}
+    requests = log_of(moto)
+    tokens = [field(l, "token") for l in requests]
+    assert requests and all(t in issued for t in tokens), (tokens, list(issued))
+    for line, token in zip(requests, tokens):
+        t = float(field(line, "time"))
+        assert issued[token]["time"] <= t < issued[token]["expires"], (line, issued[token])
+    assert len(set(tokens)) >= 2, tokens
+
+
+@test(needs_data=True)
+def imdsv2_and_web_identity_end_to_end():
+    moto = MOTO
+    remote = uploaded(moto)
+    STUB.configure({"ttl": 3600})
+    STUB.clear_log()
+    clear(moto)
+    run("inspect", remote, code=0, env={**moto["env"], **NO_KEYS, "AWS_EC2_METADATA_DISABLED": "",
+                                        "AWS_EC2_METADATA_SERVICE_ENDPOINT": STUB.url})
+    imds = [e for e in STUB.log() if e["role"] == "imds"]
+    assert [e["method"] for e in imds][:1] == ["PUT"] and all(e["ok"] for e in imds), imds
+    creds = [e for e in imds if "key" in e]
+    assert all(field(l, "token") == creds[-1]["token"] for l in log_of(moto)), log_of(moto)[:3]
+    # EKS IRSA: a web identity token exchanged at moto's STS; the requests carry its session token.
+    token = write(os.path.join(WORK, "irsa", "token"), "eyJhbGciOiJSUzI1NiJ9.irsa.sig")
+    clear(moto)
+    run("inspect", remote, code=0, env={**moto["env"], **NO_KEYS, "AWS_WEB_IDENTITY_TOKEN_FILE": token,
+                                        "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/reader",
+                                        "AWS_ENDPOINT_URL_STS": os.environ["MOTO_ENDPOINT"]})
+    signed = [l for l in log_of(moto) if l.startswith(("GET", "HEAD"))]
+    assert signed and all(field(l, "token") for l in signed), signed[:3]
+
+
+def service_account(name, key_pem):
+    path = os.path.join(WORK, "google", name + ".json")
+    write(path, json.dumps({"type": "service_account", "project_id": "p", "private_key_id": "k1",
+                            "private_key": key_pem, "client_email": f"{name}@p.iam.gserviceaccount.com",
+                            "client_id": "1", "token_uri": f"{STUB.url}/token"}))
+    return path
+
+
+@test(needs_data=True)
+def gs_with_a_service_account_a_user_refresh_token_and_the_metadata_server():
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    keys = [rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in range(2)]
+    pems = [k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode() for k in keys]
+    public = keys[0].public_key().public_bytes(serialization.Encoding.PEM,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    moto = MOTO
+    uploaded(moto)
+    remote = f"gs://{BUCKET}/{T2T}"
+    STUB.configure({"google": {"reader@p.iam.gserviceaccount.com": public,
+                               "forger@p.iam.gserviceaccount.com": public},
+                    "refresh_tokens": {"client-1": ["client-secret-1", "refresh-token-1"]}})
+    STUB.clear_log()
+    clear(moto)
+    gs = {"TFCKPT_GS_ENDPOINT_URL": os.environ["MOTO_PROXY_ENDPOINT"]}
+    run("validate", remote, code=0, env={**gs, "GOOGLE_APPLICATION_CREDENTIALS": service_account("reader", pems[0])})
+    google = [e for e in STUB.log() if e["role"] == "google"]
+    assert len(google) == 1 and google[0]["ok"], google  # one token for the run
+    assert google[0]["scope"] == "https://www.googleapis.com/auth/devstorage.read_write", google
+    assert all(f" auth=Bearer {google[0]['token']} " in l for l in log_of(moto)), log_of(moto)[:3]
+    # Signed with another key than the account's: the token endpoint refuses; one line, no key.
+    p = run("inspect", remote, code=3, env={**gs, "GOOGLE_APPLICATION_CREDENTIALS": service_account("forger", pems[1])})
+    line = one_error_line(p, remote, "forger@p.iam.gserviceaccount.com", "invalid_grant", "Invalid JWT Signature")
+    assert "PRIVATE KEY" not in p.stderr + p.stdout
+    # gcloud's application default credentials: a user's refresh token.
+    gcloud = os.path.join(WORK, "gcloud")
+    write(os.path.join(gcloud, "application_default_credentials.json"),
+          json.dumps({"type": "authorized_user", "client_id": "client-1", "client_secret": "client-secret-1",
+                      "refresh_token": "refresh-token-1", "token_uri": f"{STUB.url}/token"}))
+    STUB.clear_log()
+    run("inspect", remote, code=0, env={**gs, "CLOUDSDK_CONFIG": gcloud})
+    assert [e["grant"] for e in STUB.log() if e["ok"]] == ["refresh_token"], STUB.log()
+    # The metadata server of GCE/GKE.
+    STUB.clear_log()
+    clear(moto)
+    run("inspect", remote, code=0, env={**gs, "GCE_METADATA_HOST": STUB.url[7:]})
+    gce = [e for e in STUB.log() if e["role"] == "gce" and e["ok"]]
+    assert len(gce) == 1 and all(f" auth=Bearer {gce[0]['token']} " in l for l in log_of(moto)), (gce, log_of(moto)[:3])
+
+
+if __name__ == "__main__":
+    sys.exit(main("cli_s3_stores"))

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs a command against moto's server (python3 -m moto.server: S3, STS, the EC2 instance
+# metadata paths) on 127.0.0.1 only, a second S3 implementation beside Swift
+# (tests/s3_server.sh), plus the fault proxy (s3_fault_proxy.py) in front of it. moto comes
+# with the python3 on PATH (it is not installed here); every port is a free one picked at
+# start; the servers it started are stopped by pid when the command ends.
+#
+# Usage: tests/moto_server.sh COMMAND [ARGS…]   (nests: s3_server.sh moto_server.sh CMD)
+# COMMAND runs with:
+#   MOTO_ENDPOINT         http://127.0.0.1:PORT (moto; any key is accepted, nothing checked)
+#   MOTO_PROXY_ENDPOINT   http://127.0.0.1:PORT (the fault proxy in front of it)
+#   MOTO_FAULTS           the proxy's faults file
+#   MOTO_PROXY_LOG        the proxy's request log
+# Exit: COMMAND's exit status; 77 skipped (no moto on the python3 on PATH); under CI=true
+# that is a failure (1) instead.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+skip() {
+  echo "moto_server: SKIP: $*"
+  [ "${CI:-}" = "true" ] && { echo "moto_server: CI=true, so this is a failure"; exit 1; }
+  exit 77
+}
+
+python3 -c 'import moto.server, boto3' 2>/dev/null || skip "python3 has no moto/boto3 (pip install 'moto[server]' boto3)"
+
+work=$(mktemp -d /tmp/tfckpt-moto-XXXXXX)
+pids=()
+stop_all() {
+  local p i
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for i in $(seq 1 50); do
+    local alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive -eq 0 ] && break
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap stop_all EXIT
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -m moto.server -H 127.0.0.1 -p "$port" >"$work/moto.log" 2>&1 &
+pids+=($!)
+touch "$work/faults" "$work/proxy.log"
+python3 "$here/s3_fault_proxy.py" "$port" "$work/faults" "$work/proxy.log" "$work/proxy.port" >"$work/proxy.out" 2>&1 &
+pids+=($!)
+
+up=0
+for _ in $(seq 1 240); do  # up to 120 s: moto imports a lot, on two busy cores
+  if python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/moto-api/', timeout=2)" 2>/dev/null &&
+     [ -s "$work/proxy.port" ]; then
+    up=1
+    break
+  fi
+  sleep 0.5
+done
+if [ $up -ne 1 ]; then
+  echo "moto_server: FAIL: moto did not answer on 127.0.0.1:$port within 120 s"
+  tail -20 "$work/moto.log"
+  exit 1
+fi
+echo "moto_server: moto on http://127.0.0.1:$port, fault proxy on port $(cat "$work/proxy.port")"
+
+export MOTO_ENDPOINT="http://127.0.0.1:$port"
+export MOTO_PROXY_ENDPOINT="http://127.0.0.1:$(cat "$work/proxy.port")"
+export MOTO_FAULTS="$work/faults" MOTO_PROXY_LOG="$work/proxy.log"
+rc=0
+"$@" || rc=$?
+if [ $rc -ne 0 ]; then
+  echo "--- moto log (tail)"
+  tail -30 "$work/moto.log"
+fi
+exit $rc
