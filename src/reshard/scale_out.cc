@@ -3,6 +3,7 @@
 
 
 #include <cstdlib>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,7 @@
 #include "tfckpt/file.h"
 #include "tfckpt/open.h"
 #include "tfckpt/path.h"
+#include "tfckpt/sharding.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 #include "tfckpt/validate.h"
@@ -124,6 +126,50 @@ auto WithPlan(const std::string& plan_path, Fn&& fn) -> decltype(fn(std::declval
   }
 }
 
+// The plan's entries, every task's, checked as TF's validate_shards checks a callback's
+// shards (sharding_util.py): each tensor of the source exactly once, with its dtype and
+// shape, from its task (the "task" each entry records), nothing added. A task's file may
+// hold several input files' pieces (by-task:1, shards:N): that rule is not applied.
+absl::Status CheckPlanEntries(const std::string& plan_path, const json& plan, const Checkpoint& c) {
+  std::vector<ShardableTensor> tensors;
+  for (const TensorEntry& t : c.tensors()) {
+    for (const StoredSlice& s : t.slices) {
+      ShardableTensor st;
+      st.checkpoint_key = t.name;
+      st.region = s.region;
+      st.extents = s.extents;
+      st.slice_spec = t.partitioned ? StrCat(absl::StrJoin(t.shape, " "), " ", ExtentsString(s.extents)) : "";
+      st.shape = s.region.shape;
+      st.full_shape = t.shape;
+      st.dtype = t.dtype;
+      st.task = s.data.shard;
+      tensors.push_back(std::move(st));
+    }
+  }
+  const std::string description = StrCat("reshard plan ", plan_path);
+  std::vector<Shard> shards;
+  for (const json& task : plan.at("tasks")) {
+    Shard& shard = shards.emplace_back();
+    for (const json& e : task.at("entries")) {
+      ShardEntry entry;
+      entry.checkpoint_key = e.at("name").get<std::string>();
+      entry.slice_spec = e.at("slice").is_null() ? "" : e.at("slice").get<std::string>();
+      entry.shape = e.at("shape").get<Shape>();
+      const std::string dtype = e.at("dtype").get<std::string>();
+      const std::optional<DType> d = ParseDType(dtype);
+      if (!d) return absl::InvalidArgumentError(StrCat(plan_path, ": entry \"", entry.checkpoint_key, "\": dtype \"", dtype, "\" is unknown"));
+      entry.dtype = static_cast<int32_t>(*d);
+      if (e.contains("task") && !e.at("task").is_null()) entry.device = StrCat("/job:worker/task:", e.at("task").get<int64_t>());
+      if (const TensorEntry* t = c.Find(entry.checkpoint_key); t != nullptr && e.at("full_shape").get<Shape>() != t->shape) {
+        entry.shape = e.at("full_shape").get<Shape>();  // reported as the altered shape of the whole tensor
+        entry.slice_spec = "";
+      }
+      shard.push_back(std::move(entry));
+    }
+  }
+  return ValidateShards(tensors, shards, description, {.one_task_per_shard = false}).status();
+}
+
 // Checks that the part at `prefix` holds exactly the planned entries of `task`.
 absl::Status CheckPart(const std::string& prefix, const json& task, bool data_in_place) {
   // With the data in place (an object store), the part's one data file is the task's
@@ -182,9 +228,11 @@ absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& p
         std::optional<uint64_t> size;
         if (esize > 0) size = static_cast<uint64_t>(p.region.num_elements() * esize);
         json copies = json::array();
+        std::set<int32_t> tasks;
         for (const StoredSlice& s : t.slices) {
           auto inter = Intersect(p.region, s.region);
           if (!inter) continue;
+          tasks.insert(s.data.shard);
           json copy{{"src_file", Absolute(c.info().data_files.at(s.data.shard))},
                     {"src_offset", s.data.offset},
                     {"src_size", s.data.size},
@@ -206,6 +254,9 @@ absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& p
                                {"dtype", DTypeName(t.dtype)},
                                {"shape", p.region.shape},
                                {"full_shape", t.shape},
+                               // The input data file its bytes come from (null: several),
+                               // checked by --execute as validate_shards checks a task.
+                               {"task", tasks.size() == 1 ? json(*tasks.begin()) : json(nullptr)},
                                {"region", RegionJson(p.region)},
                                {"offset", offset ? json(*offset) : json(nullptr)},
                                {"size", size ? json(*size) : json(nullptr)},
@@ -248,6 +299,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
     }
     TFCKPT_RETURN_IF_ERROR(CheckSourceUnchanged(plan.at("source")));
     TFCKPT_ASSIGN_OR_RETURN(auto c, OpenResolved({.format = Format::kV2, .prefix = plan.at("source").at("prefix").get<std::string>()}));
+    TFCKPT_RETURN_IF_ERROR(CheckPlanEntries(plan_path, plan, *c));
     const json& t = plan.at("tasks").at(task);
     TaskReport r;
     r.task = task;

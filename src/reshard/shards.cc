@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/reshard.h"
+#include "tfckpt/sharding.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
 #include "tfckpt/validate.h"
