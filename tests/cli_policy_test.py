@@ -228,6 +228,31 @@ def partitioner_edge_cases_as_tf():
         assert [t["note"] for t in j["tensors"] if t["name"].startswith("model/step")] == ["scalar: left whole"]
 
 
+@test(needs_data=True)
+def tf1_slots_follow_their_partitioned_primary():
+    # estimator_linear_ftrl_2shards keys a one-partition variable PRIMARY and its Ftrl slots
+    # PRIMARY/part_0/Ftrl, PRIMARY/part_0/Ftrl_1. Cut into 2 partitions, TF1 keys each slot
+    # full_name + "/" + real_slot_name (slot_creator._create_slot_var), sliced like the
+    # primary: PRIMARY/Ftrl, PRIMARY/Ftrl_1. [1, 1] variables (min(2, 1) = 1 partition) keep
+    # theirs. Back to one partition the slots are whole, still PRIMARY/SLOT.
+    with tempfile.TemporaryDirectory() as d:
+        src = data("estimator_linear_ftrl_2shards/model.ckpt-5000")
+        out = os.path.join(d, "two")
+        run("reshard", src, "-o", out, "--partition", "weights$=fixed:2", code=0)
+        t = {t["name"]: t for t in json.loads(run("inspect", out, "--json", code=0).stdout)["tensors"]}
+        country = "linear/linear_model/Country_indicator/weights"
+        for slot in ("Ftrl", "Ftrl_1"):
+            assert [s["spec"] for s in t[country + "/" + slot]["slices"]] == \
+                [s["spec"] for s in t[country]["slices"]] == ["0,21:0,1", "21,21:0,1"], t[country + "/" + slot]
+            assert country + "/part_0/" + slot not in t
+        assert "linear/linear_model/Age/weights/part_0/Ftrl" in t and "linear/linear_model/Age/weights/Ftrl" not in t
+        assert len(t) == 40
+        one = os.path.join(d, "one")
+        run("reshard", out, "-o", one, "--partition", "weights$=none", code=0)
+        t = {t["name"]: t for t in json.loads(run("inspect", one, "--json", code=0).stdout)["tensors"]}
+        assert "slices" not in t[country + "/Ftrl"] and "slices" not in t[country], t[country + "/Ftrl"]
+
+
 @test()
 def recover_finds_older_dtensor_parts():
     # save_restore_util.cc DeviceSuffix: "_dev-%0*d-of-%d" (the device padded to the count's

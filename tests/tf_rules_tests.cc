@@ -20,6 +20,7 @@
 #include "tfckpt/open.h"
 #include "tfckpt/partition.h"
 #include "tfckpt/reshard.h"
+#include "tfckpt/verify.h"
 
 using tfckpt::Region;
 using tfckpt::Shape;
@@ -231,6 +232,58 @@ TEST_CASE("B3: partitioner edge cases as TensorFlow computes (or refuses) them")
   CHECK(note == "scalar: left whole");
   // fixed:0 is TF's zero partitions too.
   CHECK(tfckpt::ParsePartitionRule("fixed:0").status().message().find("zero partitions") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------
+// B4: TF1's slots of partitioned variables (slot_creator._create_slot_var,
+// variable_scope._get_partitioned_variable, saveable_object_util.op_list_to_dict).
+
+TEST_CASE("B4: a TF1 primary cut into slices takes its slots along, keyed PRIMARY/SLOT") {
+  TempDir dir;
+  // As estimator_linear_ftrl_2shards stores a one-partition variable: the primary under its
+  // full name, its slots under the partition's name.
+  auto c = tfckpt::OpenCheckpoint(Write(dir, "lin", {{"lin/w", kFloat, {4, 1}},
+                                                     {"lin/w/part_0/Ftrl", kFloat, {4, 1}},
+                                                     {"lin/w/part_0/Ftrl_1", kFloat, {4, 1}},
+                                                     {"lin/w/part_0/not_a_slot", kFloat, {4, 1}},
+                                                     {"lin/b", kFloat, {1}},
+                                                     {"lin/b/part_0/Ftrl", kFloat, {1}}}));
+  REQUIRE(c.ok());
+  // Two partitions: each part's slot gets SaveSliceInfo(full_name + "/Ftrl", the part's
+  // offset and shape): keys lin/w/Ftrl, lin/w/Ftrl_1 in the primary's two slices. lin/b
+  // ([1]: min(2, 1) = 1 partition) stays whole, its slot as it was.
+  auto plan = Plan(**c, {"(w|b)$=fixed:2"});
+  REQUIRE(plan.ok());
+  const auto& w = Of(*plan, "lin/w");
+  for (const char* slot : {"lin/w/part_0/Ftrl", "lin/w/part_0/Ftrl_1"}) {
+    CAPTURE(slot);
+    const auto& s = Of(*plan, slot);
+    CHECK(s.out_name() == std::string("lin/w/") + (std::string(slot).back() == '1' ? "Ftrl_1" : "Ftrl"));
+    REQUIRE(s.pieces.size() == 2);
+    CHECK(s.pieces[1].region == w.pieces[1].region);
+  }
+  CHECK(Of(*plan, "lin/w/part_0/not_a_slot").out_name() == "lin/w/part_0/not_a_slot");
+  CHECK(Of(*plan, "lin/w/part_0/not_a_slot").pieces.size() == 1);
+  CHECK(Of(*plan, "lin/b/part_0/Ftrl").out_name() == "lin/b/part_0/Ftrl");
+  // Written and verified under the new names.
+  tfckpt::ExecuteOptions eo;
+  eo.before_commit = [&](const tfckpt::WrittenOutput& written) {
+    tfckpt::VerifyOptions vo;
+    vo.written = &written;
+    return tfckpt::VerifyWritten(dir / "out", {}, tfckpt::ReshardSources(**c, *plan), vo).status();
+  };
+  REQUIRE(tfckpt::ExecutePlan(**c, *plan, dir / "out", eo).ok());
+  auto out = tfckpt::OpenCheckpoint(dir / "out");
+  REQUIRE(out.ok());
+  REQUIRE((*out)->Find("lin/w/Ftrl") != nullptr);
+  CHECK((*out)->Find("lin/w/Ftrl")->slices.size() == 2);
+  CHECK((*out)->Find("lin/w/part_0/Ftrl") == nullptr);
+  // Back to one partition: the slots follow the primary, whole, keyed PRIMARY/SLOT (a full
+  // slice is stored whole under the same key).
+  auto back = Plan(**out, {"w$=none"});
+  REQUIRE(back.ok());
+  CHECK(Of(*back, "lin/w/Ftrl").pieces.size() == 1);
+  CHECK(Of(*back, "lin/w/Ftrl").out_name() == "lin/w/Ftrl");
 }
 
 // ---------------------------------------------------------------------------------------

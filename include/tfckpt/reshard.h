@@ -15,6 +15,7 @@
 #include "tfckpt/copy.h"
 #include "tfckpt/partition.h"
 #include "tfckpt/sharding.h"
+#include "tfckpt/verify.h"
 
 namespace tfckpt {
 
@@ -53,12 +54,18 @@ absl::StatusOr<std::vector<ShardableTensor>> ShardableTensors(const Checkpoint& 
 // Builds the plan and checks it against TensorFlow's validate_shards rules (every tensor
 // kept with its dtype and shape, each element in exactly one piece, no duplicate
 // key+slice); a violation by a built-in policy is reported as an internal error (a bug),
-// by the user's shards as TF reports it. Errors (InvalidArgument): an explicit REGEX that
+// by the user's shards as TF reports it. A TF1 primary the rules cut into slices takes its
+// optimizer slots along, keyed as TF1 keys them for the new partition count
+// (TensorPlan::name). Errors (InvalidArgument): an explicit REGEX that
 // matches no tensor, an indivisible layout (naming the tensor), a partitioner TF would
 // raise in (with TF's reason), a policy that cannot fit an element, new slices TF cannot
 // store (an empty extent) or read back (a dtype GetSliceValue does not assemble, unless
 // allow_any_dtype), by-device without a single mesh.
 absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOptions& options);
+
+// What VerifyWritten compares the output of `plan` with: each output tensor with the
+// tensor of `c` it came from (TensorPlan::out_name: renamed TF1 slots included).
+std::vector<VerifySource> ReshardSources(const Checkpoint& c, const ReshardPlan& plan);
 
 // TF's MaxShardSizePolicy over shardable pieces, in order: returns, per output file, the
 // (tensor index, region) pieces it holds. Exposed for tests. `sizes(i, region)` gives the

@@ -60,8 +60,9 @@ json PlanJson(const ReshardPlan& plan, const ReshardArgs& a) {
     for (const auto& p : tp.pieces) {
       neu.push_back({{"spec", StoredSpec(t, p)}, {"shape", p.region.shape}, {"file", p.file}, {"bytes", p.bytes}});
     }
-    json j{{"name", t.name}, {"dtype", DTypeName(t.dtype)}, {"shape", t.shape}, {"resliced", tp.resliced},
+    json j{{"name", tp.out_name()}, {"dtype", DTypeName(t.dtype)}, {"shape", t.shape}, {"resliced", tp.resliced},
            {"old", std::move(old)}, {"new", std::move(neu)}};
+    if (tp.out_name() != t.name) j["source"] = t.name;  // a renamed TF1 slot
     if (!tp.rule.empty()) j["rule"] = tp.rule;
     if (!tp.note.empty()) j["note"] = tp.note;
     tensors.push_back(std::move(j));
@@ -100,7 +101,7 @@ void PrintPlan(const ReshardPlan& plan, const ReshardArgs& a) {
     for (const auto& p : tp.pieces) after.push_back(p.region);
     std::vector<std::string> files;
     for (const auto& p : tp.pieces) files.push_back(StrCat(p.file));
-    StrAppend(&out, "  ", PrintableKey(t.name), "  ", DTypeName(t.dtype), " ", ShapeString(t.shape), ": ",
+    StrAppend(&out, "  ", PrintableKey(tp.out_name()), "  ", DTypeName(t.dtype), " ", ShapeString(t.shape), ": ",
               tp.resliced ? StrCat(SliceList(before, t.shape), " -> ", SliceList(after, t.shape))
                           : SliceList(after, t.shape),
               "  file ", absl::StrJoin(files, ","), tp.rule.empty() ? "" : StrCat("  [", tp.rule, "]"),
@@ -266,7 +267,7 @@ int RunReshard(const ReshardArgs& args) {
       eo.before_commit = [&](const WrittenOutput& written) {
         VerifyOptions vo;
         vo.jobs = a.jobs;
-        return VerifyBeforeCommit(a.out, written, {{&c}}, vo, total, !a.quiet, &progress, &verified);
+        return VerifyBeforeCommit(a.out, written, ReshardSources(c, *plan), vo, total, !a.quiet, &progress, &verified);
       };
     }
     absl::Status s = ExecutePlan(c, *plan, a.out, eo);

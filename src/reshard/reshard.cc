@@ -5,12 +5,14 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/name_rules.h"
 #include "tfckpt/object_graph.h"
 #include "tfckpt/regex.h"
 #include "tfckpt/status.h"
@@ -343,12 +345,6 @@ std::vector<size_t> PolicyOrder(const ReshardPlan& plan) {
   return order;
 }
 
-// The tensors and the regions the --partition rules cut them into (the first half of a
-// plan: no files yet), and the DTensor layout that cut each tensor, if one did.
-struct RulePlan {
-  ReshardPlan plan;
-  std::vector<const Layout*> layouts;
-};
 
 // A note when a rule cuts another axis than 0 of a tensor that looks like a
 // ShardedVariable's: an object-based key stored in several slices, all whole rows.
@@ -367,6 +363,68 @@ std::string ShardedVariableNote(const TensorEntry& t, const std::vector<Region>&
     }
   }
   return "";
+}
+
+// The tensors and the regions the --partition rules cut them into (the first half of a
+// plan: no files yet), and the DTensor layout that cut each tensor, if one did.
+struct RulePlan {
+  ReshardPlan plan;
+  std::vector<const Layout*> layouts;
+};
+
+// The optimizer slot a TF1 key names under `primary`: "SLOT" of "PRIMARY/SLOT" or of
+// "PRIMARY/part_0/SLOT", SLOT one path component that names a TF1 optimizer's slot
+// (Ftrl, Adam_1, Momentum, ...: IsOptimizerState); "" otherwise.
+std::string SlotOf(const std::string& key, const std::string& primary) {
+  if (key.size() <= primary.size() + 1 || key.compare(0, primary.size() + 1, primary + "/") != 0) return "";
+  std::string rest = key.substr(primary.size() + 1);
+  if (rest.rfind("part_0/", 0) == 0) rest = rest.substr(7);
+  return rest.find('/') == std::string::npos && IsOptimizerState(rest) ? rest : "";
+}
+
+// TF1's slots of partitioned variables. slot_creator._create_slot_var gives the slot of a
+// partition PRIMARY/part_i the SaveSliceInfo of its primary under the name
+// full_name + "/" + real_slot_name: the checkpoint keys it PRIMARY/SLOT, sliced like
+// PRIMARY (saveable_object_util.op_list_to_dict keys a sliced variable by full_name).
+// With one partition the slice is full and BundleWriter::AddSlice stores it whole
+// (IsFullSlice), still as PRIMARY/SLOT. Older TF1 saves (estimator_linear_ftrl_2shards)
+// key a one-partition variable's slots PRIMARY/part_0/SLOT instead. So when a rule cuts a
+// TF1 primary (not an object-based key) into slices, its slots of the same shape take the
+// same slices (whole when it is left whole), and PRIMARY/part_0/SLOT becomes PRIMARY/SLOT
+// when it is cut in several; a whole primary's slots keep their names.
+void SliceSlotsLikePrimaries(RulePlan* rules) {
+  ReshardPlan* plan = &rules->plan;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < plan->tensors.size(); ++i) index[plan->tensors[i].source->name] = i;
+  std::set<std::string> taken;
+  for (const auto& [name, i] : index) taken.insert(name);
+  for (const auto& [name, i] : index) {
+    const TensorPlan& primary = plan->tensors[i];
+    if (primary.rule.empty() || name.find("/.ATTRIBUTES/") != std::string::npos) continue;
+    const bool sliced = !(primary.pieces.size() == 1 && primary.pieces[0].region.Covers(primary.source->shape));
+    for (auto it = index.upper_bound(name + "/"); it != index.end() && it->first.rfind(name + "/", 0) == 0; ++it) {
+      TensorPlan& slot = plan->tensors[it->second];
+      const std::string s = SlotOf(it->first, name);
+      if (s.empty() || slot.source->shape != primary.source->shape ||
+          slot.source->dtype == static_cast<int32_t>(DType::kVariant)) {
+        continue;
+      }
+      slot.pieces.clear();
+      for (const PlannedPiece& p : primary.pieces) {
+        slot.pieces.push_back(PlannedPiece{p.region, 0, PieceBytes(*slot.source, p.region), p.extents});
+      }
+      std::vector<Region> now;
+      for (const PlannedPiece& p : slot.pieces) now.push_back(p.region);
+      slot.resliced = !SameRegions(now, StoredRegions(*slot.source));
+      slot.rule = StrCat(primary.rule, " (a slot of ", name, ")");
+      rules->layouts[it->second] = rules->layouts[i];
+      const std::string renamed = StrCat(name, "/", s);
+      if (sliced && it->first != renamed && taken.insert(renamed).second) {
+        slot.name = renamed;
+        slot.note = StrCat("renamed as TF1 keys the slot of a partitioned variable (", renamed, ")");
+      }
+    }
+  }
 }
 
 absl::StatusOr<RulePlan> ApplyRules(const Checkpoint& c, const ReshardOptions& options) {
@@ -431,6 +489,7 @@ absl::StatusOr<RulePlan> ApplyRules(const Checkpoint& c, const ReshardOptions& o
                                                " matches no tensor"));
     }
   }
+  SliceSlotsLikePrimaries(&out);
   return out;
 }
 
@@ -448,7 +507,7 @@ Shardables ShardablesOf(const ReshardPlan& plan, int64_t tasks) {
     for (size_t j = 0; j < plan.tensors[i].pieces.size(); ++j) {
       const PlannedPiece& p = plan.tensors[i].pieces[j];
       ShardableTensor s;
-      s.checkpoint_key = t.name;
+      s.checkpoint_key = plan.tensors[i].out_name();  // as the new graph's saver keys it
       s.extents = p.extents ? *p.extents : ExtentsOf(p.region, t.shape);
       s.slice_spec = p.region.Covers(t.shape) ? "" : StrCat(absl::StrJoin(t.shape, " "), " ", ExtentsString(s.extents));
       s.shape = p.region.shape;
@@ -650,6 +709,12 @@ absl::Status CheckNewSlices(const ReshardPlan& plan, bool allow_any_dtype) {
 }
 
 }  // namespace
+
+std::vector<VerifySource> ReshardSources(const Checkpoint& c, const ReshardPlan& plan) {
+  std::map<std::string, std::string> names;
+  for (const TensorPlan& tp : plan.tensors) names[tp.out_name()] = tp.source->name;
+  return {VerifySource{&c, std::move(names)}};
+}
 
 bool TfAssemblesSlices(int32_t dtype) {
   switch (static_cast<DType>(dtype)) {

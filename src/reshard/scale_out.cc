@@ -152,7 +152,7 @@ absl::Status CheckPlanEntries(const std::string& plan_path, const json& plan, co
     Shard& shard = shards.emplace_back();
     for (const json& e : task.at("entries")) {
       ShardEntry entry;
-      entry.checkpoint_key = e.at("name").get<std::string>();
+      entry.checkpoint_key = e.value("source", e.at("name").get<std::string>());
       entry.slice_spec = e.at("slice").is_null() ? "" : e.at("slice").get<std::string>();
       entry.shape = e.at("shape").get<Shape>();
       const std::string dtype = e.at("dtype").get<std::string>();
@@ -249,7 +249,7 @@ absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& p
           }
           copies.push_back(std::move(copy));
         }
-        entries.push_back(json{{"name", t.name},
+        json entry{{"name", tp.out_name()},
                                {"slice", whole ? json(nullptr) : json(StoredSpec(t, p))},
                                {"dtype", DTypeName(t.dtype)},
                                {"shape", p.region.shape},
@@ -260,7 +260,10 @@ absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& p
                                {"region", RegionJson(p.region)},
                                {"offset", offset ? json(*offset) : json(nullptr)},
                                {"size", size ? json(*size) : json(nullptr)},
-                               {"copies", std::move(copies)}});
+                               {"copies", std::move(copies)}};
+        // A renamed TF1 slot: the source tensor it is read from.
+        if (tp.out_name() != t.name) entry["source"] = t.name;
+        entries.push_back(std::move(entry));
         if (offset && size) {
           *offset += *size;
         } else {
@@ -326,7 +329,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
     PieceCopier copier(*c, *w, progress);
     for (const json& e : t.at("entries")) {
       const std::string name = e.at("name").get<std::string>();
-      const TensorEntry* te = c->Find(name);
+      const TensorEntry* te = c->Find(e.value("source", name));
       if (te == nullptr) return absl::InvalidArgumentError(StrCat(plan_path, ": tensor \"", name, "\" not in the source"));
       PlannedPiece p;
       TFCKPT_ASSIGN_OR_RETURN(p.region, RegionFromJson(e.at("region")));
@@ -343,7 +346,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
       }
       p.file = 0;
       p.bytes = e.at("size").is_null() ? 0 : e.at("size").get<uint64_t>();
-      TFCKPT_RETURN_IF_ERROR(copier.Write(*te, p));
+      TFCKPT_RETURN_IF_ERROR(copier.Write(*te, p, name));
       ++r.entries;
       r.bytes += p.bytes;
     }
@@ -401,7 +404,11 @@ absl::StatusOr<FinalizeReport> FinalizeTasks(const std::string& plan_path) {
     if (output.at("verify").get<bool>()) {
       TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> source,
                               OpenCheckpoint(plan.at("source").at("prefix").get<std::string>()));
-      TFCKPT_RETURN_IF_ERROR(VerifyWritten(r.out, BundleFiles(r.out, n), {{source.get()}}, {}).status());
+      std::map<std::string, std::string> names;  // output tensor -> source tensor
+      for (const json& t : plan.at("tasks")) {
+        for (const json& e : t.at("entries")) names[e.at("name").get<std::string>()] = e.value("source", e.at("name").get<std::string>());
+      }
+      TFCKPT_RETURN_IF_ERROR(VerifyWritten(r.out, BundleFiles(r.out, n), {{source.get(), std::move(names)}}, {}).status());
       r.verified = true;
     }
     return r;
