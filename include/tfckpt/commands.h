@@ -105,6 +105,7 @@ struct ReshardRequest {
   bool force = false;
   bool no_verify = false;
   int64_t bytes_per_string = 16;
+  bool allow_any_dtype = false;         // also cut dtypes TF cannot read back from slices
   // Scale-out (docs/SCALE_OUT.md): at most one of these.
   std::string plan_out;                 // write the plan to this file instead of the output
   std::string execute;                  // run one task of this plan ...
@@ -120,7 +121,8 @@ struct ReshardPiece {
 };
 
 struct ReshardTensor {
-  std::string name;
+  std::string name;    // in the output
+  std::string source;  // the input's name, when it differs (a renamed TF1 slot)
   int32_t dtype = 0;
   Shape shape;
   bool resliced = false;

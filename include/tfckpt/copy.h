@@ -42,6 +42,8 @@ struct TensorPlan {
   bool resliced = false;             // regions differ from the source's
   std::string rule;                  // the --partition rule that applied, or ""
   std::string note;                  // why a matching rule was not applied
+  std::string name;                  // in the output, when not the source's (a renamed TF1 slot)
+  const std::string& out_name() const { return name.empty() ? source->name : name; }
 };
 
 struct WritePlan {

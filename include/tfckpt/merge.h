@@ -11,7 +11,8 @@ namespace tfckpt {
 
 // The pieces of an interrupted or unmerged save of `prefix`, in part order:
 // PREFIX_temp/part-NNNNN-of-MMMMM, PREFIX_temp_<hex>/part-..., PREFIX.part-... (object
-// stores), PREFIX_dev-N-of-M (older DTensor), PREFIX_device_<D>_save_op_<K> (DTensor's
+// stores), PREFIX_dev-D-of-N (older DTensor's DeviceSuffix, D padded to N's width; in
+// device order, device 0 required, other devices may have none), PREFIX_device_<D>_save_op_<K> (DTensor's
 // BuildPerDeviceSave; in device, then save-op order, as DTensor merges them; device 0
 // and each device's save ops from 0 up must be there). Refuses when a part of the set is
 // missing (naming it) or when several sets are found. `*.tempstate*` debris is ignored.

@@ -52,6 +52,16 @@ absl::StatusOr<std::vector<Region>> LayoutRegions(const Shape& shape, const Layo
 // length -1) on unsharded axes. REQUIRES: region.rank() == layout.specs.size().
 SliceExtents LayoutExtents(const Region& region, const Layout& layout);
 
+// "x=2,y=4": a mesh's dimensions, in order.
+std::string MeshString(const std::vector<std::pair<std::string, int64_t>>& mesh);
+
+// The device DTensor saves `piece` (one of LayoutRegions(shape, layout)) from
+// (save_restore_util.cc BuildSliceSpecDeviceMap: the lowest device id holding the slice,
+// i.e. coordinate 0 on every mesh dimension that shards no axis), device ids being
+// row-major over the mesh (tensor_layout.cc Mesh::device_location).
+// REQUIRES: piece is one of LayoutRegions(shape, layout).
+int64_t SavingDevice(const Layout& layout, const Shape& shape, const Region& piece);
+
 // One --partition rule: [REGEX=]SPEC.
 struct PartitionRule {
   enum class Kind { kFixed, kMinSize, kMaxSize, kNone, kLayout };

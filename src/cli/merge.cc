@@ -90,7 +90,7 @@ std::function<int()> AddMerge(CLI::App& app) {
   AddOutputOption(sub, &r.out, "prefix (with --recover: defaults to PREFIX)");
   sub->add_flag("--recover", r.recover,
                 "Find the parts of an interrupted or unmerged save of PREFIX (PREFIX_temp/part-*, "
-                "PREFIX_temp_<hex>/part-*, PREFIX.part-*, PREFIX_dev-N-of-M, DTensor's "
+                "PREFIX_temp_<hex>/part-*, PREFIX.part-*, DTensor's PREFIX_dev-D-of-N and "
                 "PREFIX_device_D_save_op_K) and merge them");
   sub->add_flag("--allow-missing", r.allow_missing, "Skip inputs without an index (at least one must exist)");
   sub->add_flag("--move", r.move,
@@ -119,11 +119,13 @@ std::function<int()> AddMerge(CLI::App& app) {
       ->check(CLI::IsMember({"check", "first"}))
       ->group(edits);
   sub->add_option("--expand-parallel", r.expand_parallel,
-                  "Copy each VARIABLE_VALUE into parallel_component_1..N-1 (restore on an N-device parallel device; N >= 2)")
+                  "Copy each VARIABLE_VALUE but save_counter's into parallel_component_1..N-1 (restore on an N-device "
+                  "parallel device; N >= 2)")
       ->group(edits);
   CLI::Option* collapse_replicas =
       sub->add_flag("--collapse-replicas", r.collapse_replicas,
-                    "TPU replicas NAME/0..NAME/K-1 (K >= 2) become NAME, after checking their values are equal")
+                    "TPU replicas NAME/0..NAME/K-1 become NAME, after checking their values are equal (a lone NAME/0, "
+                    "as TF1's Saver writes it, too; slots NAME/0/SLOT become NAME/SLOT)")
           ->group(edits);
   sub->add_flag("--no-check", r.no_check, "With --collapse-replicas (required): do not compare the replicas")
       ->needs(collapse_replicas)

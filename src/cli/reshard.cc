@@ -114,7 +114,12 @@ std::function<int()> AddReshard(CLI::App& app) {
   sub->add_option("--policy", r.policy,
                   "Which data file each piece goes to: by-task[:N] (default: a piece stored as it is keeps its "
                   "data file modulo N, new pieces go to the files in turn, no file left empty), shards:N, single, "
-                  "max-shard-size:BYTES (K/M/G/T suffixes)");
+                  "max-shard-size:BYTES (K/M/G/T suffixes; per task, as TF), by-device (DTensor's per-device "
+                  "files), file:SHARDS.json (your own shards, checked by TF's validate_shards rules)");
+  sub->add_flag("--allow-any-dtype", r.allow_any_dtype,
+                "Also cut tensors TF cannot read back whole from slices (float16, uint16/32/64, string, ...: "
+                "BundleReader::GetSliceValue assembles only float, double, int8-64, uint8, bool, complex, "
+                "qint8/32, quint8, bfloat16)");
   CLI::Option* dry_run = AddDryRunOption(sub, &r.dry_run, "not with --plan");
   AddJsonOption(sub, &args->json, "the plan, then the result");
   AddJobsOption(sub, &args->jobs, "Threads copying tensors");
@@ -144,6 +149,9 @@ std::function<int()> AddReshard(CLI::App& app) {
       "  tfckpt reshard model.ckpt -o out/model --partition 'layout:x,unsharded@x=2,y=4'\n"
       "  tfckpt reshard s3://bkt/run/ckpt-100 -o s3://bkt/serve/ckpt --policy shards:4  # data objects, then the index\n"
       "  tfckpt reshard model.ckpt -o out/model --policy max-shard-size:1G\n"
+      "  tfckpt reshard model.ckpt -o out/model --policy file:shards.json   # {\"shards\": [[{\"key\", \"slice\"}, ...], ...]}\n"
+      "  tfckpt reshard model.ckpt -o out/model --partition 'emb=layout:x,unsharded@x=4' --policy by-device\n"
+      "  tfckpt reshard model.ckpt -o out/model --partition 'vocab=fixed:4' --allow-any-dtype  # a string tensor\n"
       "  tfckpt reshard model.ckpt -o out/model --partition fixed:8 --policy shards:16 --plan plan.json\n"
       "  tfckpt reshard --execute plan.json --task auto        # one task, e.g. in a Slurm array job\n"
       "  tfckpt reshard --finalize plan.json\n\n"

@@ -265,6 +265,7 @@ std::string ToJson(const ReshardReport& r) {
     for (const auto& p : t.new_pieces) neu.push_back(PieceJson(p, true));
     json j{{"name", t.name}, {"dtype", DTypeName(t.dtype)}, {"shape", t.shape}, {"resliced", t.resliced},
            {"old", std::move(old)}, {"new", std::move(neu)}};
+    if (!t.source.empty()) j["source"] = t.source;  // a renamed TF1 slot
     if (!t.rule.empty()) j["rule"] = t.rule;
     if (!t.note.empty()) j["note"] = t.note;
     tensors.push_back(std::move(j));

@@ -21,7 +21,8 @@ namespace {
 void DescribePlan(const ReshardPlan& plan, ReshardReport* report) {
   for (const TensorPlan& tp : plan.tensors) {
     const TensorEntry& t = *tp.source;
-    ReshardTensor out{t.name, t.dtype, t.shape, tp.resliced, {}, {}, tp.rule, tp.note};
+    ReshardTensor out{tp.out_name(), tp.out_name() != t.name ? t.name : "", t.dtype, t.shape, tp.resliced, {}, {},
+                      tp.rule, tp.note};
     for (const StoredSlice& s : t.slices) {
       out.old_pieces.push_back(
           {StoredSpec(t, s), s.region.start, s.region.shape, s.data.v1_file < 0 ? s.data.shard : -1, 0});
@@ -124,6 +125,7 @@ absl::StatusOr<ReshardReport> ReshardRun(const ReshardRequest& r) {
   }
   TFCKPT_ASSIGN_OR_RETURN(options.policy, ParsePolicy(r.policy));
   options.bytes_per_string = r.bytes_per_string;
+  options.allow_any_dtype = r.allow_any_dtype;
   TFCKPT_ASSIGN_OR_RETURN(ReshardPlan plan, PlanReshard(*c, options));
   // OUT may not be (or reach through a symlink or hard link) any file of the input.
   TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckNotInputs(BundleFilesAt(out, plan.num_files), FilesOf(c->info())));
@@ -151,7 +153,7 @@ absl::StatusOr<ReshardReport> ReshardRun(const ReshardRequest& r) {
     // Before anything is published: an output that fails leaves OUT as it was.
     eo.read_back = true;  // each piece checked as it is written: the verification then reads none
     eo.before_commit = [&](const WrittenOutput& written) {
-      return VerifyBeforeCommit(out, written, {{c.get()}}, {}, total, &report.verified);
+      return VerifyBeforeCommit(out, written, ReshardSources(*c, plan), {}, total, &report.verified);
     };
   }
   TFCKPT_RETURN_IF_ERROR(ExecutePlan(*c, plan, out, eo));

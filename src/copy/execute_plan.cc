@@ -141,7 +141,7 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
   if (options.read_back) {
     std::set<std::string, std::less<>> rows;
     for (const TensorPlan& tp : plan.tensors) {
-      if (CutOnAxis0Only(c, *tp.source, tp)) rows.insert(tp.source->name);
+      if (CutOnAxis0Only(c, *tp.source, tp)) rows.insert(tp.out_name());
     }
     wo.read_back = [rows = std::move(rows)](std::string_view name) { return rows.count(name) > 0; };
   }
@@ -205,14 +205,14 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
     const TensorEntry& t = *u.tp->source;
     if (u.pieces.size() == 1) {
       PieceCopier pw(c, *writer, options.progress);
-      return pw.Write(t, *u.pieces[0], {}, u.at[0]);
+      return pw.Write(t, *u.pieces[0], u.tp->out_name(), u.at[0]);
     }
     std::vector<BundleWriter::EntryStream> streams;
     for (size_t k = 0; k < u.pieces.size(); ++k) {
       const PlannedPiece& p = *u.pieces[k];
       const std::optional<Region> region =
           p.region.Covers(t.shape) ? std::nullopt : std::optional<Region>(p.region);
-      TFCKPT_ASSIGN_OR_RETURN(auto s, writer->BeginEntryAt(t.name, t.dtype, t.shape, region, p.file, u.at[k],
+      TFCKPT_ASSIGN_OR_RETURN(auto s, writer->BeginEntryAt(u.tp->out_name(), t.dtype, t.shape, region, p.file, u.at[k],
                                                            p.extents ? &*p.extents : nullptr));
       streams.push_back(std::move(s));
     }

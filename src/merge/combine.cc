@@ -216,6 +216,7 @@ class Planner {
     TFCKPT_RETURN_IF_ERROR(CollectNames());
     TFCKPT_RETURN_IF_ERROR(ResolveNames());
     PlanReplicas();
+    PlanReplicaSlots();
     TFCKPT_RETURN_IF_ERROR(CheckEqual());
     if (!report().mismatches.empty()) return std::move(plan_);
     RenameReplicas();
@@ -393,7 +394,13 @@ class Planner {
   }
 
   // TPU replicas NAME/0 .. NAME/K-1 -> NAME: which output names become which, and the
-  // checks to run first.
+  // checks to run first. TF1's default Saver writes a ReplicatedVariable
+  // (tpu/keras_tpu_variables.py: replicas created as "NAME/i", the ReplicatedVariable in
+  // GLOBAL_VARIABLES) as replica 0 alone: saveable_object_util.op_list_to_dict converts it
+  // to replica 0's tensor and keys it by that variable's op, "NAME/0". Its optimizer slots
+  // are scoped under primary.op.name, "NAME/0" (slot_creator.create_slot for a primary that
+  // is no Variable): "NAME/0/SLOT", or "NAME/0/SLOT/0" when created replicated too; both
+  // become "NAME/SLOT", the slot of the variable NAME.
   void PlanReplicas() {
     if (!options_.collapse_replicas) return;
     static const Regex replica_re = Regex::Fixed(R"((.*)/(0|[1-9]\d{0,8}))");
@@ -409,6 +416,10 @@ class Planner {
         continue;
       }
       const PlannedTensor& first = outs_.at(members.begin()->second);
+      collapsed_bases_.insert(base);
+      if (members.size() == 1) {
+        report().notes.push_back(StrCat("\"", base, "/0\" collapsed alone (TF1's Saver writes replica 0 only)"));
+      }
       for (const auto& [i, name] : members) {
         replica_map_[name] = i == 0 ? std::optional<std::string>(base) : std::nullopt;
         if (i == 0) continue;
@@ -420,10 +431,36 @@ class Planner {
     }
   }
 
+  // Slots of collapsed replicated variables: "B/0/REST" -> "B/REST" for a collapsed base B
+  // (after REST's own replicas are collapsed), unless that name is taken.
+  void PlanReplicaSlots() {
+    if (collapsed_bases_.empty()) return;
+    std::map<std::string, std::string> renamed;
+    std::set<std::string> taken;
+    for (const auto& [from, to] : replica_map_) {
+      if (to) taken.insert(*to);
+    }
+    for (const auto& [name, o] : outs_) {
+      auto it = replica_map_.find(name);
+      if (it != replica_map_.end() && !it->second) continue;  // a dropped replica
+      const std::string now = it != replica_map_.end() ? *it->second : name;
+      for (const std::string& b : collapsed_bases_) {
+        if (now.size() <= b.size() + 3 || now.compare(0, b.size() + 3, b + "/0/") != 0) continue;
+        const std::string slot = b + now.substr(b.size() + 2);
+        if (outs_.count(slot) || !taken.insert(slot).second) {
+          report().notes.push_back(StrCat("\"", now, "\" not renamed to \"", slot, "\": that name exists too"));
+        } else {
+          renamed[name] = slot;
+        }
+        break;
+      }
+    }
+    for (const auto& [name, slot] : renamed) replica_map_[name] = slot;
+  }
+
   // Why the replicas `members` (index -> output name) of `base` cannot be collapsed; ""
   // when they can.
   std::string WhyNotReplicas(const std::string& base, const std::map<int64_t, std::string>& members) const {
-    if (members.size() < 2) return StrCat("only \"", members.begin()->second, "\" (K >= 2 replicas needed)");
     if (members.rbegin()->first != static_cast<int64_t>(members.size()) - 1) return "indices are not consecutive from 0";
     if (outs_.count(base)) return StrCat("\"", base, "\" exists too");
     const PlannedTensor& first = outs_.at(members.begin()->second);
@@ -479,6 +516,10 @@ class Planner {
     std::vector<PlannedTensor> added;
     for (const auto& [name, o] : outs_) {
       if (name.size() < kValue.size() || name.compare(name.size() - kValue.size(), kValue.size(), kValue) != 0) continue;
+      // Checkpoint._maybe_create_save_counter creates save_counter under
+      // ops.device("/cpu:0"): not on the parallel device, so saving.py's _variable_creator
+      // does not wrap it in a ParallelVariable and it has no components.
+      if (name == "save_counter/.ATTRIBUTES/VARIABLE_VALUE") continue;
       const std::string base = name.substr(0, name.size() - std::string("VARIABLE_VALUE").size());
       bool has_any = false;
       for (int k = 1; k < expand_; ++k) has_any = has_any || outs_.count(StrCat(base, "parallel_component_", k));
@@ -632,6 +673,7 @@ class Planner {
   std::map<std::string, std::vector<CombineSource>> by_name_;  // output name -> candidates
   std::map<std::string, PlannedTensor> outs_;                  // output name -> plan
   std::map<std::string, std::optional<std::string>> replica_map_;  // output name -> new name / dropped
+  std::set<std::string> collapsed_bases_;  // NAME of every collapsed NAME/0..
   std::vector<ReplicaCheck> replica_checks_;
   std::set<std::string> expanded_values_;  // output names of VARIABLE_VALUE keys that got components
 };

@@ -43,6 +43,24 @@ absl::StatusOr<std::vector<std::string>> DTensorDeviceParts(
   return out;
 }
 
+// Older DTensor's per-device parts PREFIX_dev-D-of-N (save_restore_util.cc DeviceSuffix),
+// in device order, as DTensorShardedPrefix (dtensor_sharded_prefix_kernel.cc) lists them
+// for MergeV2. It skips devices with nothing to save (a slice held by several devices is
+// saved by the lowest of them), so gaps are normal; device 0 always saves (the fully
+// replicated tensors and the first slice of every sharded one).
+absl::StatusOr<std::vector<std::string>> DTensorDevParts(
+    const std::string& prefix, const std::pair<const int64_t, std::map<int64_t, std::string>>& set) {
+  const auto& [count, parts] = set;
+  if (!parts.count(0)) {
+    const int width = static_cast<int>(StrCat(count).size());
+    return absl::NotFoundError(StrCat(prefix, absl::StrFormat("_dev-%0*d-of-%d", width, 0, count),
+                                      ": DTensor save part of device 0 is missing (its save did not finish)"));
+  }
+  std::vector<std::string> out;
+  for (const auto& [device, part] : parts) out.push_back(part);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix, std::vector<std::string>* found) {
@@ -67,6 +85,9 @@ absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix
   // DTensor: (device, save op) -> part prefix.
   std::map<std::pair<int64_t, int64_t>, std::string> device_parts;
   const Regex device_re = Regex::Fixed(Regex::Quote(base) + R"(_device_(\d{1,9})_save_op_(\d{1,9})\.index)");
+  // Older DTensor: PREFIX_dev-D-of-N, count -> device -> part prefix.
+  std::map<int64_t, std::map<int64_t, std::string>> dev_parts;
+  const Regex dev_re = Regex::Fixed(Regex::Quote(base) + R"(_dev-(\d{1,9})-of-(\d{1,9})\.index)");
   auto listing = store.List(dir);
   for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
     const std::string& name = e.name;
@@ -81,8 +102,12 @@ absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix
       }
     } else if (name.rfind(base + ".part-", 0) == 0) {
       consider(StrCat(prefix, ".part"), JoinPath(dir, name), Regex::Quote(base) + R"(\.part)");
-    } else if (name.rfind(base + "_dev-", 0) == 0) {
-      consider(StrCat(prefix, "_dev"), JoinPath(dir, name), Regex::Quote(base) + R"(_dev)");
+    } else if (std::vector<std::string> m; dev_re.FullMatch(name, &m) && m[0].size() == m[1].size()) {
+      // DeviceSuffix: "_dev-%0*d-of-%d", the device id padded to the width of the count.
+      const std::string part = JoinPath(dir, name);
+      const int64_t device = std::stoll(m[0]), count = std::stoll(m[1]);
+      if (device < count) dev_parts[count][device] = part.substr(0, part.size() - 6);
+      if (device < count && found) found->push_back(dev_parts[count][device]);
     } else if (std::vector<std::string> m; device_re.FullMatch(name, &m)) {
       const std::string part = JoinPath(dir, name);
       device_parts[{std::stoll(m[0]), std::stoll(m[1])}] = part.substr(0, part.size() - 6);
@@ -92,12 +117,16 @@ absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix
   std::vector<std::string> names;
   for (const auto& [name, s] : sets) names.push_back(name);
   if (!device_parts.empty()) names.push_back(StrCat(prefix, "_device_*_save_op_* (", device_parts.size(), " parts)"));
+  for (const auto& [count, parts] : dev_parts) {
+    names.push_back(StrCat(prefix, "_dev-*-of-", count, " (", parts.size(), " parts)"));
+  }
   if (names.empty()) return absl::NotFoundError(StrCat(prefix, ": no parts of an unmerged save found beside it"));
   if (names.size() > 1) {
     return absl::InvalidArgumentError(StrCat(prefix, ": several sets of save parts: ", absl::StrJoin(names, "; "),
                                              " (merge one explicitly)"));
   }
   if (!device_parts.empty()) return DTensorDeviceParts(prefix, device_parts);
+  if (!dev_parts.empty()) return DTensorDevParts(prefix, *dev_parts.begin());
   const auto& [name, s] = *sets.begin();
   std::vector<std::string> parts;
   for (int i = 0; i < s.first; ++i) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tfckpt/status.h"
 
@@ -34,7 +35,9 @@ std::vector<Region> CutAlongAxis(const Shape& shape, int axis, int64_t parts) {
   return out;
 }
 
-int64_t FixedShardsParts(const Shape& shape, int axis, int64_t n) { return std::max<int64_t>(1, std::min(n, shape[axis])); }
+// partitioned_variables.fixed_size_partitioner: partitions_list[axis] = min(num_shards,
+// shape[axis]), 0 for an empty axis (which _get_partitioned_variable then refuses).
+int64_t FixedShardsParts(const Shape& shape, int axis, int64_t n) { return std::min(n, shape[axis]); }
 
 int64_t MinSizeParts(const Shape& shape, int axis, int64_t esize, int64_t min_slice_bytes, int64_t max_shards) {
   const int64_t elements = *NumElements(shape);
@@ -44,23 +47,35 @@ int64_t MinSizeParts(const Shape& shape, int axis, int64_t esize, int64_t min_sl
 }
 
 int64_t MaxSizeParts(const Shape& shape, int axis, int64_t esize, int64_t max_shard_bytes, int64_t max_shards) {
-  if (shape[axis] == 0) return 1;
   const int64_t elements = *NumElements(shape);
   const double bytes_per_slice = static_cast<double>(elements) / static_cast<double>(shape[axis]) * static_cast<double>(esize);
-  const double slices_per_shard =
-      bytes_per_slice > 0 ? std::max(1.0, std::floor(static_cast<double>(max_shard_bytes) / bytes_per_slice)) : 1.0;
+  const double slices_per_shard = std::max(1.0, std::floor(static_cast<double>(max_shard_bytes) / bytes_per_slice));
   int64_t parts = static_cast<int64_t>(std::ceil(static_cast<double>(shape[axis]) / slices_per_shard));
   if (max_shards > 0) parts = std::min(parts, max_shards);
   return std::max<int64_t>(1, parts);
 }
-
-namespace {
 
 std::string MeshString(const std::vector<std::pair<std::string, int64_t>>& mesh) {
   std::string out;
   for (const auto& [name, size] : mesh) StrAppend(&out, out.empty() ? "" : ",", name, "=", size);
   return out;
 }
+
+int64_t SavingDevice(const Layout& layout, const Shape& shape, const Region& piece) {
+  int64_t device = 0;
+  for (const auto& [name, size] : layout.mesh) {
+    int64_t coord = 0;
+    for (size_t axis = 0; axis < layout.specs.size(); ++axis) {
+      if (layout.specs[axis] != name) continue;
+      const int64_t per_slice = shape[axis] / size;
+      coord = per_slice > 0 ? piece.start[axis] / per_slice : 0;
+    }
+    device = device * size + coord;
+  }
+  return device;
+}
+
+namespace {
 
 // DTensor's Mesh::GetAbstractMesh: a mesh dimension is named once, and not by a name a
 // sharding spec reserves.
@@ -174,12 +189,13 @@ SliceExtents LayoutExtents(const Region& region, const Layout& layout) {
 
 namespace {
 
-// "N" or "N@AXIS" -> (N, axis).
+// "N" or "N@AXIS" -> (N, axis). AXIS may be negative, counted from the last axis as
+// Python indexes TF's partitions list.
 bool ParseCountAxis(std::string_view s, int64_t* n, int* axis) {
   *axis = 0;
   const size_t at = s.find('@');
   if (at != std::string_view::npos) {
-    if (!absl::SimpleAtoi(AV(s.substr(at + 1)), axis) || *axis < 0) return false;
+    if (!absl::SimpleAtoi(AV(s.substr(at + 1)), axis)) return false;
     s = s.substr(0, at);
   }
   return absl::SimpleAtoi(AV(s), n);
@@ -202,7 +218,9 @@ absl::StatusOr<PartitionRule> ParseSpec(std::string_view spec) {
   if (spec.rfind("fixed:", 0) == 0) {
     r.kind = PartitionRule::Kind::kFixed;
     if (!ParseCountAxis(spec.substr(6), &r.n, &r.axis) || r.n < 1) {
-      return absl::InvalidArgumentError("fixed wants N[@AXIS] with N >= 1");
+      return absl::InvalidArgumentError(
+          "fixed wants N[@AXIS] with N >= 1 (TensorFlow refuses 0: \"Partitioner returned zero partitions for some "
+          "axes\")");
     }
     return r;
   }
@@ -215,7 +233,7 @@ absl::StatusOr<PartitionRule> ParseSpec(std::string_view spec) {
     std::string_view rest = spec.substr(p.size());
     const size_t at = rest.find('@');
     if (at != std::string_view::npos) {
-      if (!absl::SimpleAtoi(AV(rest.substr(at + 1)), &r.axis) || r.axis < 0) {
+      if (!absl::SimpleAtoi(AV(rest.substr(at + 1)), &r.axis)) {
         return absl::InvalidArgumentError(StrCat(prefix, " has a bad @AXIS"));
       }
       rest = rest.substr(0, at);
@@ -277,39 +295,75 @@ absl::StatusOr<PartitionRule> ParsePartitionRule(std::string_view text) {
       StrCat("--partition ", text, ": ", SV(named.ok() ? whole.status().message() : named.message())));
 }
 
+namespace {
+
+std::string PythonList(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) StrAppend(&out, i ? ", " : "", v[i]);
+  return out + "]";
+}
+
+// Where TensorFlow's partitioner (partitioned_variables.py) raises for an axis outside the
+// tensor: min_max_variable_partitioner checks `axis >= len(shape)` with its own message;
+// fixed_size_partitioner and variable_axis_size_partitioner index shape[axis] (IndexError).
+absl::Status AxisOutOfRange(const PartitionRule& rule, const Shape& shape) {
+  if (rule.kind == PartitionRule::Kind::kMinSize && rule.axis >= 0) {
+    // "... when shape is only %s" % (axis, shape): str(TensorShape) prints "(3, 4)".
+    std::string dims = StrCat("(", absl::StrJoin(shape, ", "), shape.size() == 1 ? ",)" : ")");
+    return absl::InvalidArgumentError(StrCat("TensorFlow's min_max_variable_partitioner raises: \"Can not partition "
+                                             "variable along axis ", rule.axis, " when shape is only ", dims, "\""));
+  }
+  return absl::InvalidArgumentError(
+      StrCat("axis ", rule.axis, " is outside rank ", shape.size(), " (", ShapeString(shape), "): TensorFlow's ",
+             rule.kind == PartitionRule::Kind::kFixed ? "fixed_size_partitioner" : "partitioner",
+             " raises IndexError (list index out of range)"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<std::vector<Region>>> ApplyRule(const PartitionRule& rule, const Shape& shape,
                                                              int64_t esize, std::string* note) {
   using K = PartitionRule::Kind;
   if (rule.kind == K::kNone) return std::optional<std::vector<Region>>(std::vector<Region>{Region::Full(shape)});
-  if (!shape.empty() && *NumElements(shape) == 0) {
-    *note = "no elements: left whole";
-    return std::optional<std::vector<Region>>(std::vector<Region>{Region::Full(shape)});
-  }
-  if (rule.kind == K::kLayout) {
-    if (shape.empty()) {
-      *note = "scalar: left whole";
-      return std::optional<std::vector<Region>>();
-    }
-    TFCKPT_ASSIGN_OR_RETURN(auto regions, LayoutRegions(shape, rule.layout));
-    return std::optional<std::vector<Region>>(std::move(regions));
-  }
+  // variable_scope._VariableStore.get_variable (_true_getter) never partitions a scalar,
+  // and ParameterServerStrategyV2._create_variable skips rank-0 variables.
   if (shape.empty()) {
     *note = "scalar: left whole";
     return std::optional<std::vector<Region>>();
   }
-  if (rule.axis >= static_cast<int>(shape.size())) {
-    *note = StrCat("axis ", rule.axis, " beyond rank ", shape.size(), ": left whole");
-    return std::optional<std::vector<Region>>();
+  if (rule.kind == K::kLayout) {
+    TFCKPT_ASSIGN_OR_RETURN(auto regions, LayoutRegions(shape, rule.layout));
+    return std::optional<std::vector<Region>>(std::move(regions));
   }
+  const int rank = static_cast<int>(shape.size());
+  const int axis = rule.axis < 0 ? rule.axis + rank : rule.axis;  // Python indexing
+  if (axis < 0 || axis >= rank) return AxisOutOfRange(rule, shape);
   int64_t parts = 1;
   switch (rule.kind) {
-    case K::kFixed: parts = FixedShardsParts(shape, rule.axis, rule.n); break;
-    case K::kMinSize: parts = MinSizeParts(shape, rule.axis, esize, rule.n, rule.max_shards); break;
-    case K::kMaxSize: parts = MaxSizeParts(shape, rule.axis, esize, rule.n, rule.max_shards); break;
+    case K::kFixed: parts = FixedShardsParts(shape, axis, rule.n); break;
+    case K::kMinSize: parts = MinSizeParts(shape, axis, esize, rule.n, rule.max_shards); break;
+    case K::kMaxSize:
+      // variable_axis_size_partitioner: shape.num_elements() / shape[axis] (0 / 0), then
+      // max_shard_bytes / bytes_per_slice (x / 0.0) when another axis is empty.
+      if (*NumElements(shape) == 0) {
+        return absl::InvalidArgumentError(
+            StrCat("TensorFlow's variable_axis_size_partitioner raises ZeroDivisionError (",
+                   shape[axis] == 0 ? "division by zero" : "float division by zero", ") for a tensor of shape ",
+                   ShapeString(shape), " with no elements"));
+      }
+      parts = MaxSizeParts(shape, axis, esize, rule.n, rule.max_shards);
+      break;
     default: break;
   }
-  if (shape[rule.axis] == 0) parts = 1;
-  return std::optional<std::vector<Region>>(CutAlongAxis(shape, rule.axis, parts));
+  if (parts < 1) {
+    // variable_scope._get_partitioned_variable (_call_partitioner).
+    std::vector<int64_t> partitions(shape.size(), 1);
+    partitions[axis] = parts;
+    return absl::InvalidArgumentError(
+        StrCat("TensorFlow raises \"Partitioner returned zero partitions for some axes: ", PythonList(partitions),
+               "\" (axis ", axis, " of ", ShapeString(shape), " is empty)"));
+  }
+  return std::optional<std::vector<Region>>(CutAlongAxis(shape, axis, parts));
 }
 
 }  // namespace tfckpt

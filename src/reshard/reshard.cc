@@ -4,12 +4,16 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
 #include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "core/tensor_encoding.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/name_rules.h"
+#include "tfckpt/object_graph.h"
 #include "tfckpt/regex.h"
 #include "tfckpt/status.h"
 
@@ -20,6 +24,11 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view text) {
   auto number = [&](std::string_view s, int64_t* v) { return absl::SimpleAtoi(AV(s), v) && *v >= 1; };
   if (text == "single") {
     p.kind = Policy::Kind::kSingle;
+  } else if (text == "by-device") {
+    p.kind = Policy::Kind::kByDevice;
+  } else if (text.rfind("file:", 0) == 0 && text.size() > 5) {
+    p.kind = Policy::Kind::kCallback;
+    p.file = std::string(text.substr(5));
   } else if (text == "by-task") {
     p.kind = Policy::Kind::kByTask;
   } else if (text.rfind("by-task:", 0) == 0 && number(text.substr(8), &p.n)) {
@@ -32,7 +41,7 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view text) {
     p.kind = Policy::Kind::kMaxShardSize;
   } else {
     return absl::InvalidArgumentError(
-        StrCat("--policy ", text, ": want by-task[:N], shards:N, single or max-shard-size:BYTES (N, BYTES >= 1; BYTES may end in K, M, G or T)"));
+        StrCat("--policy ", text, ": want by-task[:N], shards:N, single, max-shard-size:BYTES, by-device or file:SHARDS.json (N, BYTES >= 1; BYTES may end in K, M, G or T)"));
   }
   return p;
 }
@@ -258,16 +267,29 @@ absl::StatusOr<std::pair<int64_t, int64_t>> StringSizes(const Checkpoint& c, con
   return std::pair<int64_t, int64_t>{sum, longest};
 }
 
-// by-task: a piece stored as it is keeps its data file (modulo the file count); the
-// pieces of re-sliced tensors go to the files in turn, as TF's round-robin device setter
-// places variable partitions on parameter servers; then no file is left empty while
-// another holds two pieces.
-void AssignByTask(ReshardPlan* plan) {
+// The task of every piece, by tensor then piece: a piece stored as it is keeps its data
+// file (modulo `n`); the pieces of re-sliced tensors go to the tasks in turn, as TF's
+// round-robin device setter places variable partitions on parameter servers.
+std::vector<std::vector<int64_t>> PieceTasks(const ReshardPlan& plan, int64_t n) {
+  std::vector<std::vector<int64_t>> tasks;
   int64_t next = 0;
-  for (TensorPlan& tp : plan->tensors) {
-    for (PlannedPiece& p : tp.pieces) {
+  for (const TensorPlan& tp : plan.tensors) {
+    std::vector<int64_t>& t = tasks.emplace_back();
+    for (const PlannedPiece& p : tp.pieces) {
       const StoredSlice* s = tp.resliced ? nullptr : StoredSliceOf(*tp.source, p.region);
-      p.file = static_cast<int32_t>((s != nullptr ? s->data.shard : next++) % plan->num_files);
+      t.push_back((s != nullptr ? s->data.shard : next++) % n);
+    }
+  }
+  return tasks;
+}
+
+// by-task: each piece goes to its task's file (PieceTasks); then no file is left empty
+// while another holds two pieces.
+void AssignByTask(ReshardPlan* plan) {
+  const auto tasks = PieceTasks(*plan, plan->num_files);
+  for (size_t i = 0; i < plan->tensors.size(); ++i) {
+    for (size_t j = 0; j < plan->tensors[i].pieces.size(); ++j) {
+      plan->tensors[i].pieces[j].file = static_cast<int32_t>(tasks[i][j]);
     }
   }
   FillEmptyFiles(plan);
@@ -307,8 +329,107 @@ absl::StatusOr<std::vector<std::vector<std::pair<size_t, Region>>>> MaxShardSize
   return p.Result();
 }
 
-absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOptions& options) {
+namespace {
+
+bool IsObjectGraph(const TensorEntry& t) { return t.name == kObjectGraphKey; }
+
+// The number of tasks of the input: its data files (a V1 or safetensors input is one).
+int64_t InputTasks(const Checkpoint& c) { return c.info().format == Format::kV2 ? std::max(1, c.info().num_shards) : 1; }
+
+// The plan's tensors in the order TF hands them to a sharding policy: the object graph
+// last (TrackableSaver._gather_serialized_tensors adds it after every other tensor).
+std::vector<size_t> PolicyOrder(const ReshardPlan& plan) {
+  std::vector<size_t> order, graph;
+  for (size_t i = 0; i < plan.tensors.size(); ++i) (IsObjectGraph(*plan.tensors[i].source) ? graph : order).push_back(i);
+  order.insert(order.end(), graph.begin(), graph.end());
+  return order;
+}
+
+
+// A note when a rule cuts another axis than 0 of a tensor that looks like a
+// ShardedVariable's: an object-based key stored in several slices, all whole rows.
+// ParameterServerStrategyV2._create_variable refuses partitions on any other axis
+// ("variable_partitioner must return a list/tuple whose elements are 1 besides the first
+// element (non-zero)"), so such a variable cannot restore them piece by piece.
+std::string ShardedVariableNote(const TensorEntry& t, const std::vector<Region>& regions) {
+  if (t.slices.size() < 2 || t.name.find("/.ATTRIBUTES/") == std::string::npos) return "";
+  for (const StoredSlice& s : t.slices) {
+    if (!s.region.WholeRowsOf(t.shape)) return "";
+  }
+  for (const Region& r : regions) {
+    if (!r.WholeRowsOf(t.shape)) {
+      return "cut on another axis than 0: a ShardedVariable (ParameterServerStrategy) is partitioned on axis 0 "
+             "only (its variable_partitioner must return 1 for every other axis)";
+    }
+  }
+  return "";
+}
+
+// The tensors and the regions the --partition rules cut them into (the first half of a
+// plan: no files yet), and the DTensor layout that cut each tensor, if one did.
+struct RulePlan {
   ReshardPlan plan;
+  std::vector<const Layout*> layouts;
+};
+
+// The optimizer slot a TF1 key names under `primary`: "SLOT" of "PRIMARY/SLOT" or of
+// "PRIMARY/part_0/SLOT", SLOT one path component that names a TF1 optimizer's slot
+// (Ftrl, Adam_1, Momentum, ...: IsOptimizerState); "" otherwise.
+std::string SlotOf(const std::string& key, const std::string& primary) {
+  if (key.size() <= primary.size() + 1 || key.compare(0, primary.size() + 1, primary + "/") != 0) return "";
+  std::string rest = key.substr(primary.size() + 1);
+  if (rest.rfind("part_0/", 0) == 0) rest = rest.substr(7);
+  return rest.find('/') == std::string::npos && IsOptimizerState(rest) ? rest : "";
+}
+
+// TF1's slots of partitioned variables. slot_creator._create_slot_var gives the slot of a
+// partition PRIMARY/part_i the SaveSliceInfo of its primary under the name
+// full_name + "/" + real_slot_name: the checkpoint keys it PRIMARY/SLOT, sliced like
+// PRIMARY (saveable_object_util.op_list_to_dict keys a sliced variable by full_name).
+// With one partition the slice is full and BundleWriter::AddSlice stores it whole
+// (IsFullSlice), still as PRIMARY/SLOT. Older TF1 saves (estimator_linear_ftrl_2shards)
+// key a one-partition variable's slots PRIMARY/part_0/SLOT instead. So when a rule cuts a
+// TF1 primary (not an object-based key) into slices, its slots of the same shape take the
+// same slices (whole when it is left whole), and PRIMARY/part_0/SLOT becomes PRIMARY/SLOT
+// when it is cut in several; a whole primary's slots keep their names.
+void SliceSlotsLikePrimaries(RulePlan* rules) {
+  ReshardPlan* plan = &rules->plan;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < plan->tensors.size(); ++i) index[plan->tensors[i].source->name] = i;
+  std::set<std::string> taken;
+  for (const auto& [name, i] : index) taken.insert(name);
+  for (const auto& [name, i] : index) {
+    const TensorPlan& primary = plan->tensors[i];
+    if (primary.rule.empty() || name.find("/.ATTRIBUTES/") != std::string::npos) continue;
+    const bool sliced = !(primary.pieces.size() == 1 && primary.pieces[0].region.Covers(primary.source->shape));
+    for (auto it = index.upper_bound(name + "/"); it != index.end() && it->first.rfind(name + "/", 0) == 0; ++it) {
+      TensorPlan& slot = plan->tensors[it->second];
+      const std::string s = SlotOf(it->first, name);
+      if (s.empty() || slot.source->shape != primary.source->shape ||
+          slot.source->dtype == static_cast<int32_t>(DType::kVariant)) {
+        continue;
+      }
+      slot.pieces.clear();
+      for (const PlannedPiece& p : primary.pieces) {
+        slot.pieces.push_back(PlannedPiece{p.region, 0, PieceBytes(*slot.source, p.region), p.extents});
+      }
+      std::vector<Region> now;
+      for (const PlannedPiece& p : slot.pieces) now.push_back(p.region);
+      slot.resliced = !SameRegions(now, StoredRegions(*slot.source));
+      slot.rule = StrCat(primary.rule, " (a slot of ", name, ")");
+      rules->layouts[it->second] = rules->layouts[i];
+      const std::string renamed = StrCat(name, "/", s);
+      if (sliced && it->first != renamed && taken.insert(renamed).second) {
+        slot.name = renamed;
+        slot.note = StrCat("renamed as TF1 keys the slot of a partitioned variable (", renamed, ")");
+      }
+    }
+  }
+}
+
+absl::StatusOr<RulePlan> ApplyRules(const Checkpoint& c, const ReshardOptions& options) {
+  RulePlan out;
+  ReshardPlan& plan = out.plan;
   std::vector<std::optional<Regex>> patterns;
   for (const auto& r : options.rules) {
     if (r.pattern) {
@@ -344,6 +465,7 @@ absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOption
       if (r->has_value()) {
         regions = std::move(**r);
         if (options.rules[i].kind == PartitionRule::Kind::kLayout) layout = &options.rules[i].layout;
+        note = ShardedVariableNote(t, regions);
       }
       tp.note = note;
       break;
@@ -359,6 +481,7 @@ absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOption
       tp.pieces.push_back(std::move(p));
     }
     plan.tensors.push_back(std::move(tp));
+    out.layouts.push_back(layout);
   }
   for (size_t i = 0; i < options.rules.size(); ++i) {
     if (options.rules[i].pattern && !used[i]) {
@@ -366,18 +489,261 @@ absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOption
                                                " matches no tensor"));
     }
   }
-  // The policy.
+  SliceSlotsLikePrimaries(&out);
+  return out;
+}
+
+// The shardable tensors of a rule plan, in PolicyOrder, and where each is in the plan.
+struct Shardables {
+  std::vector<ShardableTensor> tensors;
+  std::vector<std::pair<size_t, size_t>> at;  // (tensor, piece) in the plan
+};
+
+Shardables ShardablesOf(const ReshardPlan& plan, int64_t tasks) {
+  Shardables out;
+  const auto task = PieceTasks(plan, tasks);
+  for (size_t i : PolicyOrder(plan)) {
+    const TensorEntry& t = *plan.tensors[i].source;
+    for (size_t j = 0; j < plan.tensors[i].pieces.size(); ++j) {
+      const PlannedPiece& p = plan.tensors[i].pieces[j];
+      ShardableTensor s;
+      s.checkpoint_key = plan.tensors[i].out_name();  // as the new graph's saver keys it
+      s.extents = p.extents ? *p.extents : ExtentsOf(p.region, t.shape);
+      s.slice_spec = p.region.Covers(t.shape) ? "" : StrCat(absl::StrJoin(t.shape, " "), " ", ExtentsString(s.extents));
+      s.shape = p.region.shape;
+      s.full_shape = t.shape;
+      s.dtype = t.dtype;
+      s.task = task[i][j];
+      s.region = p.region;
+      out.tensors.push_back(std::move(s));
+      out.at.emplace_back(i, j);
+    }
+  }
+  return out;
+}
+
+// Replaces every tensor's pieces by those `shards` (output files, in order) hold.
+void SetPieces(ReshardPlan* plan, const std::vector<std::vector<std::pair<size_t, PlannedPiece>>>& shards) {
+  for (TensorPlan& tp : plan->tensors) tp.pieces.clear();
+  for (const auto& shard : shards) {
+    for (const auto& [i, p] : shard) plan->tensors[i].pieces.push_back(p);
+  }
+  plan->num_files = static_cast<int32_t>(std::max<size_t>(1, shards.size()));
+  for (TensorPlan& tp : plan->tensors) {
+    std::vector<Region> after;
+    for (const PlannedPiece& p : tp.pieces) after.push_back(p.region);
+    tp.resliced = !SameRegions(after, StoredRegions(*tp.source));
+  }
+}
+
+// TF's MaxShardSizePolicy as MultiDeviceSaver runs it (functional_saver.py,
+// _get_shards_by_task): once per task, the shards of task 0 first. TF stores every piece
+// under SaveSliceInfo(...).spec (explicit extents), or whole when it covers the tensor
+// (BundleWriter::AddSlice's IsFullSlice).
+absl::Status AssignMaxShardSize(const Checkpoint& c, const Policy& pol, ReshardPlan* plan) {
+  const auto task = PieceTasks(*plan, InputTasks(c));
+  const auto order = PolicyOrder(*plan);
+  absl::Status size_error;
+  auto sizes = [&](size_t i, const Region& r) -> std::pair<int64_t, int64_t> {
+    const TensorEntry& t = *plan->tensors[i].source;
+    const DTypeInfo* info = LookupDType(t.dtype);
+    if (info->element_size > 0) return {r.num_elements() * info->element_size, info->element_size};
+    auto s = StringSizes(c, t, r);
+    if (!s.ok()) {
+      size_error = s.status();
+      return {0, 0};
+    }
+    return *s;
+  };
+  std::vector<std::vector<std::pair<size_t, PlannedPiece>>> files;
+  for (int64_t k = 0; k < InputTasks(c); ++k) {
+    std::vector<ShardablePiece> pieces;
+    for (size_t i : order) {
+      const TensorEntry& t = *plan->tensors[i].source;
+      const bool sized = !IsObjectGraph(t) && t.dtype != static_cast<int32_t>(DType::kVariant);
+      for (size_t j = 0; j < plan->tensors[i].pieces.size(); ++j) {
+        if (task[i][j] == k) pieces.push_back({i, plan->tensors[i].pieces[j].region, t.shape, sized});
+      }
+    }
+    if (pieces.empty()) continue;
+    TFCKPT_ASSIGN_OR_RETURN(auto shards, MaxShardSizeShards(pieces, pol.n, sizes, [&](size_t i) {
+                              return plan->tensors[i].source->name;
+                            }));
+    TFCKPT_RETURN_IF_ERROR(size_error);
+    for (auto& shard : shards) {
+      auto& file = files.emplace_back();
+      for (auto& [i, region] : shard) {
+        file.push_back({i, PlannedPiece{region, static_cast<int32_t>(files.size() - 1),
+                                        PieceBytes(*plan->tensors[i].source, region), std::nullopt}});
+      }
+    }
+  }
+  SetPieces(plan, files);
+  for (const TensorPlan& tp : plan->tensors) {
+    if (tp.resliced && tp.source->dtype == static_cast<int32_t>(DType::kVariant)) {
+      return absl::InternalError("bug: max-shard-size resliced a variant tensor");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The user's sharding callback (or SHARDS.json), called per task when it asks so (TF calls
+// it once per task), its shards checked by ValidateShards; shard N is data file N.
+absl::Status AssignByCallback(const Checkpoint& c, const Policy& pol, ReshardPlan* plan) {
+  ShardingCallback cb = pol.callback;
+  if (!cb.shards) {
+    TFCKPT_ASSIGN_OR_RETURN(cb, ShardsFromFile(pol.file));
+  }
+  const Shardables all = ShardablesOf(*plan, InputTasks(c));
+  std::vector<Shard> shards;
+  if (cb.per_task) {
+    for (int64_t k = 0; k < InputTasks(c); ++k) {
+      std::vector<ShardableTensor> mine;
+      for (const ShardableTensor& s : all.tensors) {
+        if (s.task == k) mine.push_back(s);
+      }
+      if (mine.empty()) continue;
+      TFCKPT_ASSIGN_OR_RETURN(std::vector<Shard> got, cb.shards(mine));
+      for (Shard& s : got) shards.push_back(std::move(s));
+    }
+  } else {
+    TFCKPT_ASSIGN_OR_RETURN(shards, cb.shards(all.tensors));
+  }
+  TFCKPT_ASSIGN_OR_RETURN(auto valid, ValidateShards(all.tensors, shards, cb.description));
+  std::vector<std::vector<std::pair<size_t, PlannedPiece>>> files(valid.size());
+  for (size_t f = 0; f < valid.size(); ++f) {
+    for (const ShardPiece& sp : valid[f]) {
+      const size_t i = all.at[sp.tensor].first;
+      files[f].push_back({i, PlannedPiece{sp.region, static_cast<int32_t>(f),
+                                          PieceBytes(*plan->tensors[i].source, sp.region), sp.extents}});
+    }
+  }
+  SetPieces(plan, files);
+  // Each tensor's pieces in the order of the pieces they come from, then by start: a
+  // SHARDS.json made from --dry-run --json gives back the same plan.
+  std::map<std::pair<size_t, std::pair<Shape, Shape>>, size_t> from;
+  for (size_t f = 0; f < valid.size(); ++f) {
+    for (const ShardPiece& sp : valid[f]) {
+      from[{all.at[sp.tensor].first, {sp.region.start, sp.region.shape}}] = all.at[sp.tensor].second;
+    }
+  }
+  for (size_t i = 0; i < plan->tensors.size(); ++i) {
+    auto key = [&](const PlannedPiece& p) {
+      return std::pair{from.at({i, {p.region.start, p.region.shape}}), p.region.start};
+    };
+    std::stable_sort(plan->tensors[i].pieces.begin(), plan->tensors[i].pieces.end(),
+                     [&](const PlannedPiece& a, const PlannedPiece& b) { return key(a) < key(b); });
+  }
+  return absl::OkStatus();
+}
+
+// by-device: each piece in the data file of the device DTensor's save has write it
+// (save_restore_util.cc: BuildSliceSpecDeviceMap saves a slice on the lowest device id
+// holding it, a tensor without a layout on device 0; DTensorShardedPrefix merges the
+// devices' parts in device order, so data file N is the Nth device that saves anything).
+// Device ids are row-major over the mesh (tensor_layout.cc, Mesh::device_location).
+absl::Status AssignByDevice(const RulePlan& rules, ReshardPlan* plan) {
+  const Layout* mesh = nullptr;
+  for (const Layout* l : rules.layouts) {
+    if (l == nullptr) continue;
+    if (mesh != nullptr && l->mesh != mesh->mesh) {
+      return absl::InvalidArgumentError(StrCat("--policy by-device places pieces on one DTensor mesh; the layouts "
+                                               "name two: ", MeshString(mesh->mesh), " and ", MeshString(l->mesh)));
+    }
+    mesh = l;
+  }
+  std::map<int64_t, int32_t> files;  // device id -> data file
+  std::vector<std::vector<int64_t>> device(plan->tensors.size());
+  for (size_t i = 0; i < plan->tensors.size(); ++i) {
+    for (const PlannedPiece& p : plan->tensors[i].pieces) {
+      const int64_t d = rules.layouts[i] ? SavingDevice(*rules.layouts[i], plan->tensors[i].source->shape, p.region) : 0;
+      device[i].push_back(d);
+      files.emplace(d, 0);
+    }
+  }
+  int32_t next = 0;
+  for (auto& [d, f] : files) f = next++;
+  plan->num_files = std::max<int32_t>(1, next);
+  for (size_t i = 0; i < plan->tensors.size(); ++i) {
+    for (size_t j = 0; j < device[i].size(); ++j) plan->tensors[i].pieces[j].file = files[device[i][j]];
+  }
+  return absl::OkStatus();
+}
+
+// C++'s DataTypeString, as GetSliceValue's "Dtype X not supported." names a dtype.
+std::string CppDTypeName(int32_t dtype) {
+  switch (static_cast<DType>(dtype)) {
+    case DType::kFloat: return "float";
+    case DType::kDouble: return "double";
+    case DType::kHalf: return "half";
+    default: return DTypeName(dtype);
+  }
+}
+
+// New slices TF could not store or read back: an explicit empty extent (TensorSlice::Parse
+// and BuildTensorSlice want a positive length), and, unless allowed, a dtype
+// BundleReader::GetSliceValue does not assemble.
+absl::Status CheckNewSlices(const ReshardPlan& plan, bool allow_any_dtype) {
+  for (const TensorPlan& tp : plan.tensors) {
+    const TensorEntry& t = *tp.source;
+    if (!tp.resliced || (tp.pieces.size() == 1 && tp.pieces[0].region.Covers(t.shape))) continue;
+    for (const PlannedPiece& p : tp.pieces) {
+      const SliceExtents e = p.extents ? *p.extents : ExtentsOf(p.region, t.shape);
+      for (size_t d = 0; d < e.lengths.size(); ++d) {
+        if (e.lengths[d] != 0) continue;
+        return absl::InvalidArgumentError(StrCat(
+            "\"", t.name, "\": the slice ", ExtentsString(e), " of ", ShapeString(t.shape),
+            " is empty, which TensorFlow cannot store or restore (TensorSlice::Parse: \"Expected non-negative start "
+            "and positive length but got start = ", e.starts[d], ", length = 0: string = ", ExtentsString(e), "\")"));
+      }
+    }
+    if (!allow_any_dtype && !TfAssemblesSlices(t.dtype)) {
+      return absl::InvalidArgumentError(StrCat(
+          "\"", t.name, "\": a ", DTypeName(t.dtype), " tensor cut into ", tp.pieces.size(),
+          " slices cannot be read back whole by TensorFlow: BundleReader::GetSliceValue assembles slices only of "
+          "float, double, int32, uint8, int16, int8, complex64, complex128, int64, bool, qint32, quint8, qint8 and "
+          "bfloat16 (\"Dtype ", CppDTypeName(t.dtype), " not supported.\"); --allow-any-dtype writes it anyway"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<VerifySource> ReshardSources(const Checkpoint& c, const ReshardPlan& plan) {
+  std::map<std::string, std::string> names;
+  for (const TensorPlan& tp : plan.tensors) names[tp.out_name()] = tp.source->name;
+  return {VerifySource{&c, std::move(names)}};
+}
+
+bool TfAssemblesSlices(int32_t dtype) {
+  switch (static_cast<DType>(dtype)) {
+    case DType::kFloat: case DType::kDouble: case DType::kInt32: case DType::kUInt8: case DType::kInt16:
+    case DType::kInt8: case DType::kComplex64: case DType::kComplex128: case DType::kInt64: case DType::kBool:
+    case DType::kQInt32: case DType::kQUInt8: case DType::kQInt8: case DType::kBFloat16:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::StatusOr<std::vector<ShardableTensor>> ShardableTensors(const Checkpoint& c, const ReshardOptions& options) {
+  TFCKPT_ASSIGN_OR_RETURN(RulePlan rules, ApplyRules(c, options));
+  return ShardablesOf(rules.plan, InputTasks(c)).tensors;
+}
+
+absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOptions& options) {
+  TFCKPT_ASSIGN_OR_RETURN(RulePlan rules, ApplyRules(c, options));
+  ReshardPlan& plan = rules.plan;
   const Policy& pol = options.policy;
   switch (pol.kind) {
     case Policy::Kind::kSingle:
       plan.num_files = 1;
       break;
-    case Policy::Kind::kByTask: {
-      const int64_t inputs = c.info().format == Format::kV2 ? std::max(1, c.info().num_shards) : 1;
-      plan.num_files = static_cast<int32_t>(pol.n > 0 ? pol.n : inputs);
+    case Policy::Kind::kByTask:
+      plan.num_files = static_cast<int32_t>(pol.n > 0 ? pol.n : InputTasks(c));
       AssignByTask(&plan);
       break;
-    }
     case Policy::Kind::kShards: {
       plan.num_files = static_cast<int32_t>(pol.n);
       std::vector<PlannedPiece*> all;
@@ -393,62 +759,24 @@ absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOption
       }
       break;
     }
-    case Policy::Kind::kMaxShardSize: {
-      std::vector<ShardablePiece> pieces;
-      for (size_t i = 0; i < plan.tensors.size(); ++i) {
-        const TensorEntry& t = *plan.tensors[i].source;
-        const bool sized = t.name != "_CHECKPOINTABLE_OBJECT_GRAPH" && t.dtype != static_cast<int32_t>(DType::kVariant);
-        for (const PlannedPiece& p : plan.tensors[i].pieces) pieces.push_back({i, p.region, t.shape, sized});
-      }
-      absl::Status size_error;
-      auto sizes = [&](size_t i, const Region& r) -> std::pair<int64_t, int64_t> {
-        const TensorEntry& t = *plan.tensors[i].source;
-        const DTypeInfo* info = LookupDType(t.dtype);
-        if (info->element_size > 0) return {r.num_elements() * info->element_size, info->element_size};
-        auto s = StringSizes(c, t, r);
-        if (!s.ok()) {
-          size_error = s.status();
-          return {0, 0};
-        }
-        return *s;
-      };
-      TFCKPT_ASSIGN_OR_RETURN(auto shards,
-                              MaxShardSizeShards(pieces, pol.n, sizes, [&](size_t i) { return plan.tensors[i].source->name; }));
-      TFCKPT_RETURN_IF_ERROR(size_error);
-      // A piece the policy did not cut further keeps its extents; TF's policy records
-      // the pieces it cuts with explicit extents.
-      std::vector<std::vector<PlannedPiece>> before(plan.tensors.size());
-      for (size_t i = 0; i < plan.tensors.size(); ++i) before[i] = std::move(plan.tensors[i].pieces);
-      for (TensorPlan& tp : plan.tensors) tp.pieces.clear();
-      for (size_t f = 0; f < shards.size(); ++f) {
-        for (auto& [i, region] : shards[f]) {
-          PlannedPiece p{region, static_cast<int32_t>(f), PieceBytes(*plan.tensors[i].source, region), std::nullopt};
-          for (const PlannedPiece& old : before[i]) {
-            if (old.region == region) p.extents = old.extents;
-          }
-          plan.tensors[i].pieces.push_back(std::move(p));
-        }
-      }
-      plan.num_files = static_cast<int32_t>(std::max<size_t>(1, shards.size()));
-      for (TensorPlan& tp : plan.tensors) {
-        const TensorEntry& t = *tp.source;
-        std::vector<Region> after;
-        for (const PlannedPiece& p : tp.pieces) after.push_back(p.region);
-        tp.resliced = !SameRegions(after, StoredRegions(t));
-        if (tp.resliced && t.dtype == static_cast<int32_t>(DType::kVariant)) {
-          return absl::InternalError("bug: max-shard-size resliced a variant tensor");
-        }
-      }
+    case Policy::Kind::kMaxShardSize:
+      TFCKPT_RETURN_IF_ERROR(AssignMaxShardSize(c, pol, &plan));
       break;
-    }
+    case Policy::Kind::kByDevice:
+      TFCKPT_RETURN_IF_ERROR(AssignByDevice(rules, &plan));
+      break;
+    case Policy::Kind::kCallback:
+      TFCKPT_RETURN_IF_ERROR(AssignByCallback(c, pol, &plan));
+      break;
   }
+  TFCKPT_RETURN_IF_ERROR(CheckNewSlices(plan, options.allow_any_dtype));
   plan.file_bytes.assign(plan.num_files, 0);
   for (const TensorPlan& tp : plan.tensors) {
     for (const PlannedPiece& p : tp.pieces) plan.file_bytes[p.file] += p.bytes;
   }
   TFCKPT_RETURN_IF_ERROR(CheckPlan(plan));
   NoteEmptyFiles(&plan);
-  return plan;
+  return std::move(plan);
 }
 
 }  // namespace tfckpt

@@ -3,6 +3,7 @@
 
 
 #include <cstdlib>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
 #include "tfckpt/path.h"
+#include "tfckpt/sharding.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 #include "tfckpt/validate.h"
@@ -123,6 +125,50 @@ auto WithPlan(const std::string& plan_path, Fn&& fn) -> decltype(fn(std::declval
   }
 }
 
+// The plan's entries, every task's, checked as TF's validate_shards checks a callback's
+// shards (sharding_util.py): each tensor of the source exactly once, with its dtype and
+// shape, from its task (the "task" each entry records), nothing added. A task's file may
+// hold several input files' pieces (by-task:1, shards:N): that rule is not applied.
+absl::Status CheckPlanEntries(const std::string& plan_path, const json& plan, const Checkpoint& c) {
+  std::vector<ShardableTensor> tensors;
+  for (const TensorEntry& t : c.tensors()) {
+    for (const StoredSlice& s : t.slices) {
+      ShardableTensor st;
+      st.checkpoint_key = t.name;
+      st.region = s.region;
+      st.extents = s.extents;
+      st.slice_spec = t.partitioned ? StrCat(absl::StrJoin(t.shape, " "), " ", ExtentsString(s.extents)) : "";
+      st.shape = s.region.shape;
+      st.full_shape = t.shape;
+      st.dtype = t.dtype;
+      st.task = s.data.shard;
+      tensors.push_back(std::move(st));
+    }
+  }
+  const std::string description = StrCat("reshard plan ", plan_path);
+  std::vector<Shard> shards;
+  for (const json& task : plan.at("tasks")) {
+    Shard& shard = shards.emplace_back();
+    for (const json& e : task.at("entries")) {
+      ShardEntry entry;
+      entry.checkpoint_key = e.value("source", e.at("name").get<std::string>());
+      entry.slice_spec = e.at("slice").is_null() ? "" : e.at("slice").get<std::string>();
+      entry.shape = e.at("shape").get<Shape>();
+      const std::string dtype = e.at("dtype").get<std::string>();
+      const std::optional<DType> d = ParseDType(dtype);
+      if (!d) return absl::InvalidArgumentError(StrCat(plan_path, ": entry \"", entry.checkpoint_key, "\": dtype \"", dtype, "\" is unknown"));
+      entry.dtype = static_cast<int32_t>(*d);
+      if (e.contains("task") && !e.at("task").is_null()) entry.device = StrCat("/job:worker/task:", e.at("task").get<int64_t>());
+      if (const TensorEntry* t = c.Find(entry.checkpoint_key); t != nullptr && e.at("full_shape").get<Shape>() != t->shape) {
+        entry.shape = e.at("full_shape").get<Shape>();  // reported as the altered shape of the whole tensor
+        entry.slice_spec = "";
+      }
+      shard.push_back(std::move(entry));
+    }
+  }
+  return ValidateShards(tensors, shards, description, {.one_task_per_shard = false}).status();
+}
+
 // Checks that the part at `prefix` holds exactly the planned entries of `task`.
 absl::Status CheckPart(const std::string& prefix, const json& task, bool data_in_place) {
   // With the data in place (an object store), the part's one data file is the task's
@@ -181,9 +227,11 @@ absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& p
         std::optional<uint64_t> size;
         if (esize > 0) size = static_cast<uint64_t>(p.region.num_elements() * esize);
         json copies = json::array();
+        std::set<int32_t> tasks;
         for (const StoredSlice& s : t.slices) {
           auto inter = Intersect(p.region, s.region);
           if (!inter) continue;
+          tasks.insert(s.data.shard);
           json copy{{"src_file", Absolute(c.info().data_files.at(s.data.shard))},
                     {"src_offset", s.data.offset},
                     {"src_size", s.data.size},
@@ -200,15 +248,21 @@ absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& p
           }
           copies.push_back(std::move(copy));
         }
-        entries.push_back(json{{"name", t.name},
+        json entry{{"name", tp.out_name()},
                                {"slice", whole ? json(nullptr) : json(StoredSpec(t, p))},
                                {"dtype", DTypeName(t.dtype)},
                                {"shape", p.region.shape},
                                {"full_shape", t.shape},
+                               // The input data file its bytes come from (null: several),
+                               // checked by --execute as validate_shards checks a task.
+                               {"task", tasks.size() == 1 ? json(*tasks.begin()) : json(nullptr)},
                                {"region", RegionJson(p.region)},
                                {"offset", offset ? json(*offset) : json(nullptr)},
                                {"size", size ? json(*size) : json(nullptr)},
-                               {"copies", std::move(copies)}});
+                               {"copies", std::move(copies)}};
+        // A renamed TF1 slot: the source tensor it is read from.
+        if (tp.out_name() != t.name) entry["source"] = t.name;
+        entries.push_back(std::move(entry));
         if (offset && size) {
           *offset += *size;
         } else {
@@ -247,6 +301,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
     }
     TFCKPT_RETURN_IF_ERROR(CheckSourceUnchanged(plan.at("source")));
     TFCKPT_ASSIGN_OR_RETURN(auto c, OpenResolved({.format = Format::kV2, .prefix = plan.at("source").at("prefix").get<std::string>()}));
+    TFCKPT_RETURN_IF_ERROR(CheckPlanEntries(plan_path, plan, *c));
     const json& t = plan.at("tasks").at(task);
     TaskReport r;
     r.task = task;
@@ -273,7 +328,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
     PieceCopier copier(*c, *w, progress);
     for (const json& e : t.at("entries")) {
       const std::string name = e.at("name").get<std::string>();
-      const TensorEntry* te = c->Find(name);
+      const TensorEntry* te = c->Find(e.value("source", name));
       if (te == nullptr) return absl::InvalidArgumentError(StrCat(plan_path, ": tensor \"", name, "\" not in the source"));
       PlannedPiece p;
       TFCKPT_ASSIGN_OR_RETURN(p.region, RegionFromJson(e.at("region")));
@@ -290,7 +345,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
       }
       p.file = 0;
       p.bytes = e.at("size").is_null() ? 0 : e.at("size").get<uint64_t>();
-      TFCKPT_RETURN_IF_ERROR(copier.Write(*te, p));
+      TFCKPT_RETURN_IF_ERROR(copier.Write(*te, p, name));
       ++r.entries;
       r.bytes += p.bytes;
     }
@@ -348,7 +403,11 @@ absl::StatusOr<FinalizeReport> FinalizeTasks(const std::string& plan_path) {
     if (output.at("verify").get<bool>()) {
       TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> source,
                               OpenCheckpoint(plan.at("source").at("prefix").get<std::string>()));
-      TFCKPT_RETURN_IF_ERROR(VerifyWritten(r.out, BundleFiles(r.out, n), {{source.get()}}, {}).status());
+      std::map<std::string, std::string> names;  // output tensor -> source tensor
+      for (const json& t : plan.at("tasks")) {
+        for (const json& e : t.at("entries")) names[e.at("name").get<std::string>()] = e.value("source", e.at("name").get<std::string>());
+      }
+      TFCKPT_RETURN_IF_ERROR(VerifyWritten(r.out, BundleFiles(r.out, n), {{source.get(), std::move(names)}}, {}).status());
       r.verified = true;
     }
     return r;
