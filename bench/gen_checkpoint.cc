@@ -6,6 +6,11 @@
 //   gen_checkpoint one-file PREFIX N_TABLES ROWS COLS SLICES
 //                                    N_TABLES float32 tables [ROWS, COLS], each in SLICES row
 //                                    slices, all in ONE data file (no dense layers)
+//   gen_checkpoint dense PREFIX N_LAYERS ROWS COLS FILES
+//                                    N_LAYERS dense layers: a float32 kernel [ROWS, COLS] and
+//                                    its bias [COLS] each, whole, layer i in data file
+//                                    i % FILES, in TF's order (by name: each small bias just
+//                                    before its large kernel)
 //   gen_checkpoint index-only PREFIX GIB N_TABLES SLICES
 //                                    the index of N_TABLES float32 tables totalling GIB GiB, in
 //                                    SLICES row slices over SLICES data files that are sparse
@@ -69,7 +74,7 @@ std::string RandomChunk() {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr << "usage: gen_checkpoint many PREFIX N | tables PREFIX MIB N_TABLES SLICES | one-file PREFIX N_TABLES ROWS COLS SLICES\n";
+    std::cerr << "usage: gen_checkpoint many PREFIX N | tables PREFIX MIB N_TABLES SLICES | one-file PREFIX N_TABLES ROWS COLS SLICES | dense PREFIX N_LAYERS ROWS COLS FILES\n";
     return 2;
   }
   const std::string mode = argv[1], prefix = argv[2];
@@ -117,6 +122,33 @@ int main(int argc, char** argv) {
     for (int64_t t = 0; t < tables; ++t) {
       const std::string name = absl::StrFormat("embedding_%d/embeddings", t);
       if (auto s = AddTable(**w, name, rows, cols, slices, 1, chunk); !s.ok()) return Fail(s);
+    }
+    if (auto s = (*w)->Finish(); !s.ok()) return Fail(s);
+    return 0;
+  }
+  if (mode == "dense" && argc == 7) {
+    const int64_t layers = std::stoll(argv[3]), rows = std::stoll(argv[4]), cols = std::stoll(argv[5]);
+    o.num_shards = static_cast<int32_t>(std::stoll(argv[6]));
+    auto w = tfckpt::BundleWriter::Create(prefix, o);
+    if (!w.ok()) return Fail(w.status());
+    const std::string chunk = RandomChunk();
+    std::map<std::string, int64_t> layer_of;  // name -> layer: added in name order, as TF writes
+    for (int64_t l = 0; l < layers; ++l) layer_of[absl::StrFormat("dense_%d", l)] = l;
+    for (const auto& [name, l] : layer_of) {
+      const int32_t file = static_cast<int32_t>(l % o.num_shards);
+      std::string bias(static_cast<size_t>(cols * 4), '\0');
+      for (size_t i = 0; i < bias.size(); ++i) bias[i] = chunk[(i + static_cast<size_t>(l)) % chunk.size()];
+      if (auto s = (*w)->Add(name + "/bias", 1, {cols}, bias, file); !s.ok()) return Fail(s);
+      auto stream = (*w)->BeginEntry(name + "/kernel", 1, {rows, cols}, std::nullopt, file);
+      if (!stream.ok()) return Fail(stream.status());
+      for (int64_t left = rows * cols * 4; left > 0;) {
+        const int64_t k = std::min<int64_t>(left, static_cast<int64_t>(chunk.size()) - l);
+        if (auto s = stream->Append(std::string_view(chunk).substr(static_cast<size_t>(l), static_cast<size_t>(k))); !s.ok()) {
+          return Fail(s);
+        }
+        left -= k;
+      }
+      if (auto s = stream->Close(); !s.ok()) return Fail(s);
     }
     if (auto s = (*w)->Finish(); !s.ok()) return Fail(s);
     return 0;

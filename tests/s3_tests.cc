@@ -11,6 +11,7 @@
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/client.h"
 #include "kvstore/s3/ranges.h"
+#include "kvstore/s3/s3_storage.h"
 #include "kvstore/s3/settings.h"
 #include "kvstore/s3/sigv4.h"
 #include "kvstore/s3/url.h"
@@ -487,6 +488,48 @@ TEST_CASE("PartLayout: parts of the first size, then doubling every 2000 parts, 
 
 
 // Last in this file: irreversible for the process (nothing above uses the object store Storage).
+TEST_CASE("FileLayout: small pieces in groups of at most a window, large ones fetched as read") {
+  constexpr uint64_t kMiB = 1 << 20;
+  // TF's order: a small bias before each large kernel; three small tensors after the last.
+  const std::vector<std::pair<uint64_t, uint64_t>> pieces = {
+      {0, 4000}, {4000, 20 * kMiB}, {4000 + 20 * kMiB, 4000}, {8000 + 20 * kMiB, 20 * kMiB},
+      {8000 + 40 * kMiB, 6 * kMiB}, {8000 + 46 * kMiB, 3 * kMiB}, {8000 + 49 * kMiB, 3 * kMiB},
+      {8000 + 52 * kMiB, 0}};
+  FileLayout l(pieces, 16 * kMiB);
+  // A bias: itself alone (a kernel follows), never the kernel's bytes.
+  auto f = l.For(10, 100);
+  REQUIRE(f.has_value());
+  CHECK((f->window && f->offset == 0 && f->size == 4000));
+  f = l.For(4000 + 20 * kMiB, 4000);
+  REQUIRE(f.has_value());
+  CHECK((f->window && f->offset == 4000 + 20 * kMiB && f->size == 4000));
+  // Within a kernel: what is asked, and where the kernel ends.
+  f = l.For(4000 + kMiB, kMiB);
+  REQUIRE(f.has_value());
+  CHECK((!f->window && f->offset == 4000 + kMiB && f->size == kMiB && f->piece_end == 4000 + 20 * kMiB));
+  // 6 MiB is large; the two 3 MiB pieces after it form one group.
+  f = l.For(8000 + 40 * kMiB, 6 * kMiB);
+  REQUIRE(f.has_value());
+  CHECK(!f->window);
+  f = l.For(8000 + 50 * kMiB, 10);
+  REQUIRE(f.has_value());
+  CHECK((f->window && f->offset == 8000 + 46 * kMiB && f->size == 6 * kMiB));
+  // A read across pieces, or outside any: no plan (the caller reads exactly that).
+  CHECK(!l.For(0, 8000).has_value());
+  CHECK(!l.For(8000 + 60 * kMiB, 1).has_value());
+  // Groups stop at the window: 10 pieces of 3 MiB in groups of 5 (15 MiB).
+  std::vector<std::pair<uint64_t, uint64_t>> small;
+  for (uint64_t i = 0; i < 10; ++i) small.push_back({i * 3 * kMiB, 3 * kMiB});
+  FileLayout g(small, 16 * kMiB);
+  CHECK(g.For(14 * kMiB, 1)->offset == 0);
+  CHECK(g.For(14 * kMiB, 1)->size == 15 * kMiB);
+  CHECK(g.For(16 * kMiB, 1)->offset == 15 * kMiB);
+  // Overlapping pieces (damaged files) are read as one; untrusted ends do not overflow.
+  FileLayout o({{0, 100}, {50, 100}, {UINT64_MAX - 10, 100}}, 16 * kMiB);
+  CHECK(o.For(120, 10)->size == 150);
+  CHECK(o.For(UINT64_MAX - 5, 3).has_value());
+}
+
 TEST_CASE("DisableObjectStores: every object URL is an error at once, without a request") {
   tfckpt::DisableObjectStores();
   auto f = tfckpt::Storage::For("s3://examplebucket/run/ckpt-10.index").OpenForRead("s3://examplebucket/run/ckpt-10.index");

@@ -103,10 +103,26 @@ class CastSink : public PieceSink {
 // first (VerifyCrc); without, those (parts of pieces read for cuts on other axes) are
 // left to the caller (reshard compares the output with the input afterwards).
 // `progress`, when given, advances by the bytes copied.
+// With `carried` (one tensor copied region by region in row-major order over several
+// calls, e.g. an .npz member chunk by chunk), the stored pieces' CRCs are taken over the
+// bytes as they pass, across the calls, and each piece is checked once all of them have
+// passed (FinishCarriedCrcs checks the rest), instead of `verify_sources` reading a piece
+// again for every region that touches it.
 // REQUIRES: region inside t.shape; t's element size > 0.
+struct CarriedCrcs {
+  struct Piece {
+    uint64_t next = 0;  // the bytes [0, next) of the piece passed in order (UINT64_MAX: out of order)
+    uint32_t crc = 0;   // their CRC-32C
+    bool checked = false;
+  };
+  std::map<const StoredSlice*, Piece> pieces;
+};
 absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region& region, PieceSink& sink,
                         std::string* buffer, std::atomic<uint64_t>* progress = nullptr,
-                        bool verify_sources = false);
+                        bool verify_sources = false, CarriedCrcs* carried = nullptr);
+// After the last CopyRegion of `t` with `carried`: checks every stored piece of `t` whose
+// CRC the copies did not prove (VerifyCrc: read again). REQUIRES: t's element size > 0.
+absl::Status FinishCarriedCrcs(const Checkpoint& c, const TensorEntry& t, CarriedCrcs& carried, std::string* buffer);
 
 // The elements of `region` of the string tensor `t`, in row-major order of the region,
 // as views into payloads kept alive in `keep` (each stored piece read with its CRC

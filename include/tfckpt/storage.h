@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,6 +56,12 @@ class ReadableFile {
   virtual void Release(uint64_t /*offset*/, uint64_t /*n*/) const {}
   // Hint that [offset, offset + n) is about to be read once, in order. May do nothing.
   virtual void WillReadSequentially(uint64_t /*offset*/, uint64_t /*n*/) const {}
+  // The pieces a reader reads this file by ([offset, offset + size): a checkpoint's stored
+  // entries), so that a medium that fetches more than is asked fetches each byte once: an
+  // object store reads neighbouring small pieces together and never the bytes of a large
+  // piece for a small one (s3_storage.h). Sorted or not, overlapping or not. May do nothing.
+  // REQUIRES: called before the file is shared between threads.
+  virtual void AdviseLayout(const std::vector<std::pair<uint64_t, uint64_t>>& /*pieces*/) {}
 
   // Bytes [offset, offset + n): a view of the mapping when there is one, else read into
   // `*scratch` (resized) and a view of it. Error (naming the file and offset) when the range

@@ -111,7 +111,10 @@ class SafetensorsSink : public PieceSink {
  public:
   explicit SafetensorsSink(SafetensorsWriter& w) : w_(w) {}
   absl::Status Append(std::string_view bytes) override { return w_.Append(bytes); }
+  // Moved in-kernel where the source is mapped (local); otherwise the bytes at hand, not
+  // read again (from an object store: a second fetch).
   absl::Status AppendFrom(const ReadableFile& src, uint64_t offset, std::string_view bytes) override {
+    if (!src.mapping().has_value()) return w_.Append(bytes);
     return w_.AppendFrom(src, offset, bytes.size());
   }
 
@@ -131,12 +134,13 @@ class StringSink : public PieceSink {
   std::string* out_;
 };
 
-// Copies region `r` of `t` into `sink`, casting to `dtype` when it differs.
+// Copies region `r` of `t` into `sink`, casting to `dtype` when it differs (`carried`: as
+// CopyRegion's).
 absl::Status CopyCast(const Checkpoint& c, const TensorEntry& t, const Region& r, int32_t dtype, PieceSink& sink,
-                      std::string* buf, std::atomic<uint64_t>* progress) {
-  if (dtype == t.dtype) return CopyRegion(c, t, r, sink, buf, progress, /*verify_sources=*/true);
+                      std::string* buf, std::atomic<uint64_t>* progress, CarriedCrcs* carried = nullptr) {
+  if (dtype == t.dtype) return CopyRegion(c, t, r, sink, buf, progress, /*verify_sources=*/true, carried);
   CastSink cast(t.dtype, dtype, sink);
-  return CopyRegion(c, t, r, cast, buf, progress, /*verify_sources=*/true);
+  return CopyRegion(c, t, r, cast, buf, progress, /*verify_sources=*/true, carried);
 }
 
 }  // namespace
@@ -273,6 +277,7 @@ struct Member {
   std::string pending;
   size_t pos = 0;
   std::string buf;
+  CarriedCrcs crcs;  // the source pieces' CRCs, taken as the chunks pass (each piece read once)
   absl::Status status;
   zip_error_t error;
 
@@ -286,7 +291,8 @@ struct Member {
       if (next == 1) pending.swap(strings);
     } else if (next - 1 < chunks.size()) {
       StringSink sink(&pending);
-      TFCKPT_RETURN_IF_ERROR(CopyCast(*c, *p->t, chunks[next - 1], p->dtype, sink, &buf, progress));
+      TFCKPT_RETURN_IF_ERROR(CopyCast(*c, *p->t, chunks[next - 1], p->dtype, sink, &buf, progress, &crcs));
+      if (next == chunks.size()) TFCKPT_RETURN_IF_ERROR(FinishCarriedCrcs(*c, *p->t, crcs, &buf));
     }
     ++next;
     return absl::OkStatus();
@@ -320,6 +326,7 @@ zip_int64_t MemberCallback(void* state, void* data, zip_uint64_t len, zip_source
       m->next = 0;
       m->pending.clear();
       m->pos = 0;
+      m->crcs = {};
       return 0;
     case ZIP_SOURCE_READ: return m->Read(static_cast<char*>(data), len);
     case ZIP_SOURCE_CLOSE:

@@ -108,8 +108,42 @@ absl::Status CastSink::Append(std::string_view bytes) {
   return next_.Append(out_);
 }
 
+namespace {
+
+// Feeds `bytes`, at `begin` of piece `s`, into its carried CRC; once the piece has passed
+// whole, in order, checks it.
+absl::Status Carry(const Checkpoint& c, const TensorEntry& t, const StoredSlice& s, uint64_t begin,
+                   std::string_view bytes, CarriedCrcs* carried) {
+  if (carried == nullptr) return absl::OkStatus();
+  CarriedCrcs::Piece& p = carried->pieces[&s];
+  if (p.next != begin) {
+    p.next = UINT64_MAX;
+    return absl::OkStatus();
+  }
+  p.crc = crc32c::Extend(p.crc, bytes.data(), bytes.size());
+  p.next += bytes.size();
+  if (p.next != s.data.size || p.checked) return absl::OkStatus();
+  p.checked = true;
+  return CheckCopiedCrc(c, t, s, p.crc);
+}
+
+}  // namespace
+
+absl::Status FinishCarriedCrcs(const Checkpoint& c, const TensorEntry& t, CarriedCrcs& carried, std::string* buffer) {
+  const CheckpointInfo& ci = c.info();
+  if (ci.format != Format::kV2 || ci.big_endian) return absl::OkStatus();  // (no CRCs, or checked as read)
+  for (const StoredSlice& s : t.slices) {
+    CarriedCrcs::Piece& p = carried.pieces[&s];
+    if (p.checked) continue;
+    TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, s, buffer));
+    p.checked = true;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region& region, PieceSink& sink,
-                        std::string* buffer, std::atomic<uint64_t>* counter, bool verify_sources) {
+                        std::string* buffer, std::atomic<uint64_t>* counter, bool verify_sources,
+                        CarriedCrcs* carried) {
   const DTypeInfo* info = LookupDType(t.dtype);
   if (info == nullptr || info->element_size == 0) {
     return absl::InternalError(StrCat("bug: CopyRegion on variable-size tensor \"", t.name, "\""));
@@ -143,7 +177,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
       for (const Run& r : runs) {
         if (has_crc && r.src == 0 && r.n == r.s->region.num_elements()) whole.insert(r.s);
       }
-      if (verify_sources && has_crc) {
+      if (verify_sources && has_crc && carried == nullptr) {
         for (const StoredSlice* s : sources) {
           if (!whole.count(s)) TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, *s, &buf));
         }
@@ -164,6 +198,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
           const uint64_t n = std::min<uint64_t>(len - done, kCopyChunk);
           TFCKPT_ASSIGN_OR_RETURN(std::string_view window, c.ReadRange(t, *r.s, begin + done, begin + done + n, &buf, &unused));
           if (check_run) crc = crc32c::Extend(crc, window.data(), window.size());
+          if (has_crc) TFCKPT_RETURN_IF_ERROR(Carry(c, t, *r.s, begin + done, window, carried));
           TFCKPT_RETURN_IF_ERROR(sink.AppendFrom(*file, r.s->data.offset + begin + done, window));
           done += n;
           progress(n);
@@ -172,7 +207,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
       }
       return absl::OkStatus();
     }
-    if (verify_sources && has_crc && !(sources.size() == 1 && sources[0]->region == region)) {
+    if (verify_sources && has_crc && carried == nullptr && !(sources.size() == 1 && sources[0]->region == region)) {
       for (const StoredSlice* s : sources) TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, *s, &buf));
     }
     // Otherwise gather chunk by chunk in the piece's order. Chunks are sized so that the
@@ -206,6 +241,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
         const uint64_t begin = static_cast<uint64_t>(lo * esize), end = static_cast<uint64_t>(hi * esize);
         TFCKPT_ASSIGN_OR_RETURN(std::string_view src, c.ReadRange(t, *s, begin, end, &stage, &owners[s]));
         cursors[s].Feed(begin, src);
+        if (has_crc) TFCKPT_RETURN_IF_ERROR(Carry(c, t, *s, begin, src, carried));
         ForEachRun(*inter, {&chunk, &s->region}, [&](const int64_t* off, int64_t n) {
           std::memcpy(dst + off[0] * esize, src.data() + (off[1] - lo) * esize, static_cast<size_t>(n * esize));
         });

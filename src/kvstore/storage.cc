@@ -52,6 +52,7 @@ class RenamedFile final : public ReadableFile {
   std::optional<std::string_view> mapping() const override { return file_->mapping(); }
   void Release(uint64_t offset, uint64_t n) const override { file_->Release(offset, n); }
   void WillReadSequentially(uint64_t offset, uint64_t n) const override { file_->WillReadSequentially(offset, n); }
+  void AdviseLayout(const std::vector<std::pair<uint64_t, uint64_t>>& pieces) override { file_->AdviseLayout(pieces); }
 
  private:
   std::unique_ptr<ReadableFile> file_;

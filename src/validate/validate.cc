@@ -709,10 +709,12 @@ struct ByteRange {
 // The pieces of `t` as byte ranges in order, when they tile the tensor's bytes exactly
 // (each piece whole rows, i.e. cut on axis 0 only, or the whole tensor; no gap, no
 // overlap; each stored with the size of its range) and are raw little-endian V2 bytes (or,
-// with `safetensors_too`, a safetensors tensor's bytes, which have no CRC).
+// with `safetensors_too`, a safetensors tensor's or an .npz member's bytes, which have no
+// CRC: the reader refuses .npz members that are not raw little-endian in C order).
 std::optional<std::vector<ByteRange>> RowTiling(const Checkpoint& c, const TensorEntry& t, int64_t esize,
                                                 bool safetensors_too = false) {
-  const bool raw = c.info().format == Format::kV2 || (safetensors_too && c.info().format == Format::kSafetensors);
+  const Format f = c.info().format;
+  const bool raw = f == Format::kV2 || (safetensors_too && (f == Format::kSafetensors || f == Format::kNpz));
   if (!raw || c.info().big_endian || !t.defect.empty()) return std::nullopt;
   const auto total = NumElements(t.shape);
   if (!total.ok()) return std::nullopt;
@@ -776,7 +778,7 @@ bool SameByStoredCrcs(const TensorEntry& a, const std::vector<ByteRange>& new_ra
 // both of one fixed-size dtype, raw, and cut on axis 0 only. The new side is read once,
 // front to back: every new piece's bytes must have its stored CRC, and the new bytes
 // over each old piece's range must have that piece's stored CRC. (Where a new piece is
-// an old piece's range exactly, its one CRC serves both.) A safetensors new side has no
+// an old piece's range exactly, its one CRC serves both.) A safetensors or .npz new side has no
 // CRCs: its bytes are proved by the old side's alone. False when that cannot be shown, for
 // whatever reason (the caller then compares as usual and reports).
 bool SameByCrc(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb, const TensorEntry& b,

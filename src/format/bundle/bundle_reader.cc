@@ -79,7 +79,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> OpenBundle(const std::string& prefix
   c.info_.index_has_snappy = index->saw_snappy();
   auto reader = std::make_unique<BundleIndexReader>(
       BundleReader::DataFiles{c.info_.data_files, c.info_.num_shards, c.info_.big_endian, /*checksums=*/true,
-                              opener != nullptr ? *opener : FileOpener()},
+                              opener != nullptr ? *opener : FileOpener(),
+                              BundleReader::LayoutOf(c.tensors_, c.info_.data_files.size())},
       std::move(index), std::move(c.raw_header_));
   return std::make_unique<Checkpoint>(std::move(c.info_), std::move(c.tensors_), std::move(reader));
 }
@@ -238,6 +239,19 @@ absl::Status BundleLoader::LoadV2Entries(TableReader& table, std::vector<Finding
 
 BundleReader::BundleReader(DataFiles files) : info_(std::move(files)), data_files_(info_.data_files.size()) {}
 
+std::vector<std::vector<std::pair<uint64_t, uint64_t>>> BundleReader::LayoutOf(const std::vector<TensorEntry>& tensors,
+                                                                              size_t num_files) {
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> layout(num_files);
+  for (const TensorEntry& t : tensors) {
+    for (const StoredSlice& s : t.slices) {
+      if (s.data.shard >= 0 && static_cast<size_t>(s.data.shard) < num_files) {
+        layout[static_cast<size_t>(s.data.shard)].emplace_back(s.data.offset, s.data.size);
+      }
+    }
+  }
+  return layout;
+}
+
 absl::StatusOr<const ReadableFile*> BundleReader::DataFile(int32_t shard) const {
   if (shard < 0 || static_cast<size_t>(shard) >= data_files_.size()) {
     return absl::OutOfRangeError(StrCat("no data file ", shard, " (the index lists ", info_.num_shards, ")"));
@@ -253,6 +267,7 @@ absl::StatusOr<const ReadableFile*> BundleReader::DataFile(int32_t shard) const 
       }
       return f.status();
     }
+    if (static_cast<size_t>(shard) < info_.layout.size()) (*f)->AdviseLayout(info_.layout[static_cast<size_t>(shard)]);
     data_files_[shard] = std::move(*f);
   }
   return data_files_[shard].get();

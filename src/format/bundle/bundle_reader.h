@@ -31,7 +31,13 @@ class BundleReader : public PieceReader {
     bool big_endian = false;
     bool checksums = true;  // StoredData::masked_crc is meaningful (V2)
     FileOpener opener;      // opens the data files; empty: their Storage
+    // By shard id: the pieces' byte ranges (offset, size), the layout its reads follow
+    // (ReadableFile::AdviseLayout); empty: none given.
+    std::vector<std::vector<std::pair<uint64_t, uint64_t>>> layout;
   };
+  // The layout of `tensors`' pieces in `num_files` data files (DataFiles::layout).
+  static std::vector<std::vector<std::pair<uint64_t, uint64_t>>> LayoutOf(const std::vector<TensorEntry>& tensors,
+                                                                         size_t num_files);
   explicit BundleReader(DataFiles files);
 
   absl::StatusOr<TensorBytes> Read(const TensorEntry& t, const StoredSlice& s, bool verify) const override;

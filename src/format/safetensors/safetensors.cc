@@ -313,7 +313,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> OpenSafetensors(const std::string& p
   std::sort(tensors.begin(), tensors.end(),
             [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
   auto reader = std::make_unique<BundleReader>(
-      BundleReader::DataFiles{info.data_files, info.num_shards, /*big_endian=*/false, /*checksums=*/false, FileOpener()});
+      BundleReader::DataFiles{info.data_files, info.num_shards, /*big_endian=*/false, /*checksums=*/false, FileOpener(),
+                              BundleReader::LayoutOf(tensors, info.data_files.size())});
   return std::make_unique<Checkpoint>(std::move(info), std::move(tensors), std::move(reader));
 }
 

@@ -27,28 +27,28 @@ class WindowCache {
   using Bytes = std::shared_ptr<const std::string>;
   using Fetch = std::function<absl::StatusOr<Bytes>()>;
 
-  // The window (`object`, `start`): from the cache, else fetch()ed (once, however many
-  // threads ask at the same time). A failed fetch is not kept.
-  absl::StatusOr<Bytes> Get(const std::string& object, uint64_t start, const Fetch& fetch) {
+  // The window [`start`, `start` + `size`) of `object`: from the cache, else fetch()ed
+  // (once, however many threads ask at the same time). A failed fetch is not kept.
+  absl::StatusOr<Bytes> Get(const std::string& object, uint64_t start, uint64_t size, const Fetch& fetch) {
     std::shared_future<absl::StatusOr<Bytes>> ready;
     std::promise<absl::StatusOr<Bytes>> mine;
     bool fetch_here = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = std::find_if(lru_.begin(), lru_.end(), [&](const Entry& e) { return e.start == start && e.object == object; });
+      auto it = std::find_if(lru_.begin(), lru_.end(), [&](const Entry& e) { return e.Is(object, start, size); });
       if (it != lru_.end()) {
         lru_.splice(lru_.begin(), lru_, it);
         ready = it->bytes;
       } else {
         ready = mine.get_future().share();
-        lru_.push_front({object, start, ready});
+        lru_.push_front({object, start, size, ready});
         if (lru_.size() > static_cast<size_t>(kCachedWindows)) lru_.pop_back();
         fetch_here = true;
       }
     }
     if (fetch_here) {
       absl::StatusOr<Bytes> got = fetch();
-      if (!got.ok()) Forget(object, start);
+      if (!got.ok()) Forget(object, start, size);
       mine.set_value(std::move(got));
     }
     return ready.get();
@@ -57,13 +57,14 @@ class WindowCache {
  private:
   struct Entry {
     std::string object;
-    uint64_t start;
+    uint64_t start, size;
     std::shared_future<absl::StatusOr<Bytes>> bytes;
+    bool Is(const std::string& o, uint64_t b, uint64_t n) const { return start == b && size == n && object == o; }
   };
 
-  void Forget(const std::string& object, uint64_t start) {
+  void Forget(const std::string& object, uint64_t start, uint64_t size) {
     std::lock_guard<std::mutex> lock(mu_);
-    lru_.remove_if([&](const Entry& e) { return e.start == start && e.object == object; });
+    lru_.remove_if([&](const Entry& e) { return e.Is(object, start, size); });
   }
 
   std::mutex mu_;
@@ -164,6 +165,14 @@ struct Scan {
 };
 thread_local Scan t_scan;
 
+// Where this thread's last read of a large piece outside any scan ended (FileLayout): a
+// read that continues it starts a scan.
+struct LastRead {
+  std::string object;
+  uint64_t end = 0;
+};
+thread_local LastRead t_last_read;
+
 // Fetches [offset, offset + size) of the object on a thread of its own, for the caller's run
 // (its stop cuts the fetch short), reserved in `budget`: the bytes give their reservation
 // back when the last holder drops them. The thread needs nothing of the S3File, which may
@@ -194,6 +203,41 @@ ScanPiece FetchPiece(std::shared_ptr<Client> client, const ObjectUrl& url, const
   return piece;
 }
 
+}  // namespace
+
+FileLayout::FileLayout(std::vector<std::pair<uint64_t, uint64_t>> pieces, uint64_t window) {
+  std::sort(pieces.begin(), pieces.end());
+  for (const auto& [offset, size] : pieces) {
+    if (size == 0) continue;
+    const uint64_t end = offset + size < offset ? UINT64_MAX : offset + size;  // (overflow-safe: untrusted)
+    if (!begin_.empty() && offset < end_.back()) {  // overlapping pieces read as one
+      end_.back() = std::max(end_.back(), end);
+      continue;
+    }
+    begin_.push_back(offset);
+    end_.push_back(end);
+  }
+  group_.assign(begin_.size(), kNone);
+  for (size_t i = 0; i < begin_.size(); ++i) {
+    if (end_[i] - begin_[i] >= kScanMinBytes) continue;  // large: never fetched with another
+    const bool joins = i > 0 && group_[i - 1] != kNone && end_[i] - groups_.back().first <= window;
+    if (!joins) groups_.push_back({begin_[i], end_[i]});
+    groups_.back().second = end_[i];
+    group_[i] = groups_.size() - 1;
+  }
+}
+
+std::optional<FileLayout::Fetch> FileLayout::For(uint64_t offset, uint64_t n) const {
+  const auto it = std::upper_bound(begin_.begin(), begin_.end(), offset);
+  if (it == begin_.begin()) return std::nullopt;
+  const size_t i = static_cast<size_t>(it - begin_.begin()) - 1;
+  if (offset >= end_[i] || n > end_[i] - offset) return std::nullopt;  // (beyond the piece)
+  if (group_[i] == kNone) return Fetch{offset, n, false, end_[i]};
+  return Fetch{groups_[group_[i]].first, groups_[group_[i]].second - groups_[group_[i]].first, true, end_[i]};
+}
+
+namespace {
+
 class S3File final : public ReadableFile {
  public:
   S3File(std::shared_ptr<Client> client, ObjectUrl url, ObjectInfo info, uint64_t window,
@@ -221,12 +265,33 @@ class S3File final : public ReadableFile {
 
   absl::Status ReadAt(uint64_t offset, uint64_t n, char* out) const override {
     if (offset > size() || n > size() - offset) return PastEndError(offset, n);
+    if (n == 0) return absl::OkStatus();
     if (InScan(offset, n)) return ReadFromScan(offset, n, out);
+    if (layout_ != nullptr) {
+      // The pieces are known: a small piece's bytes come with its neighbours' (its group,
+      // fetched once), a large piece's (or a read across pieces) exactly as asked.
+      const std::optional<FileLayout::Fetch> f = layout_->For(offset, n);
+      if (f.has_value() && !f->window && t_last_read.object == Key() && t_last_read.end == offset &&
+          f->piece_end - offset >= kScanMinBytes) {
+        // This thread reads a large piece on from where it stopped, unannounced: from here to
+        // the piece's end, its reads are streamed ahead for it (WillReadSequentially).
+        t_scan.Start(Key(), offset, f->piece_end, scans_);
+        FillScan();
+        return ReadFromScan(offset, n, out);
+      }
+      if (!f.has_value() || !f->window) {
+        t_last_read = {Key(), offset + n};
+        return Get(offset, n, kPieceBytes, out);
+      }
+      TFCKPT_ASSIGN_OR_RETURN(WindowCache::Bytes window, Window(f->offset, f->size));
+      std::memcpy(out, window->data() + (offset - f->offset), static_cast<size_t>(n));
+      return absl::OkStatus();
+    }
     if (n >= window_) return Get(offset, n, kPieceBytes, out);
     // Through the windows: at most two, as n is smaller than one.
     while (n > 0) {
       const uint64_t start = offset - offset % window_;
-      TFCKPT_ASSIGN_OR_RETURN(WindowCache::Bytes window, Window(start));
+      TFCKPT_ASSIGN_OR_RETURN(WindowCache::Bytes window, Window(start, std::min(window_, size() - start)));
       const uint64_t at = offset - start;
       const uint64_t take = std::min<uint64_t>(n, window->size() - at);
       std::memcpy(out, window->data() + at, static_cast<size_t>(take));
@@ -243,9 +308,21 @@ class S3File final : public ReadableFile {
   // windows once J passed kCachedWindows: at -j 8 a validate fetched its bytes 7 times.)
   // Smaller ranges share the windows.
   void WillReadSequentially(uint64_t offset, uint64_t n) const override {
-    if (n < kScanMinBytes || offset > size() || n > size() - offset) return;
+    if (n == 0 || offset > size() || n > size() - offset) return;
+    // A smaller range shares the windows, unless it is part of a large piece (FileLayout),
+    // whose bytes are never fetched for a window: then exactly it is streamed.
+    if (n < kScanMinBytes) {
+      if (layout_ == nullptr) return;
+      const std::optional<FileLayout::Fetch> f = layout_->For(offset, n);
+      if (!f.has_value() || f->window) return;
+    }
+    if (InScan(offset, n)) return;  // the scan under way goes on over it (its bytes are on their way)
     t_scan.Start(Key(), offset, offset + n, scans_);
     FillScan();
+  }
+
+  void AdviseLayout(const std::vector<std::pair<uint64_t, uint64_t>>& pieces) override {
+    layout_ = std::make_shared<const FileLayout>(pieces, window_);
   }
 
  private:
@@ -308,10 +385,10 @@ class S3File final : public ReadableFile {
     return absl::OkStatus();
   }
 
-  // The window that starts at `start` (window_ bytes, or what is left of the object).
-  absl::StatusOr<WindowCache::Bytes> Window(uint64_t start) const {
-    return cache_->Get(StrCat(name_, " ", info_.etag), start, [&]() -> absl::StatusOr<WindowCache::Bytes> {
-      auto bytes = std::make_shared<std::string>(static_cast<size_t>(std::min(window_, size() - start)), '\0');
+  // The window [start, start + n) (REQUIRES: within the object).
+  absl::StatusOr<WindowCache::Bytes> Window(uint64_t start, uint64_t n) const {
+    return cache_->Get(Key(), start, n, [&]() -> absl::StatusOr<WindowCache::Bytes> {
+      auto bytes = std::make_shared<std::string>(static_cast<size_t>(n), '\0');
       TFCKPT_RETURN_IF_ERROR(Get(start, bytes->size(), std::min(window_, kWindowPieceBytes), bytes->data()));
       return WindowCache::Bytes(std::move(bytes));
     });
@@ -330,6 +407,7 @@ class S3File final : public ReadableFile {
   std::shared_ptr<PartBudget> gate_;  // scan fetches at once
   std::shared_ptr<ScanBudget> scans_;  // the store's scans together
   int connections_;
+  std::shared_ptr<const FileLayout> layout_;  // AdviseLayout's, or none
 };
 
 // Bytes in memory as a file: an upload's object while all of it is still held.

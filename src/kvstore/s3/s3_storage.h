@@ -7,13 +7,20 @@
 //   ReadAt        a thread's announced scan of a large range (WillReadSequentially, at
 //                 least kScanMinBytes: a tensor verified or copied) is streamed ahead for
 //                 that thread alone, as ranged GETs of kPieceBytes, as many ahead as
-//                 connections (ScanPieces, shared by all scans); other small reads
-//                 come from read-ahead windows (kWindowBytes unless
-//                 TFCKPT_S3_READ_AHEAD_KIB says, fetched as ranged GETs of at most
-//                 kWindowPieceBytes over the client's connections at once) kept in a cache
-//                 shared by every open object (at most kCachedWindows windows: bounded memory);
-//                 a read of a window or more goes straight into the caller's buffer as
-//                 ranged GETs of kPieceBytes, over the connections at once.
+//                 connections (ScanPieces, shared by all scans). With the file's layout
+//                 (AdviseLayout: the checkpoint's entries, FileLayout) every stored byte is
+//                 fetched once per run: a small piece comes with its small neighbours (their
+//                 group, a window of at most kWindowBytes, cached), a large piece's bytes
+//                 exactly as asked, never for a small piece's window (a thread that reads on
+//                 where its last read of it ended, unannounced, is streamed ahead to the
+//                 piece's end; an announced part of a large piece is streamed however
+//                 small). Without a layout, small reads come from read-ahead windows
+//                 (kWindowBytes unless TFCKPT_S3_READ_AHEAD_KIB says, aligned). Windows are
+//                 fetched as ranged GETs of at most kWindowPieceBytes over the client's
+//                 connections at once and kept in a cache shared by every open object (at
+//                 most kCachedWindows windows: bounded memory); a read of a window or more
+//                 goes straight into the caller's buffer as ranged GETs of kPieceBytes, over
+//                 the connections at once.
 //   Stat          HEAD; a key with objects under "KEY/" (or a key ending in "/") is a
 //                 directory.
 //   List          ListObjectsV2 with delimiter "/": the objects one level below, and the
@@ -49,7 +56,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kvstore/s3/client.h"
 #include "kvstore/s3/settings.h"
@@ -78,6 +88,29 @@ inline constexpr uint64_t kPartBytes = 8ull << 20;
 // A bundle's index is checked before it goes up (it is the commit), read from memory: it
 // stays whole in its first part up to this size (an index of ~500,000 entries).
 inline constexpr uint64_t kIndexPartBytes = 64ull << 20;
+
+// The pieces of an object as its reader reads them (ReadableFile::AdviseLayout): the small
+// ones (under kScanMinBytes) grouped in file order into windows of at most `window` bytes
+// (neighbours, and the gaps between them, fetched together once), the large ones alone.
+class FileLayout {
+ public:
+  FileLayout(std::vector<std::pair<uint64_t, uint64_t>> pieces, uint64_t window);
+  // What to fetch for a read of [offset, offset + n): the small piece's group (window), or
+  // the bytes asked for (a large piece, which ends at piece_end); nullopt when the read is
+  // not within one piece.
+  struct Fetch {
+    uint64_t offset, size;
+    bool window;
+    uint64_t piece_end;
+  };
+  std::optional<Fetch> For(uint64_t offset, uint64_t n) const;
+
+ private:
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  std::vector<uint64_t> begin_, end_;  // the pieces, sorted, overlaps merged
+  std::vector<size_t> group_;          // by piece: its group, or kNone (large)
+  std::vector<std::pair<uint64_t, uint64_t>> groups_;  // [begin, end)
+};
 
 // What the environment asks for: the client's options (TFCKPT_S3_CONNECTIONS,
 // TFCKPT_S3_MAX_RETRIES) and the read-ahead window (TFCKPT_S3_READ_AHEAD_KIB);
