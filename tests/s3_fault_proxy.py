@@ -15,8 +15,14 @@ test writes it) and applies it instead of, or to, that request:
   hold                  do not forward, do not answer: keep the request waiting until the
                         test releases it (then close the connection) or the client gives up
   delay SECONDS         wait, then forward and answer as usual (a slow server, no failure)
+  deny-missing          forward; an answer 404 becomes 403 AccessDenied (what S3 answers
+                        for a missing key to a caller without s3:ListBucket)
   when METHOD TEXT FAULT…  FAULT for the first METHOD request whose target holds TEXT;
                         other requests pass untouched and leave the line in place
+  always METHOD TEXT FAULT…  FAULT for every METHOD request whose target holds TEXT (TEXT
+                        "*": every one), for good: the line stays, and the lines after it
+                        apply to the other requests (a policy: e.g. no listing allowed);
+                        "always" lines go first in the file
 
 Controls for the tests (requests to the proxy itself, never forwarded or logged):
   GET /__proxy__/reset           forget the faults that fired and release every held request
@@ -88,14 +94,22 @@ def next_fault(method, target):
                 lines = f.read().splitlines()
         except FileNotFoundError:
             return []
-        if not lines:
+        rules = 0  # the "always" lines at the top: they stay
+        while rules < len(lines) and lines[rules].startswith("always "):
+            rules += 1
+        for line in lines[:rules]:
+            words = line.split()
+            if len(words) >= 4 and words[1] == method and (words[2] == "*" or words[2] in target):
+                return words[3:]
+        rest = lines[rules:]
+        if not rest:
             return []
-        words = lines[0].split()
+        words = rest[0].split()
         when = bool(words) and words[0] == "when"
         if when and (len(words) < 4 or words[1] != method or words[2] not in target):
             return []
         with open(FAULTS_FILE, "w") as f:
-            f.write("".join(line + "\n" for line in lines[1:]))
+            f.write("".join(line + "\n" for line in lines[:rules] + rest[1:]))
         return words[3:] if when else words
 
 
@@ -189,6 +203,12 @@ def serve(conn_id, method, target, headers, body):
         time.sleep(float(fault[1]))
         fault = None
     status, reason, rheaders, data = forward(method, target, headers, body)
+    if fault and fault[0] == "deny-missing":
+        fault = None
+        if status == 404:
+            note_fired("deny-missing")
+            data = b"<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+            status, reason, rheaders = 403, "Forbidden", [("Content-Type", "application/xml")]
     return response_bytes(status, reason, rheaders, data, method == "HEAD") + (fault or None,)
 
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "kvstore/s3/multipart_writer.h"
@@ -384,7 +385,9 @@ struct Client::Impl {
     if (!code.empty()) StrAppend(&message, " ", code);
     if (err.has_value() && !err->message.empty()) StrAppend(&message, ": ", err->message);
     const bool retry = status == 429 || (status >= 500 && status != 501) || RetryableS3Code(code);
-    return {retry ? Verdict::kRetry : Verdict::kFail, absl::Status(CodeForHttp(status, code), message)};
+    absl::Status failed(CodeForHttp(status, code), message);
+    if (!code.empty()) failed.SetPayload(kS3CodePayload, absl::Cord(code));
+    return {retry ? Verdict::kRetry : Verdict::kFail, std::move(failed)};
   }
 
   // Sends make() until it succeeds, fails for good or the retries are used up. A stop of
@@ -430,6 +433,26 @@ struct Client::Impl {
     return resp.Header("etag");
   }
 };
+
+std::string S3ErrorCode(const absl::Status& s) {
+  const auto code = s.GetPayload(kS3CodePayload);
+  return code.has_value() ? std::string(*code) : std::string();
+}
+
+namespace {
+
+// `s` of a listing, saying which permission a refusal means (a role may read objects and
+// still not list them: a listing is asked for only where nothing else will do).
+absl::Status ListingError(absl::Status s, std::string_view s3_permission, std::string_view gcs_permission,
+                          const ObjectUrl& url) {
+  if (!absl::IsPermissionDenied(s) || S3ErrorCode(s) != "AccessDenied") return s;
+  absl::Status out(s.code(), StrCat(s.message(), " (listing needs the ",
+                                    url.scheme == "gs" ? gcs_permission : s3_permission, " permission)"));
+  s.ForEachPayload([&](absl::string_view type, const absl::Cord& payload) { out.SetPayload(type, payload); });
+  return out;
+}
+
+}  // namespace
 
 std::chrono::microseconds RetryDelay(const RetryPolicy& policy, int attempt) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -592,8 +615,9 @@ absl::StatusOr<Client::Listing> Client::ListLevel(const ObjectUrl& prefix, std::
     std::vector<QueryParam> q = {{"list-type", "2"}, {"prefix", prefix.key}, {"max-keys", StrCat(page_size)}};
     if (!delimiter.empty()) q.push_back({"delimiter", std::string(delimiter)});
     if (!token.empty()) q.push_back({"continuation-token", token});
-    TFCKPT_ASSIGN_OR_RETURN(Response resp, impl_->Send("GET", bucket, std::move(q)));
-    auto page = ParseListObjectsV2(resp.body);
+    absl::StatusOr<Response> resp = impl_->Send("GET", bucket, std::move(q));
+    if (!resp.ok()) return ListingError(resp.status(), "s3:ListBucket", "storage.objects.list", prefix);
+    auto page = ParseListObjectsV2(resp->body);
     if (!page.ok()) return Annotate(page.status(), StrCat("GET ", prefix.ToString(), " (list)"));
     for (ListedObject& o : page->objects) out.objects.push_back(std::move(o));
     for (std::string& p : page->common_prefixes) out.common_prefixes.push_back(std::move(p));
@@ -610,8 +634,11 @@ absl::StatusOr<std::vector<MultipartUpload>> Client::ListMultipartUploads(const 
     std::vector<QueryParam> q = {{"uploads", ""}, {"prefix", prefix.key}, {"max-uploads", StrCat(page_size)}};
     if (!key_marker.empty()) q.push_back({"key-marker", key_marker});
     if (!id_marker.empty()) q.push_back({"upload-id-marker", id_marker});
-    TFCKPT_ASSIGN_OR_RETURN(Response resp, impl_->Send("GET", bucket, std::move(q)));
-    auto page = ParseListMultipartUploads(resp.body);
+    absl::StatusOr<Response> resp = impl_->Send("GET", bucket, std::move(q));
+    if (!resp.ok()) {
+      return ListingError(resp.status(), "s3:ListBucketMultipartUploads", "storage.multipartUploads.list", prefix);
+    }
+    auto page = ParseListMultipartUploads(resp->body);
     if (!page.ok()) return Annotate(page.status(), StrCat("GET ", prefix.ToString(), " (list uploads)"));
     for (MultipartUpload& u : page->uploads) out.push_back(std::move(u));
     if (!page->truncated || page->next_key_marker.empty()) break;

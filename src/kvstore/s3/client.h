@@ -54,6 +54,12 @@
 
 namespace tfckpt::s3 {
 
+// The S3 error code of a request's failure ("NoSuchKey", "NoSuchBucket", "AccessDenied",
+// "SignatureDoesNotMatch", ...): the answer's <Code>, carried by the status as a payload;
+// "" when the answer had none (a HEAD's has no body) or the request got no answer.
+inline constexpr char kS3CodePayload[] = "tfckpt/s3-error-code";
+std::string S3ErrorCode(const absl::Status& s);
+
 struct RetryPolicy {
   int max_retries = 10;  // retries after the first attempt
   std::chrono::microseconds initial_delay{100'000};

@@ -620,8 +620,23 @@ void S3Storage::Forget(const std::string& url, bool under) {
 
 absl::Status S3Storage::CheckAccess(const std::string& path) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
-  // One page of one key: the bucket exists, the credentials are accepted, the endpoint answers.
-  return Named(t.client->ListLevel(t.url, "/", 1, /*first_page_only=*/true).status(), path);
+  if (t.url.key.empty()) {
+    // A bucket: one page of one key (only a listing can say it exists).
+    return Named(t.client->ListLevel(t.url, "/", 1, /*first_page_only=*/true).status(), path);
+  }
+  // The first byte of the key, which needs s3:GetObject alone (many roles, and every public
+  // bucket, may read objects and not list them): the endpoint answers, the credentials are
+  // accepted and the bucket exists unless the answer says otherwise. A missing key is no
+  // error (a prefix names none), and neither is AccessDenied: S3 answers it for a missing
+  // key to a caller who may not list the bucket (whether the objects can be read, their
+  // reads will say).
+  char byte;
+  const absl::Status s = t.client->Read(t.url, 0, 1, "", &byte);
+  if (s.ok() || absl::IsOutOfRange(s)) return absl::OkStatus();  // (OutOfRange: an empty object)
+  const std::string code = S3ErrorCode(s);
+  if (absl::IsNotFound(s) && code != "NoSuchBucket") return absl::OkStatus();
+  if (absl::IsPermissionDenied(s) && code == "AccessDenied") return absl::OkStatus();
+  return Named(s, path);
 }
 
 absl::StatusOr<std::unique_ptr<ReadableFile>> S3Storage::OpenForRead(const std::string& path) {
@@ -652,6 +667,11 @@ absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {
   }
   const ObjectUrl dir{t.url.scheme, t.url.bucket, DirectoryPrefix(t.url.key)};
   absl::StatusOr<Client::Listing> some = t.client->ListLevel(dir, "/", 1, /*first_page_only=*/true);
+  if (!some.ok() && absl::IsPermissionDenied(some.status()) && !t.url.key.empty() && t.url.key.back() != '/') {
+    // Not an object, and the prefix may not be listed: nothing is known to be there.
+    return absl::NotFoundError(StrCat(path, ": no such object (or not allowed to read it), and ", dir.ToString(),
+                                      " cannot be listed: ", some.status().message()));
+  }
   if (!some.ok()) return Named(some.status(), path);
   if (some->objects.empty() && some->common_prefixes.empty() && !t.url.key.empty()) {
     return absl::NotFoundError(StrCat(path, ": no such object, and no object under ", dir.ToString()));
