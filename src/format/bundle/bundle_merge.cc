@@ -246,7 +246,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
       staged.push_back(std::move(f));
     }
   }
-  TFCKPT_ASSIGN_OR_RETURN(auto index, store.Create(out + ".index"));
+  TFCKPT_ASSIGN_OR_RETURN(auto index, store.Create(out + ".index", kIndexWrite));
   {
     TableWriter table(index.get());
     pb::BundleHeaderProto h = *first_header;
@@ -280,6 +280,8 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   if (options.move) {
     TFCKPT_RETURN_IF_ERROR(CheckStop());  // (data in place: the index is the first change)
     if (Run* run = CurrentRun()) run->PassPointOfNoReturn();
+    // The index is written only if absent (kIndexWrite): one that --force replaces goes first.
+    if (options.overwrite && FileExists(out + ".index")) TFCKPT_RETURN_IF_ERROR(store.Remove(out + ".index"));
     TFCKPT_RETURN_IF_ERROR(index->Commit());
     index->Publish();  // the inputs are consumed: the output stays, whatever follows
     TFCKPT_RETURN_IF_ERROR(Reached("index-committed"));
