@@ -150,3 +150,44 @@ TEST_CASE("merge keeps an input's data files no entry uses, found among the file
     CHECK((*c)->info().num_shards == n);  // the header's sum, as TF writes it
   }
 }
+
+TEST_CASE("merge refuses a partitioned tensor whose inputs list more slices together than the reader accepts") {
+  // Each input's metadata entry lists 1000 slices of "t" and holds none of them: each input
+  // opens (slice.missing-entry is a defect of "t"), but the merged entry would list 2000
+  // slices with no slice entry, which the reader refuses (entry.slices): merge refuses it
+  // first, naming the input that brings the list over.
+  TempDir dir;
+  std::vector<std::string> inputs;
+  for (const char* name : {"x", "y"}) {
+    inputs.push_back(dir / name);
+    tfckpt::pb::BundleEntryProto meta = tfckpt::MakeEntry(kFloat, {2000}, 0, 0, 0, 0);
+    for (int i = 0; i < 1000; ++i) {
+      auto* extent = meta.add_slices()->add_extent();
+      extent->set_start(2 * i + (name[0] == 'y'));
+      extent->set_length(1);
+    }
+    auto out = tfckpt::Storage::Local().Create(inputs.back() + ".index");
+    REQUIRE(out.ok());
+    {
+      tfckpt::TableWriter table(out->get());
+      std::string value;
+      tfckpt::MakeHeader(1).SerializeToString(&value);
+      REQUIRE(table.Add("", value).ok());
+      meta.SerializeToString(&value);
+      REQUIRE(table.Add("t", value).ok());
+      REQUIRE(table.Finish().ok());
+    }
+    REQUIRE((*out)->Close().ok());
+    REQUIRE((*out)->Commit().ok());
+    WriteFile(tfckpt::DataFileName(inputs.back(), 0, 1), "");
+    REQUIRE(tfckpt::OpenCheckpoint(inputs.back()).ok());
+  }
+  auto merged = tfckpt::MergeBundles(inputs, dir / "out", {});
+  REQUIRE(!merged.ok());
+  const tfckpt::ErrorInfo e = tfckpt::ErrorInfoOf(merged.status());
+  CHECK(absl::IsDataLoss(merged.status()));
+  CHECK(e.check == "entry.slices");
+  CHECK(e.file == inputs[1] + ".index");
+  CHECK(e.key == "t");
+  CHECK(Written(dir, "out").empty());
+}

@@ -27,6 +27,7 @@ namespace {
 struct Merged {
   pb::BundleEntryProto entry;
   size_t input = 0;  // which input it came from (for messages)
+  size_t last = 0;   // the last input that added slices to it
 };
 
 // How messages name an index key: the tensor name, or "NAME slice 0,3:-" for a slice key.
@@ -115,6 +116,10 @@ class MergedIndex {
   // numbers stay TensorFlow's), so that every file the header counts exists. Found by one
   // listing per input, however many files its header counts.
   absl::Status AddUnusedFiles();
+  // Refuses an output the reader would refuse for its slice lists (entry.slices): the inputs
+  // list together more slices of a partitioned tensor than the output's slice entries
+  // allow (each input may list slices it does not hold, within the bound).
+  absl::Status CheckSliceLists() const;
 
   bool empty() const { return !first_header_; }
   // The first input's header with the inputs' num_shards summed. REQUIRES: !empty().
@@ -209,6 +214,7 @@ absl::Status MergedIndex::AddEntry(size_t j, const Input& in, const std::string&
                                                prefix, " (TensorFlow crashes here)"));
     }
     for (const auto& s : e.slices()) *m.entry.add_slices() = s;
+    m.last = j;
     return absl::OkStatus();
   }
   // Map the entry's data file to an output id, in order of first use (TF does this for
@@ -216,7 +222,19 @@ absl::Status MergedIndex::AddEntry(size_t j, const Input& in, const std::string&
   TFCKPT_RETURN_IF_ERROR(CheckShard(prefix + ".index", in, key, e));
   used->shards.insert(e.shard_id());
   e.set_shard_id(FileId(DataFileName(prefix, e.shard_id(), in.header.num_shards())));
-  entries_.emplace(key, Merged{std::move(e), j});
+  entries_.emplace(key, Merged{std::move(e), j, j});
+  return absl::OkStatus();
+}
+
+absl::Status MergedIndex::CheckSliceLists() const {
+  int64_t slice_entries = 0;  // slice keys sort before every name: all are before each list
+  for (const auto& [key, m] : entries_) slice_entries += IsSliceKey(key) ? 1 : 0;
+  for (const auto& [key, m] : entries_) {
+    if (!TooManySlices(m.entry.slices_size(), slice_entries)) continue;
+    return DataLossAt("entry.slices", inputs_[m.last] + ".index", key, -1,
+                      StrCat("the inputs list ", m.entry.slices_size(), " slices of this tensor but hold only ",
+                             slice_entries, " slice entries"));
+  }
   return absl::OkStatus();
 }
 
@@ -334,6 +352,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     return absl::NotFoundError(StrCat("no input checkpoint found (tried ", absl::StrJoin(inputs, ", "), ")"));
   }
   TFCKPT_RETURN_IF_ERROR(merged.AddUnusedFiles());
+  TFCKPT_RETURN_IF_ERROR(merged.CheckSliceLists());
   const std::vector<std::string>& files_in_order = merged.files();
   const int32_t k = static_cast<int32_t>(files_in_order.size());
   report.num_files = k;

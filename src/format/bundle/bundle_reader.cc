@@ -94,12 +94,11 @@ absl::Status VisitBundleIndex(TableReader& index, std::vector<Finding>* findings
     }
     if (!have_header) return DataLossAt("header.missing", path, key, block, "index has no header entry (empty key) before tensors");
     // A metadata entry listing far more slices than exist is refused before its slice list
-    // is built (millions of listed slices would cost gigabytes); a few missing slices are
-    // a defect of that tensor, reported by validate (slice.missing-entry).
+    // is built (TooManySlices).
     const bool slice = IsSliceKey(key);
     if (!slice) {
       const int64_t listed = CountSlicesField(value);
-      if (listed > 2 * slice_entries + 1000) {
+      if (TooManySlices(listed, slice_entries)) {
         return DataLossAt("entry.slices", path, key, block,
                           StrCat("entry lists ", listed, " slices but the index holds only ", slice_entries,
                                  " slice entries"));

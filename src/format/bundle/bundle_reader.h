@@ -23,6 +23,12 @@ namespace tfckpt {
 // saver writes, few enough that a loop or a list over them stays small.
 inline constexpr int32_t kMaxBundleShards = 1 << 20;
 
+// The reader's bound on a metadata entry's slice list (check entry.slices): more slices than
+// twice the slice entries before it in the index, plus 1000, are refused before the list is
+// built (millions of listed slices would cost gigabytes); fewer missing ones are a defect
+// of that tensor (slice.missing-entry).
+inline bool TooManySlices(int64_t listed, int64_t slice_entries) { return listed > 2 * slice_entries + 1000; }
+
 // What VisitBundleIndex hands its caller, entry by entry.
 struct BundleIndexVisitor {
   // The header (key ""), parsed and checked: the version (CheckVersion), the endianness,
