@@ -29,9 +29,11 @@ namespace {
 
 constexpr int32_t kFloat = static_cast<int32_t>(tfckpt::DType::kFloat);
 
-// Writes PREFIX.index by hand: a header counting `num_shards` data files, then one float32
-// [1] entry per name in `shards` (name -> its shard_id, names in key order).
-void WriteIndex(const std::string& prefix, int32_t num_shards, const std::vector<std::pair<std::string, int32_t>>& shards) {
+using Entries = std::vector<std::pair<std::string, tfckpt::pb::BundleEntryProto>>;
+
+// Writes PREFIX.index by hand: a header counting `num_shards` data files, then `entries`
+// (in key order).
+void WriteIndex(const std::string& prefix, int32_t num_shards, const Entries& entries) {
   auto out = tfckpt::Storage::Local().Create(prefix + ".index");
   REQUIRE(out.ok());
   {
@@ -39,15 +41,22 @@ void WriteIndex(const std::string& prefix, int32_t num_shards, const std::vector
     std::string value;
     tfckpt::MakeHeader(num_shards).SerializeToString(&value);
     REQUIRE(table.Add("", value).ok());
-    for (const auto& [name, shard] : shards) {
+    for (const auto& [key, entry] : entries) {
       value.clear();
-      tfckpt::MakeEntry(kFloat, {1}, shard, 0, 4, 0).SerializeToString(&value);
-      REQUIRE(table.Add(name, value).ok());
+      entry.SerializeToString(&value);
+      REQUIRE(table.Add(key, value).ok());
     }
     REQUIRE(table.Finish().ok());
   }
   REQUIRE((*out)->Close().ok());
   REQUIRE((*out)->Commit().ok());
+}
+
+// A float32 [1] entry per name in `shards` (name -> its shard_id).
+Entries Scalars(const std::vector<std::pair<std::string, int32_t>>& shards) {
+  Entries out;
+  for (const auto& [name, shard] : shards) out.emplace_back(name, tfckpt::MakeEntry(kFloat, {1}, shard, 0, 4, 0));
+  return out;
 }
 
 // A good input "good" holding "a", written by the library.
@@ -70,6 +79,17 @@ std::vector<std::string> Written(const TempDir& dir, const std::string& stem) {
   return out;
 }
 
+// `merged` is a DataLoss with `check` at `file`, and nothing was written at DIR/out.
+void CheckRefused(const absl::StatusOr<tfckpt::MergeReport>& merged, const std::string& check, const std::string& file,
+                  const TempDir& dir) {
+  REQUIRE(!merged.ok());
+  const tfckpt::ErrorInfo e = tfckpt::ErrorInfoOf(merged.status());
+  CHECK(absl::IsDataLoss(merged.status()));
+  CHECK(e.check == check);
+  CHECK(e.file == file);
+  CHECK(Written(dir, "out").empty());
+}
+
 }  // namespace
 
 TEST_CASE("merge refuses a header num_shards the reader refuses, as the reader does, and writes nothing") {
@@ -77,7 +97,7 @@ TEST_CASE("merge refuses a header num_shards the reader refuses, as the reader d
     CAPTURE(n);
     TempDir dir;
     const std::string good = GoodInput(dir), bad = dir / "bad";
-    WriteIndex(bad, n, {{"b", 0}});
+    WriteIndex(bad, n, Scalars({{"b", 0}}));
     WriteFile(tfckpt::DataFileName(bad, 0, n), std::string(4, '\0'));
     const absl::Status opened = tfckpt::OpenCheckpoint(bad).status();
     REQUIRE(absl::IsDataLoss(opened));
@@ -93,7 +113,7 @@ TEST_CASE("merge refuses a header num_shards the reader refuses, as the reader d
 TEST_CASE("merge refuses an entry naming a data file past the header's count, as reading it does") {
   TempDir dir;
   const std::string good = GoodInput(dir), bad = dir / "bad";
-  WriteIndex(bad, 2, {{"b", 0}, {"c", 2}});
+  WriteIndex(bad, 2, Scalars({{"b", 0}, {"c", 2}}));
   for (int s = 0; s < 3; ++s) WriteFile(tfckpt::DataFileName(bad, s, 2), std::string(4, '\0'));
   auto c = tfckpt::OpenCheckpoint(bad);
   REQUIRE(c.ok());
@@ -115,16 +135,10 @@ TEST_CASE("merge refuses inputs whose headers count more data files in all than 
   std::vector<std::string> inputs;
   for (const char* name : {"x", "y"}) {
     inputs.push_back(dir / name);
-    WriteIndex(inputs.back(), n, {{name, 0}});
+    WriteIndex(inputs.back(), n, Scalars({{name, 0}}));
     WriteFile(tfckpt::DataFileName(inputs.back(), 0, n), std::string(4, '\0'));
   }
-  auto merged = tfckpt::MergeBundles(inputs, dir / "out", {});
-  REQUIRE(!merged.ok());
-  const tfckpt::ErrorInfo e = tfckpt::ErrorInfoOf(merged.status());
-  CHECK(absl::IsDataLoss(merged.status()));
-  CHECK(e.check == "header.num-shards");
-  CHECK(e.file == inputs[1] + ".index");
-  CHECK(Written(dir, "out").empty());
+  CheckRefused(tfckpt::MergeBundles(inputs, dir / "out", {}), "header.num-shards", inputs[1] + ".index", dir);
 }
 
 TEST_CASE("merge keeps an input's data files no entry uses, found among the files that exist") {
@@ -135,7 +149,7 @@ TEST_CASE("merge keeps an input's data files no entry uses, found among the file
   // every name the header allows probed.
   for (int32_t n : {3, tfckpt::kMaxBundleShards}) {
     CAPTURE(n);
-    WriteIndex(in, n, {{"a", 0}});
+    WriteIndex(in, n, Scalars({{"a", 0}}));
     WriteFile(tfckpt::DataFileName(in, 0, n), "used");
     WriteFile(tfckpt::DataFileName(in, 2, n), "unused");
     WriteFile(tfckpt::DataFileName(in, 2, n + 1), "another count");
@@ -166,28 +180,11 @@ TEST_CASE("merge refuses a partitioned tensor whose inputs list more slices toge
       extent->set_start(2 * i + (name[0] == 'y'));
       extent->set_length(1);
     }
-    auto out = tfckpt::Storage::Local().Create(inputs.back() + ".index");
-    REQUIRE(out.ok());
-    {
-      tfckpt::TableWriter table(out->get());
-      std::string value;
-      tfckpt::MakeHeader(1).SerializeToString(&value);
-      REQUIRE(table.Add("", value).ok());
-      meta.SerializeToString(&value);
-      REQUIRE(table.Add("t", value).ok());
-      REQUIRE(table.Finish().ok());
-    }
-    REQUIRE((*out)->Close().ok());
-    REQUIRE((*out)->Commit().ok());
+    WriteIndex(inputs.back(), 1, {{"t", meta}});
     WriteFile(tfckpt::DataFileName(inputs.back(), 0, 1), "");
     REQUIRE(tfckpt::OpenCheckpoint(inputs.back()).ok());
   }
   auto merged = tfckpt::MergeBundles(inputs, dir / "out", {});
-  REQUIRE(!merged.ok());
-  const tfckpt::ErrorInfo e = tfckpt::ErrorInfoOf(merged.status());
-  CHECK(absl::IsDataLoss(merged.status()));
-  CHECK(e.check == "entry.slices");
-  CHECK(e.file == inputs[1] + ".index");
-  CHECK(e.key == "t");
-  CHECK(Written(dir, "out").empty());
+  CheckRefused(merged, "entry.slices", inputs[1] + ".index", dir);
+  CHECK(tfckpt::ErrorInfoOf(merged.status()).key == "t");
 }
