@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -21,7 +22,8 @@ inline const bool kObjectStoresDisabled = [] {
   return true;
 }();
 
-// A directory of this process, created on first use, e.g. /tmp/tfckpt-fuzz-1234.
+// A directory of this process, created on first use, e.g. /tmp/tfckpt-fuzz-1234, and
+// removed with what it holds when the process exits normally (a crash leaves it for a look).
 inline const std::string& ScratchDir() {
   static const std::string dir = [] {
     std::string d = "/tmp/tfckpt-fuzz-" + std::to_string(::getpid());
@@ -29,6 +31,11 @@ inline const std::string& ScratchDir() {
     if (std::system(cmd.c_str()) != 0) std::abort();
     return d;
   }();
+  // Registered once `dir` is complete, so it runs before `dir` is destroyed.
+  [[maybe_unused]] static const bool cleanup = std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }) == 0;
   return dir;
 }
 

@@ -23,11 +23,15 @@ fi
 
 work=$(mktemp -d /tmp/tfckpt-deb-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-version=$(dpkg-parsechangelog -l debian/changelog -S Version)
+# The version is meson.build's (the one place it is written): debian/changelog is made
+# from debian/changelog.in with it.
+version=$(meson introspect --projectinfo meson.build | python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
+[ -n "$version" ] || { echo "build-debs: no version in meson.build" >&2; exit 1; }
 src=$work/tfckpt-$version
 mkdir -p "$src"
 # The tracked files as they are in the working tree (no build directories).
 git ls-files -z | xargs -0 cp --parents -t "$src"
+sed "s/@VERSION@/$version/" debian/changelog.in >"$src/debian/changelog"
 # Under CI the packages are built without optimisation or debug information: the check is
 # that they build, install and run, and a full optimised build would cost CI minutes.
 if [ "${CI:-}" = "true" ]; then
@@ -46,6 +50,7 @@ ls build-deb
 # Install into a clean root and run from there.
 root=$work/root
 for deb in build-deb/*.deb; do dpkg -x "$deb" "$root"; done
+[ "$("$root/usr/bin/tfckpt" --version)" = "tfckpt $version" ] || { echo "build-debs: tfckpt --version is not $version" >&2; exit 1; }
 "$root/usr/bin/tfckpt" --version
 MANPATH=$root/usr/share/man man -w tfckpt
 site=$(find "$root/usr/lib" -type d -name tfckpt -path '*-packages/*' | head -1)

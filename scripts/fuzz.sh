@@ -6,7 +6,7 @@
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  default 60 (env FUZZ_SECONDS also works); CI uses 10
 #   TARGET              table bundle slice_key specs state_file v1 safetensors payload
-#                       s3_xml url aws_config credential_json
+#                       s3_xml url aws_config credential_json merge
 # A crash stops with exit 1 and names the reproducer under build-fuzz/artifacts/; copy
 # it into tests/fuzz_regressions/TARGET/ (the normal test suite replays that folder).
 set -euo pipefail
@@ -15,7 +15,7 @@ seconds=${1:-${FUZZ_SECONDS:-60}}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(table bundle slice_key specs state_file v1 safetensors payload s3_xml url aws_config credential_json)
+  targets=(table bundle slice_key specs state_file v1 safetensors payload s3_xml url aws_config credential_json merge)
 fi
 
 scripts/install-deps.sh
@@ -34,12 +34,13 @@ meson compile -C "$build" $(printf 'fuzz_%s ' "${targets[@]}") >/dev/null
 testdata=../shared/testdata/tf
 seeds=$build/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{table,bundle,v1,state_file,safetensors}
+mkdir -p "$seeds"/{table,bundle,v1,state_file,safetensors,merge}
 if [ -d "$testdata" ]; then
   python3 - "$testdata" "$seeds" <<'PY'
-import os, struct, sys
+import glob, os, struct, sys
 src, out = sys.argv[1], sys.argv[2]
 n = 0
+merge_inputs = []  # (name, index bytes, data file count) of every index up to 1 MiB
 for root, _, files in os.walk(src):
     for f in files:
         p = os.path.join(root, f)
@@ -59,7 +60,20 @@ for root, _, files in os.walk(src):
                 data = p[:-len(".index")] + ".data-00000-of-00002"
             payload = open(data, "rb").read() if os.path.exists(data) and os.path.getsize(data) <= (1 << 20) else b""
             open(os.path.join(out, "bundle", name), "wb").write(struct.pack("<I", len(blob)) + blob + payload)
+            shards = glob.glob(glob.escape(p[:-len(".index")]) + ".data-?????-of-?????")
+            merge_inputs.append((name, blob, int(shards[0][-5:]) if shards else 1))
         n += 1
+# fuzz_merge: each index alone, and each with the next one (flags byte, data-file counts
+# byte, then each index with its 4-byte length; fuzz/fuzz_merge.cc).
+merge_inputs.sort()
+for i, (name, blob, shards) in enumerate(merge_inputs):
+    count = min(shards, 4) - 1
+    open(os.path.join(out, "merge", name), "wb").write(bytes([0, count]) + struct.pack("<I", len(blob)) + blob)
+    if i + 1 < len(merge_inputs):
+        name2, blob2, shards2 = merge_inputs[i + 1]
+        counts = count | (min(shards2, 4) - 1) << 4
+        open(os.path.join(out, "merge", name + "+" + name2), "wb").write(
+            bytes([1, counts]) + struct.pack("<I", len(blob)) + blob + struct.pack("<I", len(blob2)) + blob2)
 PY
 elif [ "${CI:-}" = "true" ]; then
   echo "fuzz: $testdata is missing (CI=true: failure)" >&2

@@ -415,6 +415,72 @@ def untrusted_sizes_give_errors_not_allocations():
 
 
 @test()
+def a_damaged_num_shards_is_refused_the_same_way_everywhere():
+    """A header counting 2^31 - 1 or -1 data files, or an entry naming the file past the
+    header's count: every command refuses it with the bundle reader's check and message
+    (merge reads its inputs through the reader too), in one line, at once."""
+    with tempfile.TemporaryDirectory() as d:
+        base = family(d, "base")
+        other = os.path.join(d, "kinds")  # other names than base's: merged with it, no conflict
+        subprocess.run([MAKE_FIXTURE, "kinds", other], check=True)
+
+        def refused(args, code=3):
+            p = run(*args, code=code, timeout=60)
+            assert len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+            return p.stderr.strip().split(": error: ", 1)[1]
+
+        def replace_index(prefix, mode):
+            """prefix.index becomes its `mode` mutation (make_fixture mutate)."""
+            subprocess.run([MAKE_FIXTURE, "mutate", mode, prefix, prefix + "-mutated"], check=True)
+            os.replace(prefix + "-mutated.index", prefix + ".index")
+
+        def nothing_written():
+            assert not [n for n in os.listdir(d) if n.startswith(("r.", "m."))], os.listdir(d)
+
+        reshard = ["--partition", "none", "--policy", "single"]
+        for mode, count in (("huge-num-shards", 2147483647), ("negative-num-shards", -1)):
+            bad = mutate(d, mode, base)
+            want = "%s.index: offset 0: header has implausible num_shards %d" % (bad, count)
+            assert refused(["inspect", bad]) == want
+            assert refused(["reshard", bad, "-o", os.path.join(d, "r"), *reshard]) == want
+            assert refused(["merge", other, bad, "-o", os.path.join(d, "m")]) == want
+            assert refused(["merge", bad, "-o", os.path.join(d, "m"), "--no-verify"]) == want
+            e = validate_json(bad, code=1)["errors"][0]
+            assert (e["check"], e["file"], e["offset"]) == ("header.num-shards", bad + ".index", 0), e
+            assert want.endswith(": " + e["message"]), e
+            nothing_written()
+            # An unmerged save with such a part (merge --recover), a scale-out task's part (--finalize).
+            saved = os.path.join(d, "saved-" + mode)
+            subprocess.run([MAKE_FIXTURE, "distributed", saved], check=True)
+            part = os.path.join(saved + "_temp", "part-00001-of-00003")
+            replace_index(part, mode)
+            assert refused(["merge", "--recover", saved]) == want.replace(bad, part)
+            assert not os.path.exists(saved + ".index")
+            out, plan = os.path.join(d, "so-" + mode), os.path.join(d, "plan-%s.json" % mode)
+            run("reshard", base, "-o", out, "--partition", "fixed:3", "--policy", "shards:3", "--plan", plan, code=0)
+            for task in range(3):
+                run("reshard", "--execute", plan, "--task", str(task), code=0)
+            part = json.load(open(plan))["tasks"][1]["part"]
+            replace_index(part, mode)
+            assert refused(["reshard", "--finalize", plan]) == want.replace(bad, part)
+            assert not os.path.exists(out + ".index")
+
+        bad = mutate(d, "shard-past", base)
+        name = "model/part/.ATTRIBUTES/VARIABLE_VALUE"
+        what = 'entry "%s slice 0,3:-" names data file 2 but the header has 2' % name
+        want = '%s.index: key "%s": %s' % (bad, name, what)
+        assert refused(["inspect", bad, "--tensor", name]) == want
+        assert refused(["merge", other, bad, "-o", os.path.join(d, "m")]) == want
+        assert refused(["merge", bad, "-o", os.path.join(d, "m"), "--no-verify"]) == want
+        assert refused(["reshard", bad, "-o", os.path.join(d, "r"), *reshard]) == \
+            '%s: key "%s": %s (run tfckpt validate)' % (bad, name, what)
+        j = validate_json(bad, code=1)
+        assert [(e["check"], e["file"], e["key"], e["message"]) for e in j["errors"]] == [
+            ("entry.shard", bad + ".index", name, what)], j["errors"]
+        nothing_written()
+
+
+@test()
 def validate_planted_index_and_layout_defects():
     with tempfile.TemporaryDirectory() as d:
         base = family(d, "base")

@@ -35,7 +35,9 @@
 //       copies SRC's data files and writes a changed index: drop-slice (the first
 //       slice-key entry), size (first fixed-size plain entry's size + 4), dtype (its
 //       dtype = 99), num-shards (header num_shards + 1), alias (the second slice-key
-//       entry points at the first one's bytes)
+//       entry points at the first one's bytes), huge-num-shards (header num_shards
+//       2^31 - 1), negative-num-shards (-1), shard-past (the first entry's shard_id =
+//       num_shards, one past the last data file)
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -162,12 +164,16 @@ int Mutate(const std::string& mode, const std::string& src, const std::string& d
   tfckpt::TableWriter table(out->get());
   bool done = false;
   std::optional<tfckpt::pb::BundleEntryProto> first_slice;
+  int32_t num_shards = 0;
   Check((*c)->ForEachIndexEntry([&](std::string_view key, std::string_view value, uint64_t) -> absl::Status {
     std::string v(value);
     if (key.empty()) {
       tfckpt::pb::BundleHeaderProto h;
       h.ParseFromString(v);
       if (mode == "num-shards") h.set_num_shards(h.num_shards() + 1);
+      if (mode == "huge-num-shards") h.set_num_shards(std::numeric_limits<int32_t>::max());
+      if (mode == "negative-num-shards") h.set_num_shards(-1);
+      num_shards = h.num_shards();
       v.clear();
       h.SerializeToString(&v);
       return table.Add(key, v);
@@ -187,6 +193,13 @@ int Mutate(const std::string& mode, const std::string& src, const std::string& d
         ext->set_length(1);
         for (int d = 1; d < e.shape().dim_size(); ++d) sl->add_extent();
       }
+      v.clear();
+      e.SerializeToString(&v);
+      return table.Add(key, v);
+    }
+    if (!done && mode == "shard-past") {
+      done = true;
+      e.set_shard_id(num_shards);
       v.clear();
       e.SerializeToString(&v);
       return table.Add(key, v);

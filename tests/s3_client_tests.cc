@@ -824,7 +824,7 @@ TEST_CASE("no thread of the client outlives its writer or its read-ahead") {
   setenv("AWS_SECRET_ACCESS_KEY", Env("S3_TEST_SECRET").c_str(), 1);
   setenv("AWS_REGION", Env("S3_TEST_REGION").c_str(), 1);
   {
-    auto f = tfckpt::s3::S3Storage::ForCurrentRun().OpenForRead(obj.ToString());
+    auto f = tfckpt::Storage::For(obj.ToString()).OpenForRead(obj.ToString());
     REQUIRE_OK(f);
     (*f)->WillReadSequentially(0, body.size());
     std::string first(1 << 20, '\0');

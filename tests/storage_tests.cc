@@ -9,6 +9,7 @@
 
 #include "test_util.h"
 #include "kvstore/local/tracked.h"
+#include "run/run.h"
 #include "tfckpt/path.h"
 #include "tfckpt/storage.h"
 
@@ -301,11 +302,28 @@ TEST_CASE("storage: outputs may not be inputs; stale temporaries of dead writers
   CHECK(Local().Exists(dir / "other.tmp-tfckpt-4194305-0"));  // another stem
 }
 
-TEST_CASE("storage: local paths are local, URLs go to the object store") {
+TEST_CASE("storage: a path's scheme picks its store: local, the object store, memory; per run") {
   CHECK(&tfckpt::Storage::For("/tmp/x") == &tfckpt::Storage::Local());
   CHECK(&tfckpt::Storage::For("relative/x") == &tfckpt::Storage::Local());
   CHECK(&tfckpt::Storage::For("s3://bucket/x") != &tfckpt::Storage::Local());
   CHECK(&tfckpt::Storage::For("gs://bucket/x") == &tfckpt::Storage::For("s3://bucket/y"));
+  CHECK(&tfckpt::Storage::For("mem://bucket/x") != &tfckpt::Storage::For("s3://bucket/y"));
+  // A scheme no store serves: every call an error naming the path.
+  auto none = tfckpt::Storage::For("hdfs://namenode/x").Stat("hdfs://namenode/x");
+  CHECK(absl::IsNotFound(none.status()));
+  CHECK(std::string(none.status().message()).find("hdfs://namenode/x: no store for this scheme") == 0);
+  // Within a run, the run's own object store (its settings and caches are the run's); the
+  // in-memory store is the same in every run (tests write with one command, read with the next).
+  tfckpt::Storage* outside = &tfckpt::Storage::For("s3://bucket/x");
+  {
+    auto run = std::make_shared<tfckpt::Run>();
+    tfckpt::RunScope scope(run.get());
+    tfckpt::Storage* mine = &tfckpt::Storage::For("s3://bucket/x");
+    CHECK(mine != outside);
+    CHECK(&tfckpt::Storage::For("gs://bucket/z") == mine);
+    CHECK(&tfckpt::Storage::For("mem://a/b") == &tfckpt::Storage::For("mem://c/d"));
+    run->Keep();
+  }
   // A malformed URL is an error of the object store, never a local file named "s3:".
   auto st = tfckpt::Storage::For("s3://Bad_Bucket/x").Stat("s3://Bad_Bucket/x");
   REQUIRE(!st.ok());

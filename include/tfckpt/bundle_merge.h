@@ -42,7 +42,11 @@ struct MergeReport {
 // Inputs are left untouched unless `move`: data files are hard-linked into place when on
 // the same file system, else copied. Output is atomic (data files first, index last).
 // Divergence from TF: an input with no entries is skipped (TF counts its num_shards but
-// renames no data file, which leaves an inconsistent checkpoint).
+// renames no data file, which leaves an inconsistent checkpoint). Each input index is read
+// with the bundle reader's checks, so what OpenCheckpoint refuses (e.g. header.num-shards)
+// is refused here with the same DataLoss; so are an entry naming a data file past its
+// header's count (entry.shard), num_shards summing to more than 2^20, and slice lists the
+// reader would refuse in the output (entry.slices) — all before anything is written.
 absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs, const std::string& out,
                                          const MergeOptions& options);
 

@@ -28,6 +28,12 @@
 
 namespace tfckpt {
 
+// How a bundle's index is written (Storage::Create): only if absent -- it is the commit of
+// the whole checkpoint, and a run never replaces an index another run wrote meanwhile
+// (--force removes the old one first: PublishBundle) -- and held whole up to 64 MiB (an
+// index of ~500,000 entries), so that it can be read before it is committed, to be checked.
+inline constexpr WriteOptions kIndexWrite{true, 64ull << 20};
+
 // Name of data file `shard` of `num_shards` for `prefix`: PREFIX.data-00000-of-00002.
 std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards);
 // The files of a TF bundle written at `prefix` with `num_files` data files: the index

@@ -1,10 +1,11 @@
 // Storage: the one interface through which the library and the commands read, write, list
-// and remove files. Storage::For(path) picks the implementation; today every path is local
-// (src/kvstore/local/: mmap, pread, copy_file_range, rename). Nothing outside that
-// implementation calls the file system (scripts/lint-storage.sh checks it).
+// and remove files. A path resolves to its store by its scheme, once (Storage::For): a plain
+// path is the local file system (src/kvstore/local/: mmap, pread, copy_file_range, rename),
+// s3:// and gs:// an object store (src/kvstore/s3/), mem:// the in-memory store of the tests
+// (src/kvstore/memory/); each store registers its scheme in one table (storage.cc). Nothing
+// outside src/kvstore/local/ calls the file system (scripts/lint-storage.sh checks it).
 //
-// Designed so that an object store (S3, Cloud Storage: src/kvstore/s3/) is one more
-// implementation:
+// An object store fits the interface this way:
 //   - ReadableFile::ReadAt is a ranged GET; mapping() is nullopt (no whole-object mapping),
 //     so Range() reads into the caller's scratch buffer; Release is a no-op.
 //   - WritableFile is a multipart upload: Append/WriteAt/the copy forms fill parts, Close
@@ -32,6 +33,19 @@
 #include "absl/status/statusor.h"
 
 namespace tfckpt {
+
+// How a new file is written and published (Storage::Create): commit semantics are the
+// caller's to say, never guessed from the name.
+struct WriteOptions {
+  // Commit() fails (AlreadyExists) and leaves what is there when a file of that name
+  // exists: a checkpoint's index, the commit of a whole checkpoint, never replaces one that
+  // another run wrote meanwhile. Without it, Commit() replaces an existing file.
+  bool if_absent = false;
+  // Object stores: the size of the parts the file goes up in (0: the store's default). A
+  // file no larger than one part is held in memory until Commit(), and so can be read
+  // before it (OpenWritten): a checkpoint's index, checked before it goes up.
+  uint64_t part_size = 0;
+};
 
 // A file open for positional reads.
 class ReadableFile {
@@ -155,20 +169,27 @@ struct FileStat {
   int64_t mtime_ns = 0;  // last modification, nanoseconds since the epoch
 };
 
-class Storage {
+class Storage : public std::enable_shared_from_this<Storage> {
  public:
   virtual ~Storage() = default;
 
-  // The storage that holds `path`: the object store (src/kvstore/s3/) for a URL (s3://,
-  // gs://; another scheme is an error of every call), else the local file system.
+  // The store that holds `path`, by its scheme ("s3://", "gs://", "mem://"; none: the local
+  // file system). Within a run (run/run.h) each scheme's store is the run's own, made on its
+  // first use and gone with it (an object store's settings and caches are per run); outside
+  // any run, one per scheme for the process. A scheme no store serves is an error of every
+  // call of the store returned.
   static Storage& For(std::string_view path);
   // The local file system (credential files, for example, are always local).
   static Storage& Local();
 
   virtual absl::StatusOr<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) = 0;
-  // A new file that becomes `final_path` at Commit(); an existing file of that name is
-  // replaced then. The directory must exist (CreateDirectories).
-  virtual absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& final_path) = 0;
+  // A new file that becomes `final_path` at Commit() (see WriteOptions). The directory must
+  // exist (CreateDirectories).
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& final_path,
+                                                               const WriteOptions& options) = 0;
+  absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& final_path) {
+    return Create(final_path, WriteOptions{});
+  }
 
   // The entries of directory `dir` ("" is the current directory), in no particular order.
   virtual absl::StatusOr<std::vector<DirEntry>> List(const std::string& dir) = 0;

@@ -31,6 +31,7 @@
 #include "tfckpt/object_graph.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
+#include "tfckpt/version.h"
 
 namespace py = pybind11;
 
@@ -520,6 +521,7 @@ py::tuple RunCommand(const std::string& name, const py::dict& d) {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "C++ core of the tfckpt package (use `import tfckpt`).";
+  m.attr("version") = TFCKPT_VERSION;  // (tfckpt.__version__)
   py::class_<PyCheckpoint>(m, "Checkpoint")
       .def("names", &PyCheckpoint::Names, "Every tensor's name (bytes), in name order.")
       .def("__len__", [](const PyCheckpoint& p) { return p.c().tensors().size(); })

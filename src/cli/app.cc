@@ -13,6 +13,7 @@
 #include "common.h"
 #include "interrupts.h"
 #include "tfckpt/strings.h"
+#include "tfckpt/version.h"
 
 namespace tfckpt::cli {
 namespace {
@@ -65,7 +66,7 @@ int RunTfckpt(int argc, char** argv) {
   CLI::App app{"tfckpt - inspect, validate, reshard, merge and convert TensorFlow checkpoints\n"
                "without TensorFlow."};
   app.name("tfckpt");
-  app.set_version_flag("--version", "tfckpt 0.1.0");
+  app.set_version_flag("--version", "tfckpt " TFCKPT_VERSION);
   app.require_subcommand(1);
   app.footer(
       "CKPT may be a prefix (dir/model.ckpt-1000), its .index file, a directory with a\n"

@@ -18,7 +18,7 @@
 
 namespace tfckpt::cli {
 
-// Documented in man/tfckpt.1; the same for every subcommand.
+// Documented in man tfckpt (man/tfckpt.1.in); the same for every subcommand.
 enum ExitCode : int {
   kExitOk = 0,           // success
   kExitCheckFailed = 1,  // the command ran and a check failed

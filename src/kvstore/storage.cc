@@ -1,8 +1,13 @@
 // The parts of storage.h that every implementation shares, and the choice of one.
 #include "tfckpt/storage.h"
 
+#include <map>
+#include <mutex>
+
 #include "kvstore/local/local_storage.h"
+#include "kvstore/memory/memory_storage.h"
 #include "kvstore/s3/s3_storage.h"
+#include "run/run.h"
 #include "tfckpt/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -71,13 +76,85 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> OpenFile(const std::string& path, 
 }
 
 Storage& Storage::Local() {
-  static auto* local = new LocalStorage();  // never destroyed: used until exit
-  return *local;
+  static auto* local = new std::shared_ptr<LocalStorage>(std::make_shared<LocalStorage>());  // never destroyed
+  return **local;
 }
 
+namespace {
+
+// What a path with a scheme no store serves resolves to: every call is an error naming it.
+class NoStore final : public Storage {
+ public:
+  using Storage::Create;
+  absl::StatusOr<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& p) override { return Refused(p); }
+  absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& p, const WriteOptions&) override {
+    return Refused(p);
+  }
+  absl::StatusOr<std::vector<DirEntry>> List(const std::string& p) override { return Refused(p); }
+  std::vector<std::string> Glob(const std::string&) override { return {}; }
+  absl::StatusOr<FileStat> Stat(const std::string& p) override { return Refused(p); }
+  absl::StatusOr<std::string> ReadSmallFile(const std::string& p, uint64_t) override { return Refused(p); }
+  absl::Status Remove(const std::string& p) override { return Refused(p); }
+  absl::Status RemoveAll(const std::string& p) override { return Refused(p); }
+  absl::Status CreateDirectories(const std::string& p) override { return Refused(p); }
+  absl::Status Move(const std::string& p, const std::string&) override { return Refused(p); }
+  absl::Status Link(const std::string& p, const std::string&) override { return Refused(p); }
+  std::string Absolute(const std::string& p) override { return p; }
+  absl::Status CheckNotInputs(const std::vector<std::string>&, const std::vector<std::string>&) override {
+    return absl::OkStatus();
+  }
+  absl::Status CheckAccess(const std::string& p) override { return Refused(p); }
+  std::vector<std::string> RemoveStaleTemporaries(const std::string&, const std::string&) override { return {}; }
+
+ private:
+  static absl::Status Refused(const std::string& path) {
+    return absl::NotFoundError(
+        StrCat(path, ": no store for this scheme (local paths, s3://, gs:// and mem:// are served)"));
+  }
+};
+
+// The stores, by the scheme of the paths they hold (the one table where a store registers);
+// made per run (Storage::For), one per `kind`: s3:// and gs:// share one object store.
+struct Driver {
+  std::string_view scheme;
+  const char* kind;
+  std::shared_ptr<Storage> (*make)();
+};
+std::shared_ptr<Storage> MakeObjectStore() {
+  const Run* run = CurrentRun();
+  return std::make_shared<s3::S3Storage>(run != nullptr ? run->connections() : 0);
+}
+std::shared_ptr<Storage> MakeMemoryStore() { return MemoryStorage::Instance(); }
+std::shared_ptr<Storage> MakeNoStore() { return std::make_shared<NoStore>(); }
+constexpr char kObjectStore[] = "object store", kMemoryStore[] = "memory", kNoStoreKind[] = "none";
+constexpr Driver kDrivers[] = {
+    {"s3", kObjectStore, MakeObjectStore}, {"gs", kObjectStore, MakeObjectStore}, {"mem", kMemoryStore, MakeMemoryStore}};
+constexpr Driver kNoStore = {"", kNoStoreKind, MakeNoStore};
+
+const Driver& DriverFor(std::string_view path) {
+  const std::string_view scheme = path.substr(0, path.find("://"));
+  for (const Driver& d : kDrivers) {
+    if (d.scheme == scheme) return d;
+  }
+  return kNoStore;
+}
+
+}  // namespace
+
 Storage& Storage::For(std::string_view path) {
-  if (IsUrl(path)) return s3::S3Storage::ForCurrentRun();
-  return Local();
+  if (!IsUrl(path)) return Local();
+  const Driver& driver = DriverFor(path);
+  if (Run* run = CurrentRun()) {
+    return *static_cast<Storage*>(
+        run->Resource(driver.kind, [&] { return std::shared_ptr<void>(driver.make()); }).get());
+  }
+  // Outside any run: one store of each kind for the process.
+  static std::mutex mu;
+  static auto* stores = new std::map<const char*, std::shared_ptr<Storage>>();  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<Storage>& store = (*stores)[driver.kind];
+  if (!store) store = driver.make();
+  return *store;
 }
 
 }  // namespace tfckpt

@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "tensor_bundle.pb.h"
 #include "format/bundle/bundle_proto.h"
+#include "format/bundle/bundle_reader.h"
 #include "format/table/table.h"
 #include "kvstore/local/tracked.h"
 #include "run/run.h"
@@ -24,6 +27,7 @@ namespace {
 struct Merged {
   pb::BundleEntryProto entry;
   size_t input = 0;  // which input it came from (for messages)
+  size_t last = 0;   // the last input that added slices to it
 };
 
 // How messages name an index key: the tensor name, or "NAME slice 0,3:-" for a slice key.
@@ -32,6 +36,217 @@ std::string DescribeKey(const std::string& key) {
   auto d = DecodeSliceKey(key);
   if (!d.ok()) return StrCat("slice key \"", PrintableKey(key), "\"");
   return StrCat("slice ", ExtentsString(d->extents), " of tensor \"", PrintableKey(d->name), "\"");
+}
+
+// One input as the bundle reader reads it: its header and its entries in key order.
+struct Input {
+  pb::BundleHeaderProto header;
+  std::vector<std::pair<std::string, pb::BundleEntryProto>> entries;
+  std::map<std::string, Shape, std::less<>> shapes;  // of the plain and metadata entries
+};
+
+// Reads the index `index` through the bundle reader's one walk (VisitBundleIndex): every
+// bound the reader applies (header.num-shards among them), its errors as the reader's.
+absl::StatusOr<Input> ReadInput(const std::string& index) {
+  TFCKPT_ASSIGN_OR_RETURN(auto table, TableReader::Open(index));
+  Input in;
+  BundleIndexVisitor visit;
+  visit.header = [&](std::string_view, const pb::BundleHeaderProto& header) {
+    in.header = header;
+    return absl::OkStatus();
+  };
+  visit.entry = [&](std::string_view key, pb::BundleEntryProto& e, const Shape* shape, uint64_t) {
+    if (shape != nullptr) in.shapes.emplace(std::string(key), *shape);
+    in.entries.emplace_back(std::string(key), std::move(e));
+    return absl::OkStatus();
+  };
+  TFCKPT_RETURN_IF_ERROR(VisitBundleIndex(*table, nullptr, visit));
+  return in;
+}
+
+// Refuses entry `key` of input `in` (at `index`) when its data file is not one the header
+// counts, as the reader refuses reading it: check entry.shard, at the tensor's name, a
+// slice described as the reader does ("NAME slice 0,3:-", against its tensor's shape).
+absl::Status CheckShard(const std::string& index, const Input& in, const std::string& key,
+                        const pb::BundleEntryProto& e) {
+  const int32_t num_shards = in.header.num_shards();
+  if (EntryShardDefect("", e.shard_id(), num_shards).empty()) return absl::OkStatus();
+  std::string name = key, label = key;
+  if (IsSliceKey(key)) {
+    if (auto d = DecodeSliceKey(key); d.ok()) {
+      name = d->name;
+      label = StrCat(d->name, " slice ", ExtentsString(d->extents));  // without its tensor's shape
+      auto full = in.shapes.find(d->name);
+      auto region = full != in.shapes.end() ? RegionOf(d->extents, full->second) : absl::NotFoundError("");
+      if (region.ok()) label = StrCat(d->name, " slice ", SliceString(*region, full->second));
+    }
+  }
+  return DataLossAt("entry.shard", index, name, -1, EntryShardDefect(label, e.shard_id(), num_shards));
+}
+
+// The shards s of `prefix` whose data file DataFileName(prefix, s, num_shards) exists: one
+// listing of its directory, however many files the header counts.
+absl::StatusOr<std::set<int32_t>> ExistingShards(const std::string& prefix, int32_t num_shards) {
+  const std::string dir = DirectoryOf(prefix), stem = Basename(prefix) + ".data-";
+  TFCKPT_ASSIGN_OR_RETURN(const std::vector<DirEntry> listing, Storage::For(dir).List(dir));
+  std::set<int32_t> shards;
+  for (const DirEntry& f : listing) {
+    if (f.kind != EntryKind::kFile || f.name.compare(0, stem.size(), stem) != 0) continue;
+    int32_t s = 0;
+    const std::string_view rest = std::string_view(f.name).substr(stem.size());
+    if (!absl::SimpleAtoi(AV(rest.substr(0, rest.find('-'))), &s) || s < 0 || s >= num_shards) continue;
+    if (DataFileName(Basename(prefix), s, num_shards) == f.name) shards.insert(s);
+  }
+  return shards;
+}
+
+// The output index as MergeV2Checkpoints builds it (FORMAT §e.3 step 2): the inputs'
+// entries unioned in input order, the slices of a partitioned tensor concatenated, data
+// files numbered in order of first use.
+class MergedIndex {
+ public:
+  explicit MergedIndex(const std::vector<std::string>& inputs) : inputs_(inputs) {}
+
+  // Adds input `j` as read by ReadInput. With `keep_empty`, an input without entries brings
+  // its data files, in order. REQUIRES: inputs before `j` added or skipped, `j` not added.
+  absl::Status Add(size_t j, Input in, bool keep_empty);
+  // Appends the data files no entry uses, of the inputs added, that exist (an input's empty
+  // file: a policy left it without pieces). TensorFlow's MergeV2 names none of them, and
+  // its header then counts more files than it wrote; here they follow the used ones (whose
+  // numbers stay TensorFlow's), so that every file the header counts exists. Found by one
+  // listing per input, however many files its header counts.
+  absl::Status AddUnusedFiles();
+  // Refuses an output the reader would refuse for its slice lists (entry.slices): the inputs
+  // list together more slices of a partitioned tensor than the output's slice entries
+  // allow (each input may list slices it does not hold, within the bound).
+  absl::Status CheckSliceLists() const;
+
+  bool empty() const { return !first_header_; }
+  // The first input's header with the inputs' num_shards summed. REQUIRES: !empty().
+  pb::BundleHeaderProto Header() const {
+    pb::BundleHeaderProto h = *first_header_;
+    h.set_num_shards(static_cast<int32_t>(num_shards_total_));
+    return h;
+  }
+  const std::map<std::string, Merged>& entries() const { return entries_; }
+  // The inputs' data files, by output shard id.
+  const std::vector<std::string>& files() const { return files_; }
+
+ private:
+  struct Used {
+    std::string prefix;
+    int32_t num_shards = 0;
+    std::set<int32_t> shards;  // those its entries use
+  };
+  // Checks `header` of input `j` against the first one and counts its data files.
+  absl::Status AddHeader(size_t j, const pb::BundleHeaderProto& header);
+  // Adds `e` under `key` from input `j`, or its slices to the partitioned tensor an
+  // earlier input holds.
+  absl::Status AddEntry(size_t j, const Input& in, const std::string& key, pb::BundleEntryProto e, Used* used);
+  // The output id of data file `file`, the next one on its first use.
+  int32_t FileId(const std::string& file) {
+    auto [f, inserted] = file_ids_.try_emplace(file, static_cast<int32_t>(files_.size()));
+    if (inserted) files_.push_back(file);
+    return f->second;
+  }
+
+  const std::vector<std::string>& inputs_;
+  std::optional<pb::BundleHeaderProto> first_header_;
+  int64_t num_shards_total_ = 0;
+  std::map<std::string, Merged> entries_;
+  std::map<std::string, int32_t> file_ids_;  // input data file -> output shard id
+  std::vector<std::string> files_;
+  std::vector<Used> used_;  // the inputs added
+};
+
+absl::Status MergedIndex::Add(size_t j, Input in, bool keep_empty) {
+  TFCKPT_RETURN_IF_ERROR(AddHeader(j, in.header));
+  const std::string& prefix = inputs_[j];
+  const int32_t n = in.header.num_shards();
+  Used& used = used_.emplace_back(Used{prefix, n, {}});
+  if (in.entries.empty() && keep_empty) {
+    for (int32_t s = 0; s < n; ++s) {
+      FileId(DataFileName(prefix, s, n));
+      used.shards.insert(s);
+    }
+  }
+  for (auto& [key, e] : in.entries) TFCKPT_RETURN_IF_ERROR(AddEntry(j, in, key, std::move(e), &used));
+  return absl::OkStatus();
+}
+
+absl::Status MergedIndex::AddHeader(size_t j, const pb::BundleHeaderProto& header) {
+  const std::string index = inputs_[j] + ".index";
+  if (!first_header_) {
+    first_header_ = header;
+  } else {
+    if (header.endianness() != first_header_->endianness()) {
+      return absl::FailedPreconditionError(StrCat(index, ": endianness differs from ", inputs_.front(), ".index"));
+    }
+    if (header.version().SerializeAsString() != first_header_->version().SerializeAsString()) {
+      return absl::FailedPreconditionError(StrCat(index, ": bundle version differs from the first input's"));
+    }
+  }
+  num_shards_total_ += header.num_shards();
+  if (num_shards_total_ > kMaxBundleShards) {
+    return DataLossAt("header.num-shards", index, "", -1,
+                      StrCat("header has num_shards ", header.num_shards(), ", which brings the inputs' total to ",
+                             num_shards_total_, ", more than a bundle may count (", kMaxBundleShards, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MergedIndex::AddEntry(size_t j, const Input& in, const std::string& key, pb::BundleEntryProto e,
+                                   Used* used) {
+  const std::string& prefix = inputs_[j];
+  auto it = entries_.find(key);
+  if (it != entries_.end()) {
+    Merged& m = it->second;
+    if (m.entry.slices_size() == 0) {
+      return absl::InvalidArgumentError(StrCat(DescribeKey(key), " is in both ", inputs_[m.input], " and ", prefix));
+    }
+    if (e.slices_size() == 0) {
+      return absl::InvalidArgumentError(StrCat("tensor \"", PrintableKey(key), "\" is partitioned in ",
+                                               inputs_[m.input], " but whole in ", prefix));
+    }
+    if (e.dtype() != m.entry.dtype() || e.shape().SerializeAsString() != m.entry.shape().SerializeAsString()) {
+      return absl::InvalidArgumentError(StrCat("partitioned tensor \"", PrintableKey(key),
+                                               "\": dtype or full shape differs between ", inputs_[m.input], " and ",
+                                               prefix, " (TensorFlow crashes here)"));
+    }
+    for (const auto& s : e.slices()) *m.entry.add_slices() = s;
+    m.last = j;
+    return absl::OkStatus();
+  }
+  // Map the entry's data file to an output id, in order of first use (TF does this for
+  // metadata entries of partitioned tensors too).
+  TFCKPT_RETURN_IF_ERROR(CheckShard(prefix + ".index", in, key, e));
+  used->shards.insert(e.shard_id());
+  e.set_shard_id(FileId(DataFileName(prefix, e.shard_id(), in.header.num_shards())));
+  entries_.emplace(key, Merged{std::move(e), j, j});
+  return absl::OkStatus();
+}
+
+absl::Status MergedIndex::CheckSliceLists() const {
+  int64_t slice_entries = 0;  // slice keys sort before every name: all are before each list
+  for (const auto& [key, m] : entries_) slice_entries += IsSliceKey(key) ? 1 : 0;
+  for (const auto& [key, m] : entries_) {
+    if (!TooManySlices(m.entry.slices_size(), slice_entries)) continue;
+    return DataLossAt("entry.slices", inputs_[m.last] + ".index", key, -1,
+                      StrCat("the inputs list ", m.entry.slices_size(), " slices of this tensor but hold only ",
+                             slice_entries, " slice entries"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MergedIndex::AddUnusedFiles() {
+  for (const Used& u : used_) {
+    if (static_cast<int32_t>(u.shards.size()) == u.num_shards) continue;
+    TFCKPT_ASSIGN_OR_RETURN(const std::set<int32_t> existing, ExistingShards(u.prefix, u.num_shards));
+    for (int32_t s : existing) {
+      if (!u.shards.count(s)) FileId(DataFileName(u.prefix, s, u.num_shards));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // A data file of the output staged under a temporary name: a hard link to the input's,
@@ -112,12 +327,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     return absl::AlreadyExistsError(StrCat(out, ".index: output exists (use --force to replace it)"));
   }
 
-  int64_t num_shards_total = 0;
-  std::optional<pb::BundleHeaderProto> first_header;
-  std::map<std::string, Merged> entries;
-  std::map<std::string, int32_t> file_ids;  // input data file -> output shard id
-  std::vector<std::string> files_in_order;
-  std::vector<std::pair<std::string, int32_t>> shards_used;  // inputs used, with their num_shards
+  MergedIndex merged(inputs);
   for (size_t j = 0; j < inputs.size(); ++j) {
     const std::string& prefix = inputs[j];
     const std::string index = prefix + ".index";
@@ -128,95 +338,22 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
       }
       return absl::NotFoundError(StrCat(index, ": input index missing (--allow-missing skips such inputs)"));
     }
-    TFCKPT_ASSIGN_OR_RETURN(auto table, TableReader::Open(index));
-    pb::BundleHeaderProto header;
-    bool have_header = false;
-    std::vector<std::pair<std::string, pb::BundleEntryProto>> mine;
-    TFCKPT_RETURN_IF_ERROR(table->ForEach([&](std::string_view key, std::string_view value, uint64_t block) {
-      if (key.empty()) {
-        have_header = header.ParseFromArray(value.data(), static_cast<int>(value.size()));
-        if (!have_header) return DataLossAt("header.parse", index, "", block, "header is not a BundleHeaderProto");
-        return absl::OkStatus();
-      }
-      pb::BundleEntryProto e;
-      if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-        return DataLossAt("entry.parse", index, key, block, "entry is not a BundleEntryProto");
-      }
-      mine.emplace_back(std::string(key), std::move(e));
-      return absl::OkStatus();
-    }));
-    if (!have_header) return DataLossAt("header.missing", index, "", -1, "index has no header entry");
-    if (mine.empty() && !options.keep_empty) {
+    TFCKPT_ASSIGN_OR_RETURN(Input in, ReadInput(index));
+    if (in.entries.empty() && !options.keep_empty) {
       report.inputs_skipped.push_back(prefix);
       report.notes.push_back(StrCat(prefix, ": no tensors; skipped (TensorFlow would count its data file and "
                                             "leave num_shards inconsistent)"));
       continue;
     }
-    if (!first_header) {
-      first_header = header;
-    } else {
-      if (header.endianness() != first_header->endianness()) {
-        return absl::FailedPreconditionError(StrCat(index, ": endianness differs from ", inputs.front(), ".index"));
-      }
-      if (header.version().SerializeAsString() != first_header->version().SerializeAsString()) {
-        return absl::FailedPreconditionError(StrCat(index, ": bundle version differs from the first input's"));
-      }
-    }
-    num_shards_total += header.num_shards();
+    TFCKPT_RETURN_IF_ERROR(merged.Add(j, std::move(in), options.keep_empty));
     report.inputs_used.push_back(prefix);
-    shards_used.emplace_back(prefix, header.num_shards());
-    if (mine.empty()) {  // keep_empty: its data files, in order
-      for (int32_t s = 0; s < header.num_shards(); ++s) {
-        const std::string file = DataFileName(prefix, s, header.num_shards());
-        if (file_ids.try_emplace(file, static_cast<int32_t>(files_in_order.size())).second) {
-          files_in_order.push_back(file);
-        }
-      }
-    }
-    for (auto& [key, e] : mine) {
-      auto it = entries.find(key);
-      if (it != entries.end()) {
-        Merged& m = it->second;
-        if (m.entry.slices_size() == 0) {
-          return absl::InvalidArgumentError(StrCat(DescribeKey(key), " is in both ", inputs[m.input], " and ", prefix));
-        }
-        if (e.slices_size() == 0) {
-          return absl::InvalidArgumentError(StrCat("tensor \"", PrintableKey(key), "\" is partitioned in ",
-                                                   inputs[m.input], " but whole in ", prefix));
-        }
-        if (e.dtype() != m.entry.dtype() || e.shape().SerializeAsString() != m.entry.shape().SerializeAsString()) {
-          return absl::InvalidArgumentError(StrCat("partitioned tensor \"", PrintableKey(key),
-                                                   "\": dtype or full shape differs between ", inputs[m.input],
-                                                   " and ", prefix, " (TensorFlow crashes here)"));
-        }
-        for (const auto& s : e.slices()) *m.entry.add_slices() = s;
-        continue;
-      }
-      // Map the entry's data file to an output id, in order of first use (TF does this
-      // for metadata entries of partitioned tensors too).
-      const std::string file = DataFileName(prefix, e.shard_id(), header.num_shards());
-      auto [f, inserted] = file_ids.try_emplace(file, static_cast<int32_t>(files_in_order.size()));
-      if (inserted) files_in_order.push_back(file);
-      e.set_shard_id(f->second);
-      entries.emplace(key, Merged{std::move(e), j});
-    }
   }
-  if (!first_header) {
+  if (merged.empty()) {
     return absl::NotFoundError(StrCat("no input checkpoint found (tried ", absl::StrJoin(inputs, ", "), ")"));
   }
-  // Data files no entry uses (an input's empty file: a policy left it without pieces).
-  // TensorFlow's MergeV2 names none of them, and its header then counts more files than it
-  // wrote; here they follow the used ones (whose numbers stay TensorFlow's), so that every
-  // file the header counts exists.
-  for (const auto& [prefix, n] : shards_used) {
-    for (int32_t s = 0; s < n; ++s) {
-      const std::string file = DataFileName(prefix, s, n);
-      if (!file_ids.count(file) && FileExists(file)) {
-        file_ids.emplace(file, static_cast<int32_t>(files_in_order.size()));
-        files_in_order.push_back(file);
-      }
-    }
-  }
+  TFCKPT_RETURN_IF_ERROR(merged.AddUnusedFiles());
+  TFCKPT_RETURN_IF_ERROR(merged.CheckSliceLists());
+  const std::vector<std::string>& files_in_order = merged.files();
   const int32_t k = static_cast<int32_t>(files_in_order.size());
   report.num_files = k;
   TFCKPT_RETURN_IF_ERROR(Reached("inputs-read"));
@@ -246,15 +383,13 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
       staged.push_back(std::move(f));
     }
   }
-  TFCKPT_ASSIGN_OR_RETURN(auto index, store.Create(out + ".index"));
+  TFCKPT_ASSIGN_OR_RETURN(auto index, store.Create(out + ".index", kIndexWrite));
   {
     TableWriter table(index.get());
-    pb::BundleHeaderProto h = *first_header;
-    h.set_num_shards(static_cast<int32_t>(num_shards_total));
     std::string value;
-    h.SerializeToString(&value);
+    merged.Header().SerializeToString(&value);
     TFCKPT_RETURN_IF_ERROR(table.Add("", value));
-    for (const auto& [key, m] : entries) {
+    for (const auto& [key, m] : merged.entries()) {
       value.clear();
       m.entry.SerializeToString(&value);
       TFCKPT_RETURN_IF_ERROR(table.Add(key, value));
@@ -280,6 +415,8 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   if (options.move) {
     TFCKPT_RETURN_IF_ERROR(CheckStop());  // (data in place: the index is the first change)
     if (Run* run = CurrentRun()) run->PassPointOfNoReturn();
+    // The index is written only if absent (kIndexWrite): one that --force replaces goes first.
+    if (options.overwrite && FileExists(out + ".index")) TFCKPT_RETURN_IF_ERROR(store.Remove(out + ".index"));
     TFCKPT_RETURN_IF_ERROR(index->Commit());
     index->Publish();  // the inputs are consumed: the output stays, whatever follows
     TFCKPT_RETURN_IF_ERROR(Reached("index-committed"));
@@ -294,7 +431,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
         },
         [&] { return index->Commit(); }, readable ? nullptr : check));
   }
-  report.entries = static_cast<int64_t>(entries.size());
+  report.entries = static_cast<int64_t>(merged.entries().size());
   if (options.move) {
     // TF: delete the input indexes, then the inputs' directories when they differ from
     // the output's and are empty.

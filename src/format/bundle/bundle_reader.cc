@@ -25,8 +25,6 @@ namespace tfckpt {
 
 namespace {
 
-constexpr int32_t kMaxShards = 1 << 20;
-
 // How many `slices` (field 7) a serialized BundleEntryProto lists, found by walking its
 // wire format without building messages; -1 when it does not parse.
 int64_t CountSlicesField(std::string_view value) {
@@ -39,6 +37,22 @@ int64_t CountSlicesField(std::string_view value) {
     if (!wfl::WireFormatLite::SkipField(&in, tag)) return -1;
   }
   return in.ConsumedEntireMessage() || in.CurrentPosition() == static_cast<int>(value.size()) ? n : -1;
+}
+
+// The header entry of `path` (`raw`, in the block at `block`), parsed and checked.
+absl::StatusOr<pb::BundleHeaderProto> ParseHeader(const std::string& path, std::string_view raw, uint64_t block) {
+  pb::BundleHeaderProto header;
+  if (!header.ParseFromArray(raw.data(), static_cast<int>(raw.size()))) {
+    return DataLossAt("header.parse", path, "", block, "header is not a BundleHeaderProto");
+  }
+  TFCKPT_RETURN_IF_ERROR(Annotate(CheckVersion(header.version()), path));
+  if (header.endianness() != pb::BundleHeaderProto::LITTLE && header.endianness() != pb::BundleHeaderProto::BIG) {
+    return DataLossAt("header.endianness", path, "", block, StrCat("header has unknown endianness ", header.endianness()));
+  }
+  if (header.num_shards() < 0 || header.num_shards() > kMaxBundleShards) {
+    return DataLossAt("header.num-shards", path, "", block, StrCat("header has implausible num_shards ", header.num_shards()));
+  }
+  return header;
 }
 
 
@@ -67,6 +81,53 @@ class BundleIndexReader : public BundleReader {
 
 }  // namespace
 
+absl::Status VisitBundleIndex(TableReader& index, std::vector<Finding>* findings, const BundleIndexVisitor& visit) {
+  const std::string& path = index.path();
+  bool have_header = false;
+  int64_t slice_entries = 0;  // parsed so far; slice keys sort before every name
+  pb::BundleEntryProto e;
+  TFCKPT_RETURN_IF_ERROR(VisitTable(index, findings, [&](std::string_view key, std::string_view value, uint64_t block) {
+    if (key.empty()) {
+      have_header = true;  // a damaged header is one finding, not one per entry after it
+      TFCKPT_ASSIGN_OR_RETURN(const pb::BundleHeaderProto header, ParseHeader(path, value, block));
+      return visit.header(value, header);
+    }
+    if (!have_header) return DataLossAt("header.missing", path, key, block, "index has no header entry (empty key) before tensors");
+    // A metadata entry listing far more slices than exist is refused before its slice list
+    // is built (TooManySlices).
+    const bool slice = IsSliceKey(key);
+    if (!slice) {
+      const int64_t listed = CountSlicesField(value);
+      if (TooManySlices(listed, slice_entries)) {
+        return DataLossAt("entry.slices", path, key, block,
+                          StrCat("entry lists ", listed, " slices but the index holds only ", slice_entries,
+                                 " slice entries"));
+      }
+    }
+    if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      return DataLossAt("entry.parse", path, key, block, "entry is not a BundleEntryProto");
+    }
+    if (slice) {
+      ++slice_entries;
+      return visit.entry(key, e, nullptr, block);
+    }
+    auto shape = ShapeFromProto(e.shape());
+    if (!shape.ok()) return DataLossAt("entry.shape", path, key, block, SV(shape.status().message()));
+    return visit.entry(key, e, &*shape, block);
+  }));
+  if (!have_header) {
+    absl::Status st = DataLossAt("header.missing", path, "", -1, "index has no header entry");
+    if (findings == nullptr) return st;
+    findings->push_back(FindingOf(st));
+  }
+  return absl::OkStatus();
+}
+
+std::string EntryShardDefect(std::string_view label, int64_t shard, int32_t num_shards) {
+  if (shard >= 0 && shard < num_shards) return "";
+  return StrCat("entry \"", PrintableKey(label), "\" names data file ", shard, " but the header has ", num_shards);
+}
+
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenBundle(const std::string& prefix, std::vector<Finding>* findings,
                                                        const FileOpener* opener) {
   BundleLoader c;
@@ -86,7 +147,6 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> OpenBundle(const std::string& prefix
 }
 
 absl::Status BundleLoader::LoadV2Entries(TableReader& table, std::vector<Finding>* findings) {
-  const std::string& path = info_.index_path;
   // Slice entries, kept until every metadata entry has claimed its slices.
   struct SliceEntry {
     pb::BundleEntryProto entry;
@@ -104,10 +164,7 @@ absl::Status BundleLoader::LoadV2Entries(TableReader& table, std::vector<Finding
     data->offset = static_cast<uint64_t>(e.offset());
     data->size = static_cast<uint64_t>(e.size());
     data->masked_crc = e.crc32c();
-    if (e.shard_id() < 0 || e.shard_id() >= info_.num_shards) {
-      return {"entry.shard", StrCat("entry \"", PrintableKey(key), "\" names data file ", e.shard_id(),
-                                    " but the header has ", info_.num_shards)};
-    }
+    if (std::string d = EntryShardDefect(key, e.shard_id(), info_.num_shards); !d.empty()) return {"entry.shard", d};
     if (e.offset() < 0 || e.size() < 0) {
       return {"entry.bounds", StrCat("entry \"", PrintableKey(key), "\" has a negative offset or size")};
     }
@@ -127,55 +184,24 @@ absl::Status BundleLoader::LoadV2Entries(TableReader& table, std::vector<Finding
     if (t.defect.empty() && !d.second.empty()) std::tie(t.defect_check, t.defect) = std::move(d);
   };
 
-  bool have_header = false;
-  pb::BundleEntryProto e;
-  TFCKPT_RETURN_IF_ERROR(VisitTable(table, findings, [&](std::string_view key, std::string_view value, uint64_t block) {
-    if (key.empty()) {
-      raw_header_.assign(value);
-      have_header = true;
-      pb::BundleHeaderProto header;
-      if (!header.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-        return DataLossAt("header.parse", path, "", block, "header is not a BundleHeaderProto");
-      }
-      TFCKPT_RETURN_IF_ERROR(Annotate(CheckVersion(header.version()), path));
-      if (header.endianness() != pb::BundleHeaderProto::LITTLE && header.endianness() != pb::BundleHeaderProto::BIG) {
-        return DataLossAt("header.endianness", path, "", block, StrCat("header has unknown endianness ", header.endianness()));
-      }
-      if (header.num_shards() < 0 || header.num_shards() > kMaxShards) {
-        return DataLossAt("header.num-shards", path, "", block, StrCat("header has implausible num_shards ", header.num_shards()));
-      }
-      info_.num_shards = header.num_shards();
-      info_.big_endian = header.endianness() == pb::BundleHeaderProto::BIG;
-      info_.producer = header.version().producer();
-      info_.min_consumer = header.version().min_consumer();
+  BundleIndexVisitor visit;
+  visit.header = [&](std::string_view raw, const pb::BundleHeaderProto& header) {
+    raw_header_.assign(raw);
+    info_.num_shards = header.num_shards();
+    info_.big_endian = header.endianness() == pb::BundleHeaderProto::BIG;
+    info_.producer = header.version().producer();
+    info_.min_consumer = header.version().min_consumer();
+    return absl::OkStatus();
+  };
+  visit.entry = [&](std::string_view key, pb::BundleEntryProto& e, const Shape* shape, uint64_t) {
+    if (shape == nullptr) {  // a slice entry: claimed below by its metadata entry
+      slice_entries[std::string(key)].entry = std::move(e);
       return absl::OkStatus();
     }
-    if (!have_header) return DataLossAt("header.missing", path, key, block, "index has no header entry (empty key) before tensors");
-    // Slice keys sort before every name, so all slice entries are known by now. A
-    // metadata entry listing far more slices than exist is refused before its slice list
-    // is built (millions of listed slices would cost gigabytes); a few missing slices are
-    // a defect of that tensor, reported by validate (slice.missing-entry).
-    if (!IsSliceKey(key)) {
-      const int64_t listed = CountSlicesField(value);
-      if (listed > 2 * static_cast<int64_t>(slice_entries.size()) + 1000) {
-        return DataLossAt("entry.slices", path, key, block,
-                          StrCat("entry lists ", listed, " slices but the index holds only ", slice_entries.size(),
-                                 " slice entries"));
-      }
-    }
-    if (!e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-      return DataLossAt("entry.parse", path, key, block, "entry is not a BundleEntryProto");
-    }
-    if (IsSliceKey(key)) {
-      slice_entries[std::string(key)].entry = e;
-      return absl::OkStatus();
-    }
-    auto shape = ShapeFromProto(e.shape());
-    if (!shape.ok()) return DataLossAt("entry.shape", path, key, block, SV(shape.status().message()));
     TensorEntry& t = tensors_.emplace_back();
     t.name.assign(key);
     t.dtype = e.dtype();
-    t.shape = std::move(*shape);
+    t.shape = *shape;
     if (e.slices_size() == 0) {
       StoredSlice& s = t.slices.emplace_back();
       s.region = Region::Full(t.shape);
@@ -184,15 +210,11 @@ absl::Status BundleLoader::LoadV2Entries(TableReader& table, std::vector<Finding
       t.bytes = s.data.size;
     } else {
       t.partitioned = true;
-      partitioned.emplace_back(tensors_.size() - 1, e);
+      partitioned.emplace_back(tensors_.size() - 1, std::move(e));
     }
     return absl::OkStatus();
-  }));
-  if (!have_header) {
-    absl::Status st = DataLossAt("header.missing", path, "", -1, "index has no header entry");
-    if (findings == nullptr) return st;
-    findings->push_back(FindingOf(st));
-  }
+  };
+  TFCKPT_RETURN_IF_ERROR(VisitBundleIndex(table, findings, visit));
   for (int32_t i = 0; i < info_.num_shards; ++i) info_.data_files.push_back(DataFileName(info_.prefix, i, info_.num_shards));
 
   for (auto& [idx, meta] : partitioned) {

@@ -428,7 +428,7 @@ absl::Status BundleWriter::Finish() {
     if (!order.empty()) meta.set_shard_id(std::get<0>(order.front()));
   }
   TFCKPT_RETURN_IF_ERROR(CheckDisjoint());
-  TFCKPT_ASSIGN_OR_RETURN(auto index, Storage::For(prefix_).Create(prefix_ + ".index"));
+  TFCKPT_ASSIGN_OR_RETURN(auto index, Storage::For(prefix_).Create(prefix_ + ".index", kIndexWrite));
   {
     TableWriter table(index.get());
     std::string value;

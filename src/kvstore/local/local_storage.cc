@@ -112,7 +112,8 @@ void LocalReadableFile::WillReadSequentially(uint64_t offset, uint64_t n) const 
 LocalWritableFile::LocalWritableFile(std::string final_path, std::string temp_path, int fd)
     : final_path_(std::move(final_path)), temp_path_(std::move(temp_path)), fd_(fd) {}
 
-absl::StatusOr<std::unique_ptr<LocalWritableFile>> LocalWritableFile::Create(const std::string& final_path) {
+absl::StatusOr<std::unique_ptr<LocalWritableFile>> LocalWritableFile::Create(const std::string& final_path,
+                                                                             const WriteOptions& options) {
   std::string temp = TemporaryName(final_path);
   const uint64_t id = TrackCreated(temp);
   // Read-write: ReadBack reads through the same descriptor.
@@ -124,6 +125,7 @@ absl::StatusOr<std::unique_ptr<LocalWritableFile>> LocalWritableFile::Create(con
   }
   std::unique_ptr<LocalWritableFile> f(new LocalWritableFile(final_path, std::move(temp), fd));
   f->tracked_ = id;
+  f->if_absent_ = options.if_absent;
   TFCKPT_RETURN_IF_ERROR(Reached("temporary-created"));
   return f;
 }
@@ -301,7 +303,7 @@ absl::Status LocalWritableFile::Close() {
 
 absl::Status LocalWritableFile::Commit() {
   if (fd_ >= 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": commit before close"));
-  TFCKPT_RETURN_IF_ERROR(MoveIntoPlace(temp_path_, tracked_, final_path_, &tracked_));
+  TFCKPT_RETURN_IF_ERROR(MoveIntoPlace(temp_path_, tracked_, final_path_, &tracked_, if_absent_));
   committed_ = true;
   return absl::OkStatus();
 }
@@ -319,8 +321,9 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> LocalStorage::OpenForRead(const st
   return std::unique_ptr<ReadableFile>(std::move(f));
 }
 
-absl::StatusOr<std::unique_ptr<WritableFile>> LocalStorage::Create(const std::string& final_path) {
-  TFCKPT_ASSIGN_OR_RETURN(auto f, LocalWritableFile::Create(final_path));
+absl::StatusOr<std::unique_ptr<WritableFile>> LocalStorage::Create(const std::string& final_path,
+                                                                   const WriteOptions& options) {
+  TFCKPT_ASSIGN_OR_RETURN(auto f, LocalWritableFile::Create(final_path, options));
   return std::unique_ptr<WritableFile>(std::move(f));
 }
 

@@ -42,7 +42,8 @@ class LocalReadableFile final : public ReadableFile {
 // for the interrupt handler) and renamed to `final_path` by Commit().
 class LocalWritableFile final : public WritableFile {
  public:
-  static absl::StatusOr<std::unique_ptr<LocalWritableFile>> Create(const std::string& final_path);
+  static absl::StatusOr<std::unique_ptr<LocalWritableFile>> Create(const std::string& final_path,
+                                                                    const WriteOptions& options);
   ~LocalWritableFile() override;
 
   const std::string& path() const override { return final_path_; }
@@ -75,6 +76,7 @@ class LocalWritableFile final : public WritableFile {
   // Counts bytes written; every kWritebackEvery starts their writeback (sync_file_range).
   void Written(uint64_t n);
   std::string final_path_, temp_path_;
+  bool if_absent_ = false;  // WriteOptions::if_absent
   int fd_;
   std::atomic<uint64_t> size_ = 0;
   std::atomic<uint64_t> unflushed_ = 0;
@@ -89,7 +91,9 @@ class LocalWritableFile final : public WritableFile {
 class LocalStorage final : public Storage {
  public:
   absl::StatusOr<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override;
-  absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& final_path) override;
+  using Storage::Create;
+  absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& final_path,
+                                                       const WriteOptions& options) override;
   absl::StatusOr<std::vector<DirEntry>> List(const std::string& dir) override;
   std::vector<std::string> Glob(const std::string& pattern) override;
   absl::StatusOr<FileStat> Stat(const std::string& path) override;

@@ -1,6 +1,8 @@
 #include "kvstore/local/tracked.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,7 +53,24 @@ uint64_t TrackCreated(const std::string& path, TrackKind kind) {
 
 void ForgetCreated(uint64_t id) { ForgetAtUndo(id); }
 
-absl::Status MoveIntoPlace(const std::string& from, uint64_t from_id, const std::string& to, uint64_t* to_id_out) {
+absl::Status MoveIntoPlace(const std::string& from, uint64_t from_id, const std::string& to, uint64_t* to_id_out,
+                           bool if_absent) {
+  if (if_absent) {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0) {
+      if (errno == EEXIST) return absl::AlreadyExistsError(StrCat(to, ": already exists"));
+      if (errno != EINVAL && errno != ENOSYS) return ErrnoError(to, "cannot rename into place", errno);
+      // A file system without RENAME_NOREPLACE: link() refuses an existing name too.
+      if (::link(from.c_str(), to.c_str()) != 0) {
+        if (errno == EEXIST) return absl::AlreadyExistsError(StrCat(to, ": already exists"));
+        return ErrnoError(to, "cannot rename into place", errno);
+      }
+      ::unlink(from.c_str());
+    }
+    uint64_t to_id = TrackCreated(to);
+    ForgetCreated(from_id);
+    if (to_id_out != nullptr) *to_id_out = to_id;
+    return absl::OkStatus();
+  }
   uint64_t to_id = TrackCreated(to);
   struct stat a, b;
   if (::stat(from.c_str(), &a) == 0 && ::stat(to.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {

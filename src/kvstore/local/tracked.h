@@ -28,8 +28,10 @@ void ForgetCreated(uint64_t id);  // no-op for 0
 
 // Renames `from` (tracked as `from_id`) to `to`; `to` is then tracked in its place, as an
 // output of the run (its id in *to_id), and `from` forgotten. When both names are already
-// one file (hard links), `from` is removed instead.
+// one file (hard links), `from` is removed instead. With `if_absent`, an existing `to` is
+// left as it is and the move refused (AlreadyExists; renameat2's RENAME_NOREPLACE: no
+// window in which another writer's file could be replaced).
 absl::Status MoveIntoPlace(const std::string& from, uint64_t from_id, const std::string& to,
-                           uint64_t* to_id = nullptr);
+                           uint64_t* to_id = nullptr, bool if_absent = false);
 
 }  // namespace tfckpt

@@ -429,8 +429,8 @@ class HeldFile final : public ReadableFile {
 };
 
 // An object being written: a MultipartWriter (multipart_writer.h) that Close() finishes
-// and Commit() completes. A bundle's index (a name ending in ".index") is the commit of a
-// checkpoint: it is completed only if no object has that name yet (If-None-Match: *), so a
+// and Commit() completes. With WriteOptions::if_absent (a bundle's index, the commit of a
+// checkpoint) it is completed only if no object has that name yet (If-None-Match: *), so a
 // run never replaces an index another run wrote meanwhile (--force removes the old one
 // before it writes anything: PublishBundle).
 class S3Upload final : public WritableFile {
@@ -548,19 +548,7 @@ S3Storage::S3Storage(int connections)
       scans_(std::make_shared<ScanBudget>()) {}
 S3Storage::~S3Storage() = default;
 
-namespace {
-const char kRunStore = 0;  // the key of a run's object store (Run::Resource)
-}  // namespace
 
-S3Storage& S3Storage::ForCurrentRun() {
-  if (Run* run = CurrentRun()) {
-    const int connections = run->connections();
-    return *static_cast<S3Storage*>(
-        run->Resource(&kRunStore, [connections] { return std::make_shared<S3Storage>(connections); }).get());
-  }
-  static auto* storage = new std::shared_ptr<S3Storage>(std::make_shared<S3Storage>(0));  // never destroyed
-  return **storage;
-}
 
 absl::StatusOr<S3Storage::Target> S3Storage::Resolve(const std::string& path) {
   absl::StatusOr<ObjectUrl> url = ParseObjectUrl(path);
@@ -647,15 +635,16 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> S3Storage::OpenForRead(const std::
       new S3File(t.client, std::move(t.url), *std::move(info), t.window_bytes, cache_, scan_gate_, scans_, t.connections));
 }
 
-absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::string& final_path) {
+absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::string& final_path,
+                                                                const WriteOptions& options) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(final_path));
   if (t.url.key.empty() || t.url.key.back() == '/') {
     return absl::InvalidArgumentError(StrCat(final_path, ": names no object (a key is needed)"));
   }
-  const bool index = absl::EndsWith(final_path, ".index");  // a bundle's commit (S3Upload)
-  auto writer =
-      MultipartWriter::Create(t.client.get(), t.url, index ? kIndexPartBytes : kPartBytes, t.connections, parts_);
-  return std::unique_ptr<WritableFile>(new S3Upload(final_path, shared_from_this(), t.client, t.url, std::move(writer), index));
+  auto writer = MultipartWriter::Create(t.client.get(), t.url, options.part_size > 0 ? options.part_size : kPartBytes,
+                                        t.connections, parts_);
+  return std::unique_ptr<WritableFile>(new S3Upload(final_path, std::static_pointer_cast<S3Storage>(shared_from_this()),
+                                                    t.client, t.url, std::move(writer), options.if_absent));
 }
 
 absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {

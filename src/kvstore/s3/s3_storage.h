@@ -29,11 +29,12 @@
 //   ReadSmallFile HEAD, then one GET when the object is within the cap.
 //   Remove        DELETE (NotFound when there is no such object); RemoveAll also deletes
 //                 every object under "KEY/".
-//   Create        an upload (S3Upload, multipart_writer.h): parts of kPartBytes go up as
-//                 they fill, at most --connections parts of all uploads at once (memory);
-//                 nothing is visible before Commit(), which completes it (a small object:
-//                 one PUT). A name ending in ".index" is completed only if absent
-//                 (If-None-Match: *). Not readable before Commit (ReadableBeforeCommit).
+//   Create        an upload (S3Upload, multipart_writer.h): parts of kPartBytes (or
+//                 WriteOptions::part_size) go up as they fill, at most --connections parts of
+//                 all uploads at once (memory); nothing is visible before Commit(), which
+//                 completes it (a small object: one PUT). WriteOptions::if_absent: completed
+//                 only if absent (If-None-Match: *). Not readable before Commit
+//                 (ReadableBeforeCommit), except an object held whole in its first part.
 //   UnfinishedWrites, AbortUnfinishedWrites  ListMultipartUploads under the prefix,
 //                 AbortMultipartUpload of each.
 //   Move, Link    Unimplemented: an object store has no rename (never copy + delete).
@@ -85,9 +86,6 @@ inline size_t ScanPieces(int connections) {
 }
 // The parts of an upload (the first 2,000; then larger: PartLayout).
 inline constexpr uint64_t kPartBytes = 8ull << 20;
-// A bundle's index is checked before it goes up (it is the commit), read from memory: it
-// stays whole in its first part up to this size (an index of ~500,000 entries).
-inline constexpr uint64_t kIndexPartBytes = 64ull << 20;
 
 // The pieces of an object as its reader reads them (ReadableFile::AdviseLayout): the small
 // ones (under kScanMinBytes) grouped in file order into windows of at most `window` bytes
@@ -125,19 +123,19 @@ class WindowCache;
 class PartBudget;
 struct ScanBudget;
 
-class S3Storage final : public Storage, public std::enable_shared_from_this<S3Storage> {
+class S3Storage final : public Storage {
  public:
-  // The store of the run this thread works for (run/run.h): made on its first use of an
-  // object store, reading the environment and the run's options (connections, object store
-  // options) then, and gone with the run (the files it opened keep what they need).
-  // Outside any run, one store for the process.
-  static S3Storage& ForCurrentRun();
-  // `connections` > 0 overrides TFCKPT_S3_CONNECTIONS.
+  // Made for a run by Storage::For (storage.cc) on its first use of the scheme, reading the
+  // environment and the run's options (object store options) when it first talks to a
+  // scheme's endpoint, and gone with the run (the files it opened keep what they need).
+  // `connections` > 0 (the run's) overrides TFCKPT_S3_CONNECTIONS.
   explicit S3Storage(int connections);
   ~S3Storage() override;
 
   absl::StatusOr<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override;
-  absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& final_path) override;
+  using Storage::Create;
+  absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& final_path,
+                                                       const WriteOptions& options) override;
   absl::StatusOr<std::vector<DirEntry>> List(const std::string& dir) override;
   std::vector<std::string> Glob(const std::string& pattern) override;
   absl::StatusOr<FileStat> Stat(const std::string& path) override;

@@ -1,0 +1,75 @@
+"""The documentation cannot drift from the command line: every option of a command's --help
+is in its man page (man/tfckpt-COMMAND.1.in) and every option the man page describes is in
+--help; the version --version prints is meson.build's, and so is every man page's.
+Usage: cli_docs_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE"""
+
+import re
+
+from cli_common import *
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+COMMANDS = ["inspect", "validate", "reshard", "merge", "convert"]
+
+
+def help_options(command):
+    """The options --help lists for `command`: long names (--foo) and short ones (-f)."""
+    text = run(command, "--help", code=0).stdout
+    options = set()
+    for line in text.splitlines():
+        m = re.match(r"^\s{2}((?:-\w,)?--[\w-]+)", line)
+        if m:
+            for name in m.group(1).split(","):
+                options.add(name)
+    return options - {"-h", "--help"}
+
+
+def man_options(page):
+    """The options a man page describes: those named on the tag line of each .TP entry."""
+    with open(os.path.join(ROOT, "man", page + ".in")) as f:
+        lines = f.read().splitlines()
+    options = set()
+    for i, line in enumerate(lines[:-1]):
+        if line.strip() != ".TP":
+            continue
+        tag = lines[i + 1].replace("\\-", "-")
+        for name in re.findall(r"(?<![\w-])(--[a-z][\w-]*|-[a-zA-Z])(?![\w-])", tag):
+            options.add(name)
+    return options
+
+
+@test()
+def every_option_of_help_is_in_the_man_page_and_back():
+    problems = []
+    for command in COMMANDS:
+        in_help = help_options(command)
+        in_man = man_options(f"tfckpt-{command}.1")
+        if in_help - in_man:
+            problems.append(f"man tfckpt-{command} lacks {sorted(in_help - in_man)}")
+        if in_man - in_help:
+            problems.append(f"man tfckpt-{command} describes {sorted(in_man - in_help)}, which --help does not list")
+    assert not problems, "\n".join(problems)
+
+
+@test()
+def the_version_is_meson_builds_everywhere():
+    with open(os.path.join(ROOT, "meson.build")) as f:
+        version = re.search(r"version : '([^']+)'", f.read()).group(1)
+    assert run("--version", code=0).stdout.strip() == f"tfckpt {version}"
+    # Man pages take it from meson.build when they are built (their source says @VERSION@).
+    for page in os.listdir(os.path.join(ROOT, "man")):
+        if page.endswith(".1.in"):
+            with open(os.path.join(ROOT, "man", page)) as f:
+                first = f.readline()
+            assert '"tfckpt @VERSION@"' in first, (page, first)
+    built = os.path.join(os.path.dirname(TFCKPT), "..", "man", "tfckpt.1")
+    with open(built) as f:
+        assert f'"tfckpt {version}"' in f.readline()
+    # Nothing else in the sources writes it.
+    written = subprocess.run(["git", "-C", ROOT, "grep", "-l", "-F", version, "--", ".", ":!meson.build",
+                              ":!docs/", ":!tests/fuzz_regressions/", ":!subprojects/"],
+                             capture_output=True, text=True).stdout.split()
+    assert written == [], written
+
+
+if __name__ == "__main__":
+    sys.exit(main("cli_docs"))
