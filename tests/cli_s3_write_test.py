@@ -215,7 +215,8 @@ def a_failed_or_interrupted_npz_upload_leaves_no_object_and_no_local_temporary()
     assert listing(out) == {} and uploads(out) == [] and os.listdir(tmp) == [], (listing(out), os.listdir(tmp))
     # Uploaded, then a read of the verification refused: the storage's error (not libzip's
     # "Read error"), and the object deleted again.
-    faults("when GET npz_failed/m.npz status 403 AccessDenied")
+    # (the first GET is the check of the output's access, before any work: a byte of the key)
+    faults("when GET npz_failed/m.npz delay 0", "when GET npz_failed/m.npz status 403 AccessDenied")
     p = run("convert", src, "-o", out, code=3, env=env)
     faults()
     one_error_line(p, out, "403", "removed the output")
@@ -229,6 +230,54 @@ def a_failed_or_interrupted_npz_upload_leaves_no_object_and_no_local_temporary()
     assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
     assert listing(out) == {} and os.listdir(tmp) == [], (listing(out), os.listdir(tmp))
     uploads_aborted_before_exit(out)
+
+
+# A role that may read and write objects but not list them (nor its uploads), as S3 answers
+# it: a listing 403 AccessDenied, and so is a GET or HEAD of a missing key (S3 will not say
+# what is not there to a caller who may not list).
+NO_LISTING = ("always GET list-type=2 status 403 AccessDenied", "always GET uploads= status 403 AccessDenied",
+              "always GET * deny-missing", "always HEAD * deny-missing")
+
+
+@test(needs_data=True)
+def an_exact_prefix_needs_no_listing():
+    src = big()
+    s3_put("tree", os.path.dirname(data(T2T)), f"{ROOT}/getonly/")
+    prefix = f"{ROOT}/getonly/{os.path.basename(T2T)}"
+    local = os.path.join(WORK, "getonly")
+    faults(*NO_LISTING)
+    try:
+        run("inspect", prefix + ".index", code=0, env=PROXY)
+        run("inspect", prefix, "--stats", code=0, env=PROXY)
+        # (what only a listing finds is not looked for, and a note says which permission
+        # would let it be)
+        p = run("validate", prefix, code=0, env=PROXY)
+        assert p.stdout.count("files.not-listed") == 2 and "s3:ListBucket permission" in p.stdout \
+            and "s3:ListBucketMultipartUploads permission" in p.stdout, p.stdout
+        run("validate", prefix, "--against", data(T2T), code=0, env=PROXY)
+        # Outputs: written with PutObject (and the multipart calls) alone, byte for byte the
+        # local ones; an existing one refused without --force, replaced with it.
+        run("reshard", prefix, "-o", f"{ROOT}/getonly_out/r", "--policy", "shards:3", code=0, env=PROXY)
+        run("reshard", src, "-o", f"{ROOT}/getonly_out/big", "--policy", "shards:2", code=0, env=PROXY)
+        one_error_line(run("reshard", prefix, "-o", f"{ROOT}/getonly_out/r", code=2, env=PROXY), "--force")
+        run("reshard", prefix, "-o", f"{ROOT}/getonly_out/r", "--policy", "shards:3", "--force", code=0, env=PROXY)
+        run("convert", prefix, "-o", f"{ROOT}/getonly_out/m.safetensors", code=0, env=PROXY)
+        run("convert", prefix, "-o", f"{ROOT}/getonly_out/m.npz", code=0, env={**PROXY, "TMPDIR": npz_temporaries()})
+        run("convert", f"{ROOT}/getonly_out/m.safetensors", "-o", f"{ROOT}/getonly_out/tf/m", "--to", "tf", code=0,
+            env=PROXY)
+        run("validate", f"{ROOT}/getonly_out/r", "--against", data(T2T), code=0, env=PROXY)
+        # Where only a listing will do, its refusal names the permission that is missing.
+        one_error_line(run("inspect", f"{ROOT}/getonly/", code=3, env=PROXY), "s3:ListBucket")
+        one_error_line(run("validate", prefix, "--abort-uploads", code=3, env=PROXY), "s3:ListBucketMultipartUploads")
+        # A missing checkpoint is still one line, exit 3, naming it.
+        one_error_line(run("inspect", f"{ROOT}/getonly/nothing", code=3, env=PROXY), f"{ROOT}/getonly/nothing")
+    finally:
+        faults()
+    for name in ("r", "big"):
+        run("reshard", src if name == "big" else data(T2T), "-o", os.path.join(local, name),
+            "--policy", "shards:3" if name == "r" else "shards:2", code=0)
+        same_bytes(f"{ROOT}/getonly_out/{name}", os.path.join(local, name))
+    assert listing(f"{ROOT}/getonly_out/m.npz") and uploads(f"{ROOT}/getonly_out/") == []
 
 
 @test(needs_data=True)

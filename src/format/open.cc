@@ -115,8 +115,11 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
   }
   // 2. A V2 prefix.
   if (FileExists(spec + ".index")) return v2(spec);
-  // 3. A directory.
-  if (IsDirectory(spec)) {
+  // 3. A directory. (A refusal to say is an error: an object store's prefix that may not be
+  // listed, a local directory that may not be read.)
+  const absl::StatusOr<FileStat> stat = Storage::For(spec).Stat(spec);
+  if (absl::IsPermissionDenied(stat.status())) return stat.status();
+  if (stat.ok() && stat->kind == EntryKind::kDirectory) {
     TFCKPT_ASSIGN_OR_RETURN(const std::vector<DirEntry> listing, Storage::For(spec).List(spec));
     const std::string state = JoinPath(spec, "checkpoint");
     if (FileExists(state) && !IsDirectory(state)) {

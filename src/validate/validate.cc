@@ -48,8 +48,17 @@ Finding Make(std::string check, Severity sev, std::string file, std::string key,
 
 // The writes under `prefix` in progress (an object store's multipart uploads), one
 // finding each of `severity`, saying how to abandon them.
+// A listing the store refused (a role that may read objects and not list them): what was
+// not looked for, as a note (the checkpoint is checked all the same).
+void NotListed(const absl::Status& refused, const std::string& path, std::string_view what,
+               std::vector<Finding>* out) {
+  out->push_back(Make("files.not-listed", Severity::kNote, path, "", -1,
+                      StrCat("not looked for ", what, ": ", refused.message())));
+}
+
 void CheckUnfinishedWrites(const std::string& prefix, Severity severity, std::vector<Finding>* out) {
   auto unfinished = Storage::For(prefix).UnfinishedWrites(prefix);
+  if (absl::IsPermissionDenied(unfinished.status())) NotListed(unfinished.status(), prefix, "uploads in progress", out);
   for (const std::string& name : unfinished.ok() ? *unfinished : std::vector<std::string>{}) {
     out->push_back(Make("files.upload-in-progress", severity, name, "", -1,
                         StrCat("upload in progress, never completed (its writer was killed, or still runs); "
@@ -92,6 +101,9 @@ void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
   std::set<std::string> expected(info.data_files.begin(), info.data_files.end());
   std::map<int, int> other_counts;  // NNNNN of data files for another shard count -> files
   auto listing = store.List(dir);
+  if (absl::IsPermissionDenied(listing.status())) {
+    NotListed(listing.status(), info.prefix, "data files the index does not use, or leftovers of saves", out);
+  }
   for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
     const std::string& name = e.name;
     if (name.compare(0, base.size(), base) != 0) continue;

@@ -500,6 +500,16 @@ absl::StatusOr<ObjectInfo> Client::Head(const ObjectUrl& url) {
   return info;
 }
 
+absl::StatusOr<ObjectInfo> Client::HeadIfPresent(const ObjectUrl& url) {
+  absl::StatusOr<ObjectInfo> info = Head(url);
+  if (info.ok() || !absl::IsPermissionDenied(info.status())) return info;
+  char byte;
+  const absl::Status s = Read(url, 0, 1, "", &byte);
+  if (S3ErrorCode(s) != "AccessDenied") return info;
+  return absl::NotFoundError(StrCat("HEAD ", url.ToString(),
+                                    ": no such object, or not allowed to read it (403 AccessDenied)"));
+}
+
 absl::Status Client::ReadTo(const ObjectUrl& url, uint64_t offset, uint64_t size, std::string_view etag,
                             const ByteSink& sink) {
   if (size == 0) return absl::OkStatus();
@@ -563,7 +573,7 @@ absl::StatusOr<std::string> Client::Put(const ObjectUrl& url, std::string_view b
     impl_->if_none_match_supported = false;  // 501: check with HEAD from now on
   }
   if (if_absent) {
-    auto head = Head(url);
+    auto head = HeadIfPresent(url);
     if (head.ok()) return absl::AlreadyExistsError(StrCat("PUT ", url.ToString(), ": the object exists already"));
     if (head.status().code() != absl::StatusCode::kNotFound) return head.status();
   }

@@ -105,6 +105,12 @@ class Client {
   absl::Status CreateBucket(const ObjectUrl& url);
 
   absl::StatusOr<ObjectInfo> Head(const ObjectUrl& url);
+  // Head, for a caller asking whether the object is there: NotFound when it is not, which
+  // includes the 403 AccessDenied S3 answers for a missing key to a caller without
+  // s3:ListBucket (a HEAD's 403 has no body: a 1-byte GET asks for its code, so that a 403
+  // for other reasons, a bad signature say, stays an error). A key the caller may not read
+  // looks absent too: nothing better can be known without listing.
+  absl::StatusOr<ObjectInfo> HeadIfPresent(const ObjectUrl& url);
 
   // Reads [offset, offset + size) into out[0, size). Sends If-Match: etag when `etag` is
   // not empty; otherwise pins the ETag of the first response for resumed attempts. An

@@ -204,7 +204,7 @@ absl::Status MultipartWriter::Complete(bool if_absent) {
     if (if_absent) {
       // No conditional completion everywhere: ask first (a race with another writer
       // remains, as with the HEAD fallback of a PUT).
-      absl::StatusOr<ObjectInfo> there = client_->Head(url_);
+      absl::StatusOr<ObjectInfo> there = client_->HeadIfPresent(url_);
       if (there.ok()) {
         s = absl::AlreadyExistsError(StrCat(url_string_, ": already exists"));
       } else if (!absl::IsNotFound(there.status())) {

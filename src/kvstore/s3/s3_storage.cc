@@ -651,6 +651,7 @@ absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
   if (!t.url.key.empty() && t.url.key.back() != '/') {
     absl::StatusOr<ObjectInfo> info = HeadOnce(t);
+    if (!info.ok() && absl::IsPermissionDenied(info.status())) info = t.client->HeadIfPresent(t.url);
     if (info.ok()) return FileStat{EntryKind::kFile, info->size, 0};
     if (!absl::IsNotFound(info.status())) return Named(info.status(), path);
   }
@@ -717,7 +718,7 @@ absl::StatusOr<std::string> S3Storage::ReadSmallFile(const std::string& path, ui
 absl::Status S3Storage::Remove(const std::string& path) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(path));
   // DELETE answers 204 for a missing key too: ask first, as Remove must say NotFound.
-  TFCKPT_RETURN_IF_ERROR(Named(t.client->Head(t.url).status(), path));
+  TFCKPT_RETURN_IF_ERROR(Named(t.client->HeadIfPresent(t.url).status(), path));
   Forget(path);
   return Named(t.client->Delete(t.url), path);
 }
