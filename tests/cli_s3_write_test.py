@@ -129,18 +129,63 @@ def the_index_goes_up_last_only_if_absent_and_force_replaces_in_that_order():
     assert len(completes) == 2, writes  # both data objects (> 8 MiB) were multipart uploads
     # Without --force an existing output is refused (nothing asked to change);
     one_error_line(run("reshard", src, "-o", out, code=2), out, "--force")
-    # with it, the old index goes first, then the data, the new index last; the data object
-    # the new checkpoint no longer has is removed.
+    # with it, the new data under names the old checkpoint does not use go up first (it
+    # stays whole meanwhile), then the old index is replaced by the new one (DELETE, PUT),
+    # and the old data objects go last.
     clear_proxy_log()
     run("reshard", src, "-o", out, "--policy", "single", "--force", code=0, env=PROXY)
     writes = [l for l in proxy_log() if "/order/" in l and l.startswith(("PUT", "POST", "DELETE"))]
     # (parts go up before: invisible until their upload is completed)
-    visible = [i for i, l in enumerate(writes) if "partNumber=" not in l and "?uploads" not in l]
-    assert writes[visible[0]].startswith("DELETE") and "/order/m.index" in writes[visible[0]], writes
-    last_index = max(i for i, l in enumerate(writes) if l.startswith("PUT") and "/order/m.index" in l)
-    assert all(l.startswith("DELETE") for l in writes[last_index + 1:]), writes
+    visible = [l.split()[0] + " " + l.split()[1].split("/order/")[1].split("?")[0] + ("?uploadId" if "uploadId=" in l else "")
+               for l in writes if "partNumber=" not in l and "?uploads" not in l]
+    assert visible[0] == "POST m.data-00000-of-00001?uploadId", visible
+    assert visible[1] == "DELETE m.index" and visible[2].startswith("PUT m.index"), visible
+    assert sorted(visible[-2:]) == ["DELETE m.data-00000-of-00002", "DELETE m.data-00001-of-00002"], visible
+    # With the same names (one data file again), the old index goes right before the first
+    # completion that replaces one of its data objects.
+    clear_proxy_log()
+    run("reshard", src, "-o", out, "--policy", "single", "--force", code=0, env=PROXY)
+    writes = [l for l in proxy_log() if "/order/" in l and l.startswith(("PUT", "POST", "DELETE"))]
+    visible = [l.split()[0] + " " + l.split()[1].split("/order/")[1].split("?")[0] + ("?uploadId" if "uploadId=" in l else "")
+               for l in writes if "partNumber=" not in l and "?uploads" not in l]
+    assert visible[:2] == ["DELETE m.index", "POST m.data-00000-of-00001?uploadId"], visible
+    assert visible[-1].startswith("PUT m.index"), visible
     assert sorted(listing(out + ".")) == [key_of(out) + s for s in (".data-00000-of-00001", ".index")]
     run("validate", out, "--against", src, code=0)
+
+
+@test(needs_data=True)
+def a_failed_force_keeps_the_old_checkpoint_and_a_finished_one_leaves_nothing_of_it():
+    src = big()
+    out = f"{ROOT}/force/m"
+    objects = lambda: sorted(listing(out + "."))
+    names = lambda n: sorted([key_of(out) + ".index"] + [key_of(out) + f".data-{i:05d}-of-{n:05d}" for i in range(n)])
+    run("reshard", data(T2T), "-o", out, "--policy", "shards:2", code=0)
+    old = objects()
+    assert old == names(2), old
+    fail = {**PROXY, "TFCKPT_S3_MAX_RETRIES": "0"}
+    # The new data objects take the old ones' names (2 data files again; multipart uploads,
+    # whose completions are refused): the old index goes right before the first is replaced,
+    # and comes back when none was.
+    faults("always POST uploadId= status 500 InternalError")
+    one_error_line(run("reshard", src, "-o", out, "--policy", "shards:2", "--force", code=3, env=fail), out, "500")
+    faults()
+    assert objects() == old and uploads(out) == [], (objects(), uploads(out))
+    run("validate", out, "--against", data(T2T), code=0)
+    # Other names (3 data files): the new data go up first, the old index stays until the new
+    # one replaces it; a refused index leaves the old checkpoint whole.
+    faults("when PUT force/m.index status 500 InternalError")
+    one_error_line(run("reshard", src, "-o", out, "--policy", "shards:3", "--force", code=3, env=fail), out, "500")
+    faults()
+    assert objects() == old and uploads(out) == [], (objects(), uploads(out))
+    run("validate", out, "--against", data(T2T), code=0)
+    # Finished: nothing of the old checkpoint remains, with other names and with the same.
+    run("reshard", src, "-o", out, "--policy", "shards:3", "--force", code=0)
+    assert objects() == names(3), objects()
+    run("validate", out, "--against", src, code=0)
+    run("reshard", data(T2T), "-o", out, "--policy", "shards:3", "--force", code=0)
+    assert objects() == names(3), objects()
+    run("validate", out, "--against", data(T2T), code=0)
 
 
 @test(needs_data=True)

@@ -82,16 +82,20 @@ struct BundleWriterOptions {
   std::function<bool(std::string_view tensor)> read_back;
 };
 
-// Publishes a bundle written under temporary names: with `overwrite`, the index of a
-// checkpoint already at `prefix` is removed first (no reader ever pairs it with new data
-// files), then `commit_data` puts the data files in place, `commit_index` the index, and
-// the old checkpoint's data files that the new one (`data_files`) does not use are removed.
-// `check_data`, when given, runs between the two commits (an object store, whose uploads
-// cannot be read before they are complete: WritableFile::ReadableBeforeCommit): when it
-// fails, the data files just committed (and the old checkpoint's) are removed and no
-// index is written.
+// Publishes a bundle written under temporary names (or, on an object store, as uploads not
+// yet completed): `commit_data_file(i)` puts data_files[i] in place, `commit_index` the
+// index. With `overwrite`, a checkpoint already at `prefix` is replaced so that no reader
+// ever pairs its index with new data files and a failure keeps it where that can be done:
+// the new data files under names it does not use are committed first; the old index is
+// removed right before the first new data file that takes one of its data files' names
+// (the same number of data files), else right before the new index; a failure before any
+// of its data files was replaced puts its index back, whole; its data files the new one
+// does not use are removed last. A failure after one was replaced leaves neither (what is
+// left of both is removed). `check_data`, when given, runs between the data's commits and
+// the index's (an object store, whose uploads cannot be read before they are complete:
+// WritableFile::ReadableBeforeCommit); a failure there is a failure as above.
 absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std::vector<std::string>& data_files,
-                           const std::function<absl::Status()>& commit_data,
+                           const std::function<absl::Status(size_t)>& commit_data_file,
                            const std::function<absl::Status()>& commit_index,
                            const std::function<absl::Status()>& check_data = nullptr);
 

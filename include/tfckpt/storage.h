@@ -138,12 +138,20 @@ class WritableFile {
 
   // Flushes and makes the bytes durable. REQUIRES: called at most once.
   virtual absl::Status Close() = 0;
-  // Publishes the file under its name, atomically. REQUIRES: Close() succeeded.
+  // Publishes the file under its name, atomically. REQUIRES: Close() succeeded. A failure
+  // may leave the name as it was, or (CommitMayHaveHappened) not be known to.
   virtual absl::Status Commit() = 0;
   // Keeps the committed file even if the run later fails or is interrupted (for outputs
   // that replace consumed inputs, merge --move). REQUIRES: Commit() succeeded.
   virtual void Publish() = 0;
 };
+
+// Whether a failed Commit() may have put the file in place all the same: its outcome is
+// unknown (an object store's completion that was cut off or answered 5xx, and whose upload
+// could not be found still in progress). Otherwise the name is as it was before.
+bool CommitMayHaveHappened(const absl::Status& commit);
+// Marks `s` (Unavailable, say) as a commit's failure known not to have been carried out.
+absl::Status CommitNotCarriedOut(absl::Status s);
 
 // Opens a file for reading by its path: Storage::For(path).OpenForRead(path), or something
 // else that answers for those names (the writer's not yet committed files, OpenWritten).

@@ -1,6 +1,8 @@
 // The parts of storage.h that every implementation shares, and the choice of one.
 #include "tfckpt/storage.h"
 
+#include "absl/strings/cord.h"
+
 #include <map>
 #include <mutex>
 
@@ -155,6 +157,20 @@ Storage& Storage::For(std::string_view path) {
   std::shared_ptr<Storage>& store = (*stores)[driver.kind];
   if (!store) store = driver.make();
   return *store;
+}
+
+namespace {
+constexpr char kNotCarriedOut[] = "tfckpt/commit-not-carried-out";
+}  // namespace
+
+bool CommitMayHaveHappened(const absl::Status& commit) {
+  return (absl::IsUnavailable(commit) || absl::IsCancelled(commit) || absl::IsDeadlineExceeded(commit)) &&
+         !commit.GetPayload(kNotCarriedOut).has_value();
+}
+
+absl::Status CommitNotCarriedOut(absl::Status s) {
+  s.SetPayload(kNotCarriedOut, absl::Cord("1"));
+  return s;
 }
 
 }  // namespace tfckpt

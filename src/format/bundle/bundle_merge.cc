@@ -425,10 +425,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     for (int32_t i = 0; i < k; ++i) names.push_back(DataFileName(out, i, k));
     TFCKPT_RETURN_IF_ERROR(PublishBundle(
         out, options.overwrite, names,
-        [&] {
-          for (auto& f : staged) TFCKPT_RETURN_IF_ERROR(f->Commit());
-          return absl::OkStatus();
-        },
+        [&](size_t i) { return i < staged.size() ? staged[i]->Commit() : absl::OkStatus(); },  // (in place: none)
         [&] { return index->Commit(); }, readable ? nullptr : check));
   }
   report.entries = static_cast<int64_t>(merged.entries().size());

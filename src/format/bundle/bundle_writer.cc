@@ -446,10 +446,7 @@ absl::Status BundleWriter::Finish() {
   if (const char* at = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE"); at != nullptr && !data_.empty() && !fault_planted_) {
     TFCKPT_RETURN_IF_ERROR(FlipWrittenByte(*data_[0], std::strtoull(at, nullptr, 10)));
   }
-  const auto commit_data = [&] {
-    for (auto& f : data_) TFCKPT_RETURN_IF_ERROR(f->Commit());
-    return absl::OkStatus();
-  };
+  const auto commit_data = [&](size_t i) { return data_[i]->Commit(); };
   const auto close_all = [&] {  // in parallel: with several files, the device sees their writes at once
     return ParallelForStatus(data_.size() + 1, Jobs(0), [&](size_t i, const std::atomic<bool>&) {
       return i < data_.size() ? data_[i]->Close() : index->Close();
@@ -482,10 +479,11 @@ std::vector<std::string> BundleWriter::DataNames() const {
 }
 
 absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std::vector<std::string>& data_files,
-                           const std::function<absl::Status()>& commit_data,
+                           const std::function<absl::Status(size_t)>& commit_data_file,
                            const std::function<absl::Status()>& commit_index,
                            const std::function<absl::Status()>& check_data) {
   Storage& store = Storage::For(prefix);
+  const std::string index = prefix + ".index";
   std::vector<std::string> stale;
   if (overwrite) stale = ExistingFiles(prefix);
   // A stop requested so far undoes the run; from the first change to what is under the
@@ -496,35 +494,80 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std:
   const auto no_return = [run] {
     if (run != nullptr) run->PassPointOfNoReturn();
   };
-  // Replacing a checkpoint: its index goes first, so that no reader ever pairs the old
-  // index with new data files.
-  if (overwrite && FileExists(prefix + ".index")) {
-    no_return();
-    TFCKPT_RETURN_IF_ERROR(store.Remove(prefix + ".index"));
-    TFCKPT_RETURN_IF_ERROR(Reached("old-index-removed"));
+  const bool replacing = overwrite && FileExists(index);
+  // The new data files that take names of the old checkpoint's (the same number of data
+  // files): the old index must be gone before the first of them is in place, so that no
+  // reader pairs it with new data. (Named by a listing, or found one by one where the
+  // store may not be listed.)
+  std::vector<bool> collides(data_files.size(), false);
+  for (size_t i = 0; i < data_files.size() && replacing; ++i) {
+    collides[i] = std::find(stale.begin(), stale.end(), data_files[i]) != stale.end() ||
+                  FileExists(data_files[i]);
   }
-  TFCKPT_RETURN_IF_ERROR(commit_data());
-  // Data with no index, when the check or the index fails: removed, as no reader would
-  // take them. (Not the index: an index that could not be written only if absent is
-  // another run's.)
-  const auto unpublish = [&](absl::Status s) {
-    for (const auto& path : data_files) (void)Storage::For(path).Remove(path);
-    for (const auto& path : stale) (void)store.Remove(path);
+  std::vector<bool> committed(data_files.size(), false);
+  std::optional<std::string> old_index;  // its bytes, while it may be put back
+  bool old_index_removed = false;
+  bool old_data_replaced = false;  // (or perhaps replaced: a commit whose outcome is unknown)
+  const auto remove_old_index = [&]() -> absl::Status {
+    if (!replacing || old_index_removed) return absl::OkStatus();
+    TFCKPT_RETURN_IF_ERROR(CheckStop());
+    absl::StatusOr<std::string> bytes = store.ReadSmallFile(index, kIndexWrite.part_size);
+    if (bytes.ok()) old_index = *std::move(bytes);  // (else it cannot be put back)
+    no_return();
+    TFCKPT_RETURN_IF_ERROR(store.Remove(index));
+    old_index_removed = true;
+    return Reached("old-index-removed");
+  };
+  // A failure: the data files this run put in place are removed, as no reader would take
+  // them. (Not the index: an index that could not be written only if absent is another
+  // run's.) The old checkpoint stays when none of its data files was replaced (its index
+  // put back if it was removed); else what is left of it goes too.
+  const auto fail = [&](absl::Status s) {
+    for (size_t i = 0; i < data_files.size(); ++i) {
+      if (committed[i] || (collides[i] && old_data_replaced)) (void)Storage::For(data_files[i]).Remove(data_files[i]);
+    }
+    if (old_data_replaced) {
+      for (const auto& path : stale) (void)store.Remove(path);
+    } else if (old_index_removed && old_index.has_value()) {
+      absl::StatusOr<std::unique_ptr<WritableFile>> back = store.Create(index, kIndexWrite);
+      absl::Status put = back.status();
+      if (put.ok()) put = (*back)->Append(*old_index);
+      if (put.ok()) put = (*back)->Close();
+      if (put.ok()) put = (*back)->Commit();
+      if (put.ok()) (*back)->Publish();
+    }
     return s;
   };
+  // Data files under names the old checkpoint does not use first (it stays whole
+  // meanwhile), then those under its names, its index removed right before.
+  for (const bool on_old_names : {false, true}) {
+    for (size_t i = 0; i < data_files.size(); ++i) {
+      if (collides[i] != on_old_names) continue;
+      if (on_old_names) {
+        if (absl::Status s = remove_old_index(); !s.ok()) return fail(s);
+      }
+      absl::Status s = commit_data_file(i);
+      committed[i] = s.ok();
+      // A commit refused left the old file as it was; one whose outcome is unknown (its
+      // last attempt went unanswered) may have replaced it.
+      if (on_old_names && (s.ok() || CommitMayHaveHappened(s))) old_data_replaced = true;
+      if (!s.ok()) return fail(s);
+    }
+  }
   // The one window where data files are in place and the index is not (a kill here leaves
   // data files that the next run, and validate, recognise: docs/RELIABILITY.md).
-  if (absl::Status s = Reached("data-committed"); !s.ok()) return unpublish(s);
+  if (absl::Status s = Reached("data-committed"); !s.ok()) return fail(s);
   if (check_data) {
-    if (absl::Status s = check_data(); !s.ok()) return unpublish(s);
+    if (absl::Status s = check_data(); !s.ok()) return fail(s);
   }
-  if (absl::Status s = CheckStop(); !s.ok()) return unpublish(s);
+  if (absl::Status s = CheckStop(); !s.ok()) return fail(s);
+  if (absl::Status s = remove_old_index(); !s.ok()) return fail(s);
   no_return();
-  if (absl::Status s = commit_index(); !s.ok()) return unpublish(s);
+  if (absl::Status s = commit_index(); !s.ok()) return fail(s);
   TFCKPT_RETURN_IF_ERROR(Reached("index-committed"));
-  // Replacing a checkpoint with fewer data files: remove the old ones it no longer uses.
+  // The old checkpoint's data files that the new one does not use: removed last.
   std::vector<std::string> ours = data_files;
-  ours.push_back(prefix + ".index");
+  ours.push_back(index);
   for (const auto& path : stale) {
     if (std::find(ours.begin(), ours.end(), path) == ours.end()) (void)store.Remove(path);
   }

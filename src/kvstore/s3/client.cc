@@ -600,6 +600,13 @@ absl::Status Client::CompleteMultipartUpload(const ObjectUrl& url, const std::st
   return impl_->Send("POST", url, {{"uploadId", upload_id}}, {{"Content-Type", "application/xml"}}, xml).status();
 }
 
+absl::StatusOr<bool> Client::UploadInProgress(const ObjectUrl& url, const std::string& upload_id) {
+  absl::StatusOr<Response> resp = impl_->Send("GET", url, {{"max-parts", "1"}, {"uploadId", upload_id}});
+  if (resp.ok()) return true;
+  if (absl::IsNotFound(resp.status())) return false;
+  return resp.status();
+}
+
 absl::Status Client::AbortMultipartUpload(const ObjectUrl& url, const std::string& upload_id) {
   return impl_->Send("DELETE", url, {{"uploadId", upload_id}}).status();
 }

@@ -142,6 +142,9 @@ class Client {
                                          std::string_view body);
   absl::Status CompleteMultipartUpload(const ObjectUrl& url, const std::string& upload_id,
                                        const std::vector<CompletedPart>& parts);
+  // Whether the upload is still in progress (ListParts answers): false once it was
+  // completed or aborted (NoSuchUpload). What a completion that failed did.
+  absl::StatusOr<bool> UploadInProgress(const ObjectUrl& url, const std::string& upload_id);
   absl::Status AbortMultipartUpload(const ObjectUrl& url, const std::string& upload_id);
 
   // `body` as a multipart upload of `part_size`-byte parts (MultipartPartSize(size) when

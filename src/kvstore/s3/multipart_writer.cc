@@ -1,9 +1,13 @@
 #include "kvstore/s3/multipart_writer.h"
 
+#include "tfckpt/storage.h"
+
 #include <algorithm>
 #include <cstring>
 #include <thread>
 
+#include "absl/strings/strip.h"
+#include "kvstore/s3/sigv4.h"
 #include "run/run.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -196,6 +200,17 @@ absl::Status MultipartWriter::Complete(bool if_absent) {
     if (!held_.empty()) body = std::string_view(held_.begin()->second.bytes.data(), size_);
     lock.unlock();
     s = client_->Put(url_, body, if_absent).status();
+    if (CommitMayHaveHappened(s)) {
+      // Cut off, or answered 5xx: no object under the name says the PUT was not carried out;
+      // one with this body's MD5 as its ETag, that it was. (Another ETag: the old object,
+      // or ours under encryption that does not use MD5 -- not known.)
+      absl::StatusOr<ObjectInfo> there = client_->HeadIfPresent(url_);
+      if (absl::IsNotFound(there.status())) {
+        s = CommitNotCarriedOut(std::move(s));
+      } else if (there.ok() && absl::StripPrefix(absl::StripSuffix(there->etag, "\""), "\"") == Md5Hex(body)) {
+        s = absl::OkStatus();
+      }
+    }
     lock.lock();
   } else {
     std::vector<CompletedPart> parts;
@@ -212,6 +227,12 @@ absl::Status MultipartWriter::Complete(bool if_absent) {
       }
     }
     if (s.ok()) s = client_->CompleteMultipartUpload(url_, upload_id_, parts);
+    if (CommitMayHaveHappened(s)) {
+      // Cut off, or answered 5xx: the upload still in progress says the completion was not
+      // carried out (the name is as it was); gone, that it was.
+      absl::StatusOr<bool> pending = client_->UploadInProgress(url_, upload_id_);
+      if (pending.ok()) s = *pending ? CommitNotCarriedOut(std::move(s)) : absl::OkStatus();
+    }
     lock.lock();
   }
   if (s.ok()) {

@@ -488,7 +488,7 @@ class S3Upload final : public WritableFile {
       // Refused (the name is taken, the upload is gone): nothing of this run's is there.
       // Only a completion whose outcome is unknown (its last attempt went unanswered) may
       // have been carried out: then the name is this run's output and deleted on undo.
-      if (!absl::IsUnavailable(completed) && !absl::IsCancelled(completed)) {
+      if (!CommitMayHaveHappened(completed)) {
         ForgetAtUndo(delete_work_);
         delete_work_ = 0;
       }

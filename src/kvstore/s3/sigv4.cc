@@ -71,6 +71,13 @@ std::string Sha256Hex(std::string_view data) {
   return Hex(digest, len);
 }
 
+std::string Md5Hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), digest, &len, EVP_md5(), nullptr);
+  return Hex(digest, len);
+}
+
 std::string UriEncode(std::string_view s, bool encode_slash) {
   static constexpr char kDigits[] = "0123456789ABCDEF";
   std::string out;

@@ -14,6 +14,8 @@ namespace tfckpt::s3 {
 
 // SHA-256 of `data` as 64 lowercase hex digits.
 std::string Sha256Hex(std::string_view data);
+// MD5 of `data`, in lowercase hex: the ETag S3 gives an object stored by one plain PUT.
+std::string Md5Hex(std::string_view data);
 // The SHA-256 of no bytes, the payload hash of bodiless requests.
 inline constexpr std::string_view kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 inline constexpr std::string_view kUnsignedPayload = "UNSIGNED-PAYLOAD";
