@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "test_util.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
-#include "tfckpt/combine.h"
-#include "tfckpt/merge.h"
+#include "merge/combine.h"
+#include "merge/merge.h"
 
 namespace {
 

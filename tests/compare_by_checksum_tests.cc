@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "test_util.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
-#include "tfckpt/validate.h"
+#include "validate/validate.h"
 
 namespace {
 

@@ -12,12 +12,12 @@
 
 #include "piece_util.h"
 #include "test_util.h"
-#include "core/float_convert.h"
-#include "core/tensor_encoding.h"
+#include "base/float_convert.h"
+#include "model/tensor_encoding.h"
 #include "format/npz/npz_reader.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/convert.h"
+#include "convert/convert.h"
 #include "tfckpt/open.h"
 
 namespace {

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "test_util.h"
-#include "core/tensor_encoding.h"
-#include "tfckpt/bundle_writer.h"
+#include "model/tensor_encoding.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/copy.h"
+#include "copy/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"

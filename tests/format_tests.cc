@@ -12,13 +12,13 @@
 #include "test_util.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 #include "tfckpt/open.h"
 #include "tfckpt/ordered_code.h"
-#include "tfckpt/safetensors.h"
+#include "format/safetensors/safetensors.h"
 #include "tfckpt/status.h"
 
 using tfckpt::testing::ReadFile;

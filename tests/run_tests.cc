@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/parallel.h"
+#include "base/parallel.h"
 #include "run/run.h"
 #include "tfckpt/region.h"
 

@@ -12,7 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "tfckpt/path.h"
+#include "base/path.h"
 #include "tfckpt/storage.h"
 #include "tfckpt/status.h"
 #include "run/fault_hook.h"

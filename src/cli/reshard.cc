@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "common.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"

@@ -2,10 +2,10 @@
 // combining checkpoints with edits (commands.h).
 #include "commands/command_util.h"
 #include "run/run.h"
-#include "tfckpt/bundle_merge.h"
-#include "tfckpt/combine.h"
+#include "format/bundle/bundle_merge.h"
+#include "merge/combine.h"
 #include "tfckpt/commands.h"
-#include "tfckpt/merge.h"
+#include "merge/merge.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"

@@ -1,5 +1,5 @@
 // tfckpt convert: safetensors and .npz writers (see convert.h).
-#include "tfckpt/convert.h"
+#include "convert/convert.h"
 
 #include "format/npz/npy.h"
 
@@ -20,15 +20,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/float_convert.h"
-#include "core/tensor_encoding.h"
-#include "tfckpt/copy.h"
+#include "base/float_convert.h"
+#include "model/tensor_encoding.h"
+#include "copy/copy.h"
 #include "tfckpt/dtype.h"
 #include "kvstore/local/tracked.h"
 #include "run/run.h"
-#include "tfckpt/object_graph.h"
-#include "tfckpt/path.h"
-#include "tfckpt/safetensors.h"
+#include "model/object_graph.h"
+#include "base/path.h"
+#include "format/safetensors/safetensors.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {

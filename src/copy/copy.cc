@@ -1,6 +1,6 @@
 // The copy engine (see copy.h): sinks, CopyRegion, strings, PieceCopier, PieceSize. The
 // execution of a whole plan is in execute_plan.cc.
-#include "tfckpt/copy.h"
+#include "copy/copy.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,10 +9,10 @@
 
 #include "absl/strings/str_format.h"
 #include "copy_internal.h"
-#include "core/crc32c.h"
-#include "core/float_convert.h"
-#include "core/tensor_encoding.h"
-#include "tfckpt/bundle_writer.h"
+#include "base/crc32c.h"
+#include "base/float_convert.h"
+#include "model/tensor_encoding.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 

@@ -7,10 +7,10 @@
 #include <optional>
 
 #include "copy_internal.h"
-#include "core/crc32c.h"
-#include "core/parallel.h"
-#include "tfckpt/bundle_writer.h"
-#include "tfckpt/copy.h"
+#include "base/crc32c.h"
+#include "base/parallel.h"
+#include "format/bundle/bundle_writer.h"
+#include "copy/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 

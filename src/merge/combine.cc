@@ -1,7 +1,7 @@
 // Combining checkpoints with edits (see combine.h). Plan first (names, conflicts,
 // collapses, checks, object graph, output files), then write each output data file on
 // its own thread through PieceCopier (unchanged pieces) or the averaging loop.
-#include "tfckpt/combine.h"
+#include "merge/combine.h"
 
 #include <algorithm>
 #include <cstring>
@@ -10,17 +10,17 @@
 #include <optional>
 #include <set>
 
-#include "core/float_convert.h"
-#include "core/parallel.h"
-#include "core/tensor_encoding.h"
-#include "tfckpt/bundle_writer.h"
-#include "tfckpt/copy.h"
+#include "base/float_convert.h"
+#include "base/parallel.h"
+#include "model/tensor_encoding.h"
+#include "format/bundle/bundle_writer.h"
+#include "copy/copy.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/object_graph.h"
+#include "model/object_graph.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
-#include "tfckpt/validate.h"
-#include "tfckpt/values.h"
+#include "validate/validate.h"
+#include "model/values.h"
 
 namespace tfckpt {
 

@@ -1,7 +1,7 @@
 // tfckpt validate: every check of a checkpoint, and logical comparison of two.
-#include "tfckpt/validate.h"
+#include "validate/validate.h"
 #include "tfckpt/open.h"
-#include "tfckpt/regex.h"
+#include "base/regex.h"
 
 #include <algorithm>
 #include <atomic>
@@ -16,15 +16,15 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "core/crc32c.h"
-#include "core/parallel.h"
-#include "core/tensor_encoding.h"
+#include "base/crc32c.h"
+#include "base/parallel.h"
+#include "model/tensor_encoding.h"
 #include "tfckpt/dtype.h"
-#include "core/float_convert.h"
-#include "tfckpt/object_graph.h"
-#include "tfckpt/path.h"
+#include "base/float_convert.h"
+#include "model/object_graph.h"
+#include "base/path.h"
 #include "tfckpt/status.h"
-#include "tfckpt/values.h"
+#include "model/values.h"
 
 namespace tfckpt {
 

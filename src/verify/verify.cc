@@ -1,16 +1,16 @@
 // One verification policy for written outputs (see verify.h).
-#include "tfckpt/verify.h"
+#include "verify/verify.h"
 
 #include "run/run.h"
 
 #include <set>
 
 #include "format/npz/npz_reader.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
-#include "tfckpt/validate.h"
+#include "validate/validate.h"
 
 namespace tfckpt {
 namespace {

@@ -13,11 +13,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/crc32c.h"
-#include "core/tensor_encoding.h"
+#include "base/crc32c.h"
+#include "model/tensor_encoding.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 

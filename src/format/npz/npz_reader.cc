@@ -15,7 +15,7 @@
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
 #include "tfckpt/strings.h"
-#include "core/tensor_encoding.h"
+#include "model/tensor_encoding.h"
 
 namespace tfckpt {
 namespace {

@@ -1,18 +1,18 @@
 // safetensors: strict header parsing, sharded-set indexes, the streaming writer, and
 // opening a file or set as a Checkpoint (see safetensors.h for the layout).
-#include "tfckpt/safetensors.h"
+#include "format/safetensors/safetensors.h"
 
 #include <algorithm>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
-#include "core/coding.h"
+#include "base/coding.h"
 #include "format/bundle/bundle_reader.h"
 #include "format/safetensors/safetensors_reader.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/path.h"
+#include "base/path.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {

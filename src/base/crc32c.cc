@@ -1,4 +1,4 @@
-#include "core/crc32c.h"
+#include "base/crc32c.h"
 
 #include <isa-l/crc.h>
 

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/name_rules.h"
+#include "model/name_rules.h"
 
 namespace tfckpt {
 

@@ -1,4 +1,4 @@
-#include "tfckpt/values.h"
+#include "model/values.h"
 
 #include <charconv>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "core/tensor_encoding.h"
+#include "model/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 

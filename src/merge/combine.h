@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/name_rules.h"
-#include "tfckpt/verify.h"
+#include "model/name_rules.h"
+#include "verify/verify.h"
 
 namespace tfckpt {
 
