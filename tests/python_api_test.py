@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 
 import tfckpt  # noqa: E402
 from tfckpt import train  # noqa: E402
-from harness import TESTDATA, main, test  # noqa: E402
+from harness import TESTDATA, main, test, torch_or_skip  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EMB = "wide_deep/embedding/embedding_weights"
@@ -65,17 +65,6 @@ def python(script, env=None, timeout=300, point=None):
     p = subprocess.run([sys.executable, "-W", "error", "-c", script], env=full_env, capture_output=True, text=True,
                        timeout=timeout)
     return p.returncode, p.stdout, p.stderr
-
-
-def torch_or_skip():
-    try:
-        import torch
-        return torch
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise AssertionError("python3-torch is missing under CI=true (scripts/install-deps.sh installs it)")
-        print("SKIP: torch is not installed (apt-get install python3-torch)")
-        return None
 
 
 # ---------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 import tfckpt  # noqa: E402
-from harness import TESTDATA, main, test  # noqa: E402
+from harness import TESTDATA, main, test, torch_or_skip  # noqa: E402
 
 
 def cli(*args, code=0):
@@ -495,24 +495,13 @@ def review_cases_errors_names_and_dtypes():
             assert c[t.name].flags.writeable  # the caller's own
 
 
-def have_torch():
-    try:
-        import torch  # noqa: F401
-        return True
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise AssertionError("python3-torch is missing under CI=true (scripts/install-deps.sh installs it)")
-        print("SKIP: torch is not installed (apt-get install python3-torch)")
-        return False
-
-
 @test()
 def pytorch_model_from_a_tf_checkpoint():
     """A torch.nn model whose parameters come from a TF checkpoint: load_state_dict(strict=True)
     takes them, and its forward pass equals the same network computed with numpy."""
-    if not have_torch():
+    torch = torch_or_skip()
+    if torch is None:
         return
-    import torch
     with tempfile.TemporaryDirectory() as d:
         prefix = example(d)
         state = tfckpt.load(prefix, include=r"^wide_deep/dnn/(hiddenlayer_\d+|logits)/",
