@@ -3,7 +3,6 @@
 // one fails naming its file and byte offset.
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -201,7 +200,7 @@ TEST_CASE("Checkpoint::ReadInto: ranges straight into the caller's buffer, the w
           "between chunks") {
   TempDir dir;
   const std::string prefix = dir / "model";
-  std::vector<float> values(9 << 20);  // 36 MiB: 36 chunks, in two spans read at once
+  std::vector<float> values(3 << 18);  // 3 MiB: three chunks
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
   {
     auto w = tfckpt::BundleWriter::Create(prefix);
@@ -217,16 +216,6 @@ TEST_CASE("Checkpoint::ReadInto: ranges straight into the caller's buffer, the w
   std::string out(size, '\0');
   REQUIRE((*c)->ReadInto(big, big.slices[0], 0, size, out.data()).ok());
   CHECK(out == Floats(values));
-  {
-    tfckpt::RunOptions o;
-    o.jobs = 1;  // one span: the same bytes and CRC
-    tfckpt::Run run(o);
-    tfckpt::RunScope scope(&run);
-    std::string one(size, '\0');
-    REQUIRE((*c)->ReadInto(big, big.slices[0], 0, size, one.data()).ok());
-    CHECK(one == out);
-    run.Keep();
-  }
   std::string part(8, '\0');
   REQUIRE((*c)->ReadInto(big, big.slices[0], 4 * 1000, 4 * 1002, part.data()).ok());
   CHECK(part == Floats({1000, 1001}));
@@ -234,19 +223,18 @@ TEST_CASE("Checkpoint::ReadInto: ranges straight into the caller's buffer, the w
     std::stop_source stop;
     tfckpt::RunOptions o;
     o.stop = stop.get_token();
-    std::atomic<int> chunks{0};
+    int chunks = 0;
     o.at_point = [&](std::string_view point) {
       if (point == "read-chunk" && ++chunks == 2) stop.request_stop();
     };
     tfckpt::Run run(o);
     tfckpt::RunScope scope(&run);
     CHECK(absl::IsCancelled((*c)->ReadInto(big, big.slices[0], 0, size, out.data())));
-    CHECK(chunks >= 2);
-    CHECK(chunks <= 4);  // (each span stops at its next chunk)
+    CHECK(chunks == 2);
     run.Keep();
   }
   SUBCASE("a damaged byte: the whole piece fails its CRC, a range of it is read as stored") {
-    Flip(tfckpt::DataFileName(prefix, 0, 1), 8 + size - 100);  // in the second span
+    Flip(tfckpt::DataFileName(prefix, 0, 1), 8 + 4 * 5000);
     auto damaged = tfckpt::OpenCheckpoint(prefix);
     REQUIRE(damaged.ok());
     const tfckpt::TensorEntry& b = *(*damaged)->Find("big");

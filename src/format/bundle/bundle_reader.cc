@@ -6,9 +6,7 @@
 
 #include <algorithm>
 #include <map>
-#include <thread>
 #include <tuple>
-#include <vector>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -16,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/crc32c.h"
-#include "core/parallel.h"
 #include "core/tensor_encoding.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
@@ -366,43 +363,15 @@ absl::Status BundleReader::ReadInto(const TensorEntry& t, const StoredSlice& s, 
   constexpr uint64_t kChunk = 1 << 20;
   const bool check = verify && info_.checksums && begin == 0 && end == s.data.size;
   file->WillReadSequentially(s.data.offset + begin, end - begin);
-  // [lo, hi) of the payload into its place, and the CRC of those bytes.
-  auto read_span = [&](uint64_t lo, uint64_t hi, uint32_t* crc) -> absl::Status {
-    for (uint64_t at = lo; at < hi;) {
-      TFCKPT_RETURN_IF_ERROR(Reached("read-chunk"));
-      const uint64_t n = std::min(kChunk, hi - at);
-      char* dst = out + (at - begin);
-      TFCKPT_RETURN_IF_ERROR(Locate(file->ReadAt(s.data.offset + at, n, dst), "entry.bounds", file->path(), t.name,
-                                    static_cast<int64_t>(s.data.offset + at), label));
-      if (check) *crc = crc32c::Extend(*crc, dst, static_cast<size_t>(n));
-      at += n;
-    }
-    return absl::OkStatus();
-  };
-  // A large range is read in a few spans at once (the run's jobs, at most 4), their CRCs
-  // joined (crc32c::Concat): page faults, copies and CRCs of one tensor on several cores.
-  constexpr uint64_t kSpan = 16 << 20;
-  const uint64_t spans = std::min<uint64_t>({static_cast<uint64_t>(Jobs(RunJobs())), 4, (end - begin) / kSpan});
   uint32_t crc = 0;
-  if (spans <= 1) {
-    TFCKPT_RETURN_IF_ERROR(read_span(begin, end, &crc));
-  } else {
-    const uint64_t step = ((end - begin) / spans + kChunk - 1) / kChunk * kChunk;
-    std::vector<uint32_t> crcs(spans, 0);
-    std::vector<absl::Status> status(spans);
-    std::vector<std::thread> threads;
-    for (uint64_t i = 1; i < spans; ++i) {
-      threads.push_back(StartThread([&, i] {
-        status[i] = read_span(begin + i * step, std::min(end, begin + (i + 1) * step), &crcs[i]);
-      }));
-    }
-    status[0] = read_span(begin, begin + step, &crcs[0]);
-    for (std::thread& th : threads) th.join();
-    for (uint64_t i = 0; i < spans; ++i) {
-      TFCKPT_RETURN_IF_ERROR(status[i]);
-      const uint64_t lo = begin + i * step, hi = std::min(end, begin + (i + 1) * step);
-      crc = i == 0 ? crcs[0] : crc32c::Concat(crc, crcs[i], hi > lo ? hi - lo : 0);
-    }
+  for (uint64_t at = begin; at < end;) {
+    TFCKPT_RETURN_IF_ERROR(Reached("read-chunk"));
+    const uint64_t n = std::min(kChunk, end - at);
+    char* dst = out + (at - begin);
+    TFCKPT_RETURN_IF_ERROR(Locate(file->ReadAt(s.data.offset + at, n, dst), "entry.bounds", file->path(), t.name,
+                                  static_cast<int64_t>(s.data.offset + at), label));
+    if (check) crc = crc32c::Extend(crc, dst, static_cast<size_t>(n));
+    at += n;
   }
   if (check && crc != crc32c::Unmask(s.data.masked_crc)) {
     return DataLossAt("data.crc", file->path(), t.name, static_cast<int64_t>(s.data.offset),
