@@ -201,6 +201,7 @@ def mmap_is_an_opt_in_with_one_mapping_per_file():
         del c
         assert np.array_equal(arrays[0], owned[names[0]])  # the mapping outlives the handle
         raises(tfckpt.UsageError, lambda: tfckpt.open(prefix, mmap=True, framework="pt"), "mmap")
+        raises(tfckpt.UsageError, lambda: tfckpt.load(prefix, mmap=True, framework="pt"), "mmap")
 
 
 # ---------------------------------------------------------------------------------------

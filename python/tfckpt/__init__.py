@@ -790,6 +790,9 @@ def load(ckpt, include=None, exclude=None, rename=None, cast=None, drop_optimize
     raw = _flag("load", "raw", raw)
     nested = _flag("load", "nested", nested)
     framework = _framework("load", framework)
+    if _flag("load", "mmap", mmap) and framework == "pt":
+        raise UsageError("load(): mmap=True gives read-only arrays, which torch cannot hold: use framework='np' "
+                         "with mmap=True, or framework='pt' without it", "usage")
     casts = _casts("load", cast, framework)
     out, skipped = {}, []
     with open(ckpt, framework="np", mmap=mmap, endpoint_url=endpoint_url, profile=profile, region=region,
