@@ -110,6 +110,12 @@ class PieceReader {
   virtual absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
                                                      uint64_t end, std::string* buffer, TensorBytes* owner) const;
 
+  // See Checkpoint::ReadInto. By default through Read (a whole piece, `verify`) or
+  // ReadRange, copied chunk by chunk. REQUIRES: t.defect is empty, begin <= end <=
+  // payload size, a fixed-size dtype.
+  virtual absl::Status ReadInto(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end, char* out,
+                                bool verify) const;
+
   // See Checkpoint::DataFile. REQUIRES: 0 <= shard < CheckpointInfo::num_shards.
   virtual absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const;
 
@@ -156,6 +162,16 @@ class Checkpoint {
   // REQUIRES: begin <= end <= payload size.
   absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
                                              uint64_t end, std::string* buffer, TensorBytes* owner) const;
+
+  // Bytes [begin, end) of one stored piece's payload (little-endian layout) read into the
+  // caller's `out` (end - begin bytes), in chunks of about 1 MiB: V2 and safetensors with
+  // positional reads straight into `out` (no other copy, nothing kept mapped). The whole
+  // payload read with `verify` has its stored CRC checked over the bytes as they arrive.
+  // Before each chunk the current run's test hook reaches the point "read-chunk" and a stop
+  // request ends the read (Cancelled; run/run.h), so that a long read can be interrupted.
+  // REQUIRES: a fixed-size dtype, begin <= end <= payload size.
+  absl::Status ReadInto(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end, char* out,
+                        bool verify = true) const;
 
  private:
   // The error reading `t` gives when it has a defect; OK when it has none.
