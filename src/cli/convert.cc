@@ -148,6 +148,7 @@ int RunConvert(const ConvertArgs& args) {
       o.jobs = a.jobs;
       o.start_progress = start;
       if (!a.no_verify) {
+        o.read_back = true;
         o.before_commit = [&](const WrittenOutput& written, const CombineReport& plan) -> absl::Status {
           TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(plan.inputs));
           VerifyOptions vo;
@@ -176,6 +177,7 @@ int RunConvert(const ConvertArgs& args) {
     o.max_file_size = max_file_size;
     o.strict = a.strict;
     o.overwrite = a.force;
+    o.jobs = a.jobs;
     o.start_progress = start;
     auto r = format == "safetensors" ? WriteSafetensors(**c, a.out, o) : WriteNpz(**c, a.out, o);
     progress.reset();
@@ -246,7 +248,7 @@ std::function<int()> AddConvert(CLI::App& app) {
   AddForceOption(sub, &args->force);
   AddNoVerifyOption(sub, &args->no_verify, "every format: read back and compared with the input");
   AddJsonOption(sub, &args->json);
-  AddJobsOption(sub, &args->jobs, "TF output: data files written in parallel");
+  AddJobsOption(sub, &args->jobs, "Threads copying (the output does not depend on it)");
   AddConnectionsOption(sub);
   AddQuietOption(sub, &args->quiet, "labelled 'writing'");
   sub->footer(

@@ -132,6 +132,7 @@ int RunCombine(const MergeArgs& a, const std::vector<std::string>& inputs, const
   };
   bool verified = false;
   if (!a.dry_run && !a.no_verify) {
+    o.read_back = true;
     // Before anything is published: an output that fails leaves OUT as it was.
     o.before_commit = [&](const WrittenOutput& written, const CombineReport& plan) -> absl::Status {
       TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(plan.inputs));

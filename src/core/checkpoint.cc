@@ -35,6 +35,10 @@ absl::StatusOr<std::string_view> PieceReader::ReadRange(const TensorEntry& t, co
   return owner->data.substr(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
 }
 
+std::unique_ptr<PayloadCheck> PieceReader::StartPayloadCheck(const TensorEntry&, const StoredSlice&) const {
+  return nullptr;
+}
+
 absl::StatusOr<const ReadableFile*> PieceReader::DataFile(int32_t shard) const {
   return absl::InternalError(StrCat("bug: no data file ", shard, " in a format without data files"));
 }
