@@ -40,6 +40,7 @@ struct InspectArgs {
   bool index_only = false;
   bool stats = false;
   bool tree = false;
+  int jobs = 0;
 };
 
 using json = nlohmann::ordered_json;
@@ -157,7 +158,7 @@ absl::Status AppendTensorJson(const Checkpoint& c, const TensorEntry& t, const I
     AppendJsonString(out, t.defect);
   }
   if (a.stats) {
-    TFCKPT_ASSIGN_OR_RETURN(TensorStats st, ComputeStats(c, t));
+    TFCKPT_ASSIGN_OR_RETURN(TensorStats st, ComputeStats(c, t, a.jobs));
     if (st.numeric) StrAppend(out, ", \"stats\": ", StatsJson(st).dump());
   }
   if (!a.tensors.empty()) {
@@ -340,7 +341,7 @@ int RunInspect(const InspectArgs& a) {
     std::cout << absl::StrFormat("%s  %12s  %12s  %12s  %12s  %6s  %6s  %8s\n", PadRight("NAME", w), "MIN", "MAX", "MEAN",
                                  "STD", "NAN", "INF", "ZEROS");
     for (const TensorEntry* t : selected) {
-      auto st = ComputeStats(c, *t);
+      auto st = ComputeStats(c, *t, a.jobs);
       if (!st.ok()) return ReportError("inspect", st.status());
       if (!st->numeric) continue;
       std::cout << absl::StrFormat("%s  %12s  %12s  %12s  %12s  %6d  %6d  %8d\n", PadRight(PrintableKey(t->name), w),
@@ -374,6 +375,7 @@ std::function<int()> AddInspect(CLI::App& app) {
   sub->add_flag("--all-values", args->all_values, "With --tensor: print every element, never summarise")
       ->needs(tensor);
   CLI::Option* stats = sub->add_flag("--stats", args->stats, "Min, max, mean, std, NaN/Inf/zero counts per numeric tensor");
+  AddJobsOption(sub, &args->jobs, "Threads reading values for --stats");
   sub->add_flag("--tree", args->tree, "Show the TF2 object graph as a tree (not with --stats or --tensor)")
       ->excludes(stats)
       ->excludes(tensor);
