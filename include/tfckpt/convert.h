@@ -25,8 +25,7 @@ struct ConvertOptions {
   bool overwrite = false;
   int jobs = 0;                      // threads copying; 0 = one per core (the output does not depend on it)
   // Called once the plan is made, with the bytes to write and the phase ("writing"), and
-  // again for each later phase of the run (an .npz for a URL: "uploading" the archive);
-  // returns the counter to advance.
+  // again for each later phase of the run, if any; returns the counter to advance.
   using StartProgress = std::function<std::atomic<uint64_t>*(uint64_t total, const char* phase)>;
   StartProgress start_progress;
 };
@@ -55,8 +54,10 @@ struct ConvertReport {
 absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::string& out,
                                                const ConvertOptions& options);
 
-// Writes the tensors of `c` to `out` as a .npz archive (zip, stored, ZIP64 as needed, via
-// libzip): member NAME.npy per tensor, .npy format 1.0 (2.0 for headers over 64 KiB),
+// Writes the tensors of `c` to `out` as a .npz archive (zip, stored, ZIP64 as needed:
+// stored_zip.h, laid out first and filled on `jobs` threads as WriteSafetensors does,
+// straight through the storage, an object store's upload too): member NAME.npy per tensor
+// (names must be UTF-8), .npy format 1.0 (2.0 for headers over 64 KiB),
 // little-endian descr (`<f4`, `<i8`, `|b1`, `<f2`, `<c8`, ...), strings as `|S<n>`.
 // bfloat16 and float8 have no NumPy dtype: refused unless cast (bfloat16=float32).
 // Variants and the object graph are skipped. Source CRCs are checked.
