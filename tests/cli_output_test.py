@@ -324,16 +324,6 @@ print("same", count)
 """
 
 
-def digests(d):
-    out = {}
-    for root, _, files in os.walk(d):
-        for f in files:
-            p = os.path.join(root, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, d)] = fh.read()
-    return out
-
-
 @test()
 def every_output_has_the_same_bytes_whatever_the_number_of_threads():
     # Issue 26: outputs laid out before they are written, filled by -j threads.
@@ -354,7 +344,7 @@ def every_output_has_the_same_bytes_whatever_the_number_of_threads():
                          ["reshard", src, "-o", o("r"), "--partition", "fixed:3", "--policy", "shards:2"]):
                 run(*args, "-j", j, "-q", code=0)
             run("convert", o("m.safetensors"), "-o", o("back"), "-j", j, "-q", code=0)
-            got[j] = digests(os.path.join(d, "j" + j))
+            got[j] = tree_bytes(os.path.join(d, "j" + j))
         assert len(got["1"]) > 15 and got["1"].keys() == got["4"].keys(), sorted(got["1"])
         for name in got["1"]:
             assert got["1"][name] == got["4"][name], name
