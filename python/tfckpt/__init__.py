@@ -894,13 +894,13 @@ _COMMON = {"jobs": "int", "connections": "int", **_STORE_KINDS}
 
 
 def inspect(ckpt, *, filter=None, tensor=None, all_values=False, stats=False, tree=False, index_only=False,
-            connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
+            jobs=None, connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
     """`tfckpt inspect CKPT --json`: the listing (filter="kernel"), the values of tensors
     (tensor=["global_step"]), statistics (stats=True) or the object graph (tree=True).
     Returns the document --json prints."""
     return _command("inspect", _request("inspect", dict(
         ckpt=ckpt, filter=filter, tensor=tensor, all_values=all_values, stats=stats, tree=tree, index_only=index_only,
-        connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
+        jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
         no_sign_request=no_sign_request), dict(ckpt="path", filter="text", tensor="texts", all_values="flag",
                                                stats="flag", tree="flag", index_only="flag", **_COMMON)))
 

@@ -97,7 +97,7 @@ def load(ckpt: _Path, include: _Patterns = None, exclude: _Patterns = None, rena
 # --json (they return its document) and --quiet (they print nothing).
 def inspect(ckpt: _Path, *, filter: Optional[str] = None, tensor: Union[None, str, Sequence[str]] = None,
             all_values: bool = False, stats: bool = False, tree: bool = False, index_only: bool = False,
-            connections: Optional[int] = None, endpoint_url: Optional[str] = None, profile: Optional[str] = None,
+            jobs: Optional[int] = None, connections: Optional[int] = None, endpoint_url: Optional[str] = None, profile: Optional[str] = None,
             region: Optional[str] = None, no_sign_request: bool = False) -> dict[str, Any]: ...
 def validate(ckpt: _Path, *, against: Optional[_Path] = None, strict: bool = False, quick: bool = False,
              abort_uploads: bool = False, tolerance: Optional[float] = None, report: bool = False,

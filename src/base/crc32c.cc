@@ -4,6 +4,8 @@
 
 #include <climits>
 
+#include "base/vector_state.h"
+
 namespace tfckpt::crc32c {
 
 uint32_t Extend(uint32_t crc, const void* data, size_t n) {
@@ -17,6 +19,7 @@ uint32_t Extend(uint32_t crc, const void* data, size_t n) {
     p += len;
     n -= len;
   }
+  ClearUpperVectorState();
   return ~reg;
 }
 

@@ -66,7 +66,7 @@ std::function<int()> AddConvert(CLI::App& app) {
   AddForceOption(sub, &r.force);
   AddNoVerifyOption(sub, &r.no_verify, "every format: read back and compared with the input");
   AddJsonOption(sub, &args->json);
-  AddJobsOption(sub, &args->jobs, "TF output: data files written in parallel");
+  AddJobsOption(sub, &args->jobs, "Threads copying (the output does not depend on it)");
   AddConnectionsOption(sub);
   AddQuietOption(sub, &args->quiet, "labelled 'writing'");
   sub->footer(

@@ -96,7 +96,7 @@ absl::StatusOr<InspectReport> InspectRun(const InspectRequest& r) {
   if (r.stats) {
     for (InspectedTensor& t : report.tensors) {
       TFCKPT_RETURN_IF_ERROR(CheckStop());
-      TFCKPT_ASSIGN_OR_RETURN(TensorStats st, ComputeStats(c, *t.tensor));
+      TFCKPT_ASSIGN_OR_RETURN(TensorStats st, ComputeStats(c, *t.tensor, RunJobs()));
       if (st.numeric) t.stats = st;
     }
   }

@@ -59,6 +59,10 @@ absl::Status PieceReader::ReadInto(const TensorEntry& t, const StoredSlice& s, u
   return absl::OkStatus();
 }
 
+std::unique_ptr<PayloadCheck> PieceReader::StartPayloadCheck(const TensorEntry&, const StoredSlice&) const {
+  return nullptr;
+}
+
 absl::StatusOr<const ReadableFile*> PieceReader::DataFile(int32_t shard) const {
   return absl::InternalError(StrCat("bug: no data file ", shard, " in a format without data files"));
 }

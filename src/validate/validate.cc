@@ -709,10 +709,11 @@ struct ByteRange {
 // The pieces of `t` as byte ranges in order, when they tile the tensor's bytes exactly
 // (each piece whole rows, i.e. cut on axis 0 only, or the whole tensor; no gap, no
 // overlap; each stored with the size of its range) and are raw little-endian V2 bytes (or,
-// with `safetensors_too`, a safetensors tensor's bytes, which have no CRC).
+// with `copies_too`, a safetensors tensor's or an .npz member's bytes, which have no CRC-32C).
 std::optional<std::vector<ByteRange>> RowTiling(const Checkpoint& c, const TensorEntry& t, int64_t esize,
-                                                bool safetensors_too = false) {
-  const bool raw = c.info().format == Format::kV2 || (safetensors_too && c.info().format == Format::kSafetensors);
+                                                bool copies_too = false) {
+  const Format f = c.info().format;
+  const bool raw = f == Format::kV2 || (copies_too && (f == Format::kSafetensors || f == Format::kNpz));
   if (!raw || c.info().big_endian || !t.defect.empty()) return std::nullopt;
   const auto total = NumElements(t.shape);
   if (!total.ok()) return std::nullopt;
@@ -772,23 +773,60 @@ bool SameByStoredCrcs(const TensorEntry& a, const std::vector<ByteRange>& new_ra
   return i == new_ranges.size() && j == old_ranges.size();
 }
 
+// Whether the bytes of `b` (old, raw: `old_ranges`), read once in order, have over each
+// piece of `a` (new) that piece's stored CRC.
+bool OldBytesHaveNewCrcs(const TensorEntry& a, const std::vector<ByteRange>& new_ranges, const Checkpoint& cb,
+                         const TensorEntry& b, const std::vector<ByteRange>& old_ranges) {
+  std::vector<crc32c::Cursor> cur(a.slices.size());
+  std::string buffer;
+  TensorBytes unused;
+  size_t first = 0;  // the first new range not ended before the bytes being read
+  for (const ByteRange& piece : old_ranges) {
+    const StoredSlice& s = b.slices[piece.slice];
+    for (uint64_t at = piece.begin; at < piece.end;) {
+      const uint64_t n = std::min<uint64_t>(piece.end - at, 1 << 20);
+      auto bytes = cb.ReadRange(b, s, at - piece.begin, at - piece.begin + n, &buffer, &unused);
+      if (!bytes.ok()) return false;
+      for (size_t m = first; m < new_ranges.size() && new_ranges[m].begin < at + n; ++m) {
+        const ByteRange& o = new_ranges[m];
+        const uint64_t lo = std::max(at, o.begin), hi = std::min(at + n, o.end);
+        if (lo < hi) cur[o.slice].Feed(lo - o.begin, bytes->substr(lo - at, hi - lo));
+      }
+      at += n;
+      while (first < new_ranges.size() && new_ranges[first].end <= at) ++first;
+    }
+  }
+  for (const ByteRange& o : new_ranges) {
+    const StoredSlice& s = a.slices[o.slice];
+    if (!cur[o.slice].Covered(s.data.size) || cur[o.slice].crc != crc32c::Unmask(s.data.masked_crc)) return false;
+  }
+  return true;
+}
+
 // CompareOptions::by_checksum: whether the CRCs alone prove `a` (new) equal to `b` (old),
 // both of one fixed-size dtype, raw, and cut on axis 0 only. The new side is read once,
 // front to back: every new piece's bytes must have its stored CRC, and the new bytes
 // over each old piece's range must have that piece's stored CRC. (Where a new piece is
-// an old piece's range exactly, its one CRC serves both.) A safetensors new side has no
-// CRCs: its bytes are proved by the old side's alone. False when that cannot be shown, for
+// an old piece's range exactly, its one CRC serves both.) A safetensors or .npz new side
+// has no CRC-32C: its bytes are proved by the old side's alone (and an .npz member's
+// CRC-32 is checked on the same bytes, PayloadCheck). False when that cannot be shown, for
 // whatever reason (the caller then compares as usual and reports).
 bool SameByCrc(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb, const TensorEntry& b,
                const CompareOptions& options) {
   if (a.dtype != b.dtype) return false;
   const int64_t esize = LookupDType(a.dtype)->element_size;
   const bool new_crcs = ca.info().format == Format::kV2;
-  const auto new_ranges = RowTiling(ca, a, esize, /*safetensors_too=*/true), old_ranges = RowTiling(cb, b, esize);
-  if (!new_ranges || !old_ranges) return false;
-  if (new_crcs && options.crc_holds && std::all_of(a.slices.begin(), a.slices.end(), options.crc_holds)) {
-    return SameByStoredCrcs(a, *new_ranges, b, *old_ranges);
+  const auto new_ranges = RowTiling(ca, a, esize, /*copies_too=*/true), old_ranges = RowTiling(cb, b, esize);
+  if (new_ranges && new_crcs && options.crc_holds &&
+      std::all_of(a.slices.begin(), a.slices.end(), options.crc_holds)) {
+    if (old_ranges) return SameByStoredCrcs(a, *new_ranges, b, *old_ranges);
+    // An old side without CRCs (safetensors): its bytes, read once, must have the new
+    // pieces' CRCs (which hold for the new bytes).
+    if (cb.info().format == Format::kSafetensors) {
+      if (auto raw_old = RowTiling(cb, b, esize, /*copies_too=*/true)) return OldBytesHaveNewCrcs(a, *new_ranges, cb, b, *raw_old);
+    }
   }
+  if (!new_ranges || !old_ranges) return false;
   std::vector<crc32c::Cursor> old(b.slices.size());
   std::string buffer;
   TensorBytes unused;  // (ReadRange reads raw pieces into `buffer`)
@@ -800,11 +838,13 @@ bool SameByCrc(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb,
       if ((*old_ranges)[m].begin == piece.begin && (*old_ranges)[m].end == piece.end) same = (*old_ranges)[m].slice;
     }
     crc32c::Cursor cur;
+    std::unique_ptr<PayloadCheck> own = ca.StartPayloadCheck(a, s);  // (an .npz member's CRC-32)
     for (uint64_t at = piece.begin; at < piece.end;) {
       const uint64_t n = std::min<uint64_t>(piece.end - at, 1 << 20);
       auto bytes = ca.ReadRange(a, s, at - piece.begin, at - piece.begin + n, &buffer, &unused);
       if (!bytes.ok()) return false;
       cur.Feed(at - piece.begin, *bytes);
+      if (own) own->Feed(*bytes);
       for (size_t m = first; !same && m < old_ranges->size() && (*old_ranges)[m].begin < at + n; ++m) {
         const ByteRange& o = (*old_ranges)[m];
         const uint64_t lo = std::max(at, o.begin), hi = std::min(at + n, o.end);
@@ -814,6 +854,7 @@ bool SameByCrc(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb,
       while (first < old_ranges->size() && (*old_ranges)[first].end <= at) ++first;
     }
     if (!cur.Covered(s.data.size) || (new_crcs && cur.crc != crc32c::Unmask(s.data.masked_crc))) return false;
+    if (own && !own->Finish().ok()) return false;
     if (same) old[*same] = cur;
   }
   for (const ByteRange& o : *old_ranges) {

@@ -210,6 +210,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
     if (!name) return absl::InvalidArgumentError(StrCat("\"", e.name, "\": dtype has no safetensors name"));
     const uint64_t bytes = EntryBytes(e);
     h[e.name] = {{"dtype", *name}, {"shape", e.shape}, {"data_offsets", {w->data_size_, w->data_size_ + bytes}}};
+    w->offsets_.push_back(w->data_size_);
     w->data_size_ += bytes;
   }
   std::string json;
@@ -232,22 +233,29 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
   TFCKPT_ASSIGN_OR_RETURN(w->out_, Storage::For(path).Create(path));
   char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((static_cast<uint64_t>(json.size()) >> (8 * i)) & 0xff);
-  TFCKPT_RETURN_IF_ERROR(w->out_->Append(std::string_view(len, 8)));
-  TFCKPT_RETURN_IF_ERROR(w->out_->Append(json));
+  // Positional from the start (storage.h: a file is written either way, never both).
+  TFCKPT_RETURN_IF_ERROR(w->out_->WriteAt(0, std::string(len, 8) + json));
   w->header_end_ = 8 + json.size();
+  w->cursor_ = w->header_end_;
   return w;
 }
 
-absl::Status SafetensorsWriter::Append(std::string_view bytes) { return out_->Append(bytes); }
+absl::Status SafetensorsWriter::Append(std::string_view bytes) {
+  TFCKPT_RETURN_IF_ERROR(out_->WriteAt(cursor_, bytes));
+  cursor_ += bytes.size();
+  return absl::OkStatus();
+}
 
 absl::Status SafetensorsWriter::AppendFrom(const ReadableFile& src, uint64_t src_offset, uint64_t n) {
-  return out_->AppendFrom(src, src_offset, n);
+  TFCKPT_RETURN_IF_ERROR(out_->CopyAt(cursor_, src, src_offset, n));
+  cursor_ += n;
+  return absl::OkStatus();
 }
 
 absl::Status SafetensorsWriter::Finish() {
   if (out_->size() != header_end_ + data_size_) {
-    return absl::InternalError(StrCat("bug: ", out_->path(), ": ", out_->size() - header_end_, " of ",
-                                      data_size_, " data bytes written"));
+    return absl::InternalError(StrCat("bug: ", out_->path(), ": ", out_->size() - std::min(out_->size(), header_end_),
+                                      " of ", data_size_, " data bytes written"));
   }
   return out_->Close();
 }
