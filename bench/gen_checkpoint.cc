@@ -28,7 +28,7 @@
 #include "tensor_bundle.pb.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/status.h"
 #include "tfckpt/ordered_code.h"

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor_encoding.h"
-#include "tfckpt/bundle_writer.h"
+#include "model/tensor_encoding.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/dtype.h"
 
 namespace {

@@ -8,10 +8,10 @@
 
 #include "fuzz_util.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/object_graph.h"
+#include "model/object_graph.h"
 #include "tfckpt/open.h"
-#include "tfckpt/validate.h"
-#include "tfckpt/values.h"
+#include "validate/validate.h"
+#include "model/values.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 4) return 0;

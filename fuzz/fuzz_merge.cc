@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "tfckpt/bundle_merge.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_merge.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/open.h"
 
 namespace {

@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/tensor_encoding.h"
+#include "model/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -7,8 +7,8 @@
 #include "fuzz_util.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
-#include "tfckpt/safetensors.h"
-#include "tfckpt/values.h"
+#include "format/safetensors/safetensors.h"
+#include "model/values.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);

@@ -6,11 +6,11 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "tfckpt/convert.h"
-#include "tfckpt/name_rules.h"
-#include "tfckpt/partition.h"
+#include "convert/convert.h"
+#include "model/name_rules.h"
+#include "reshard/partition.h"
 #include "tfckpt/region.h"
-#include "tfckpt/reshard.h"
+#include "reshard/reshard.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto [text, rest] = tfckpt::fuzz::SplitOnce({reinterpret_cast<const char*>(data), size}, '\n');

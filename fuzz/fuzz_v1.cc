@@ -6,7 +6,7 @@
 #include "fuzz_util.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
-#include "tfckpt/values.h"
+#include "model/values.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = tfckpt::fuzz::ScratchDir() + "/model.ckpt";

@@ -8,7 +8,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libabsl-dev
   libprotobuf-dev protobuf-compiler
   libcurl4-openssl-dev libssl-dev libpugixml-dev
-  doctest-dev libleveldb-dev libisal-dev libsnappy-dev libzip-dev libre2-dev
+  doctest-dev libleveldb-dev libisal-dev libsnappy-dev libzip-dev zlib1g-dev libre2-dev
   python3 python3-numpy time
   zsh fish
   python3-dev pybind11-dev python3-torch

@@ -58,6 +58,16 @@ def copy_ckpt(src_prefix, dst_dir):
     return os.path.join(dst_dir, base)
 
 
+def tree_bytes(d):
+    """{path relative to d: bytes} of every file under d."""
+    out = {}
+    for root, _, files in os.walk(d):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(root, f), d)] = fh.read()
+    return out
+
+
 def flip(path, offset, mask=0x01):
     with open(path, "r+b") as f:
         f.seek(offset)

@@ -299,6 +299,59 @@ def bash_completion_completes_commands_options_values_and_checkpoints():
         got = bash_complete(script, ["tfckpt", "reshard", "run/model.ckpt-5", "-o", "run/c"], cwd=d)
         assert got == {"run/checkpoint"}, got
 
+# Reads every member of an .npz with numpy (np.load) and the tensors of a safetensors file
+# by its header; prints "same N" when each member equals the tensor of its name.
+NPZ_EQUALS_SAFETENSORS = r"""
+import json, struct, sys
+import numpy as np
+npz, st = sys.argv[1], sys.argv[2]
+raw = open(st, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+codes = {"F32": "<f4", "F64": "<f8", "I64": "<i8", "I32": "<i4", "F16": "<f2", "BOOL": "|b1"}
+f = np.load(npz)
+count = 0
+for name, e in header.items():
+    if name == "__metadata__":
+        continue
+    b, end = e["data_offsets"]
+    want = np.frombuffer(raw[8 + n + b:8 + n + end], dtype=codes[e["dtype"]]).reshape(e["shape"])
+    got = f[name]
+    assert got.dtype == want.dtype and got.shape == want.shape, (name, got.dtype, got.shape, want.shape)
+    assert got.tobytes() == want.tobytes(), name
+    count += 1
+print("same", count)
+"""
+
+
+@test()
+def every_output_has_the_same_bytes_whatever_the_number_of_threads():
+    # Issue 26: outputs laid out before they are written, filled by -j threads.
+    with tempfile.TemporaryDirectory() as d:
+        src = example(d)
+        resliced = os.path.join(d, "resliced", "m")
+        run("reshard", src, "-o", resliced, "--partition", "fixed:3", "--policy", "shards:3", "-q", code=0)
+        got = {}
+        for j in ("1", "4"):
+            o = lambda name: os.path.join(d, "j" + j, name)
+            for args in (["convert", src, "-o", o("m.safetensors"), "--cast", "bfloat16=float32"],
+                         ["convert", src, "-o", o("set.safetensors"), "--cast", "bfloat16=float32",
+                          "--max-file-size", "20K"],
+                         ["convert", src, "-o", o("m.npz"), "--cast", "bfloat16=float32"],
+                         ["convert", src, "-o", o("bf16"), "--cast", "float32=bfloat16"],
+                         ["convert", src, "-o", o("v2"), "--rename", "^wide_deep/=wd/"],
+                         ["merge", src, resliced, "-o", o("avg"), "--average", "--on-conflict", "last"],
+                         ["reshard", src, "-o", o("r"), "--partition", "fixed:3", "--policy", "shards:2"]):
+                run(*args, "-j", j, "-q", code=0)
+            run("convert", o("m.safetensors"), "-o", o("back"), "-j", j, "-q", code=0)
+            got[j] = tree_bytes(os.path.join(d, "j" + j))
+        assert len(got["1"]) > 15 and got["1"].keys() == got["4"].keys(), sorted(got["1"])
+        for name in got["1"]:
+            assert got["1"][name] == got["4"][name], name
+        check = subprocess.run([numpy_python(), "-c", NPZ_EQUALS_SAFETENSORS, os.path.join(d, "j4", "m.npz"),
+                                os.path.join(d, "j4", "m.safetensors")], capture_output=True, text=True)
+        assert check.returncode == 0 and check.stdout.startswith("same "), check.stderr
+
 
 if __name__ == "__main__":
     sys.exit(main("cli_output"))

@@ -191,7 +191,7 @@ def a_failed_force_keeps_the_old_checkpoint_and_a_finished_one_leaves_nothing_of
 @test(needs_data=True)
 def convert_writes_remote_outputs():
     src = big()
-    for name in ("m.safetensors",):  # (.npz: convert_writes_npz_through_a_local_temporary)
+    for name in ("m.safetensors",):  # (.npz: convert_writes_npz_straight_to_the_store)
         local = os.path.join(WORK, "conv", name)
         run("convert", src, "-o", local, code=0)
         run("convert", src, "-o", f"{ROOT}/conv/{name}", code=0)
@@ -205,25 +205,18 @@ def convert_writes_remote_outputs():
     same_bytes(f"{ROOT}/conv/tf/m", os.path.join(WORK, "conv", "tf", "m"))
 
 
-def npz_temporaries():
-    """The convert runs below have TMPDIR set to this directory: where an .npz for the store
-    is built before it is uploaded."""
-    tmp = os.path.join(WORK, "npz_tmp")
-    os.makedirs(tmp, exist_ok=True)
-    return tmp
-
-
 @test(needs_data=True)
-def convert_writes_npz_through_a_local_temporary():
+def convert_writes_npz_straight_to_the_store():
     src = big()
-    tmp = npz_temporaries()
+    tmp = os.path.join(WORK, "npz_tmp")  # $TMPDIR: nothing is built there (issue 26)
+    os.makedirs(tmp, exist_ok=True)
     env = {"TMPDIR": tmp}
     local = os.path.join(WORK, "npz", "m.npz")
     run("convert", src, "-o", local, code=0)
-    # Built in $TMPDIR, uploaded (a multipart upload: 84 MiB), read back through the store
-    # and verified; the local temporary is gone. libzip writes the same bytes either way.
+    # Laid out first, written at its offsets into a multipart upload (84 MiB) from -j threads,
+    # read back through the store and verified: the same bytes as the local archive.
     out = f"{ROOT}/npz/m.npz"
-    p = run("convert", src, "-o", out, "--json", code=0, env=env)
+    p = run("convert", src, "-o", out, "--json", "-j", "4", code=0, env=env)
     assert json.loads(p.stdout)["verified"] is True and json.loads(p.stdout)["files"] == [out], p.stdout
     assert os.listdir(tmp) == [], os.listdir(tmp)
     with open(local, "rb") as f:
@@ -232,32 +225,26 @@ def convert_writes_npz_through_a_local_temporary():
         assert z.testzip() is None and len(z.namelist()) > 1, z.namelist()
     assert uploads(out) == [], uploads(out)
     # An existing output needs --force (refused before any work), which replaces it.
-    one_error_line(run("convert", src, "-o", out, code=2, env=env), out, "--force")
+    one_error_line(run("convert", src, "-o", out, code=2), out, "--force")
     fewer = os.path.join(WORK, "npz", "fewer.npz")
     run("convert", src, "-o", fewer, "--exclude", "embedding_1", code=0)
-    run("convert", src, "-o", out, "--force", "--exclude", "embedding_1", code=0, env=env)
+    run("convert", src, "-o", out, "--force", "--exclude", "embedding_1", code=0)
     with open(fewer, "rb") as f:
         assert get(out) == f.read()
     assert os.path.getsize(fewer) < os.path.getsize(local)
-    assert os.listdir(tmp) == [], os.listdir(tmp)
 
 
 @test(needs_data=True)
-def a_failed_or_interrupted_npz_upload_leaves_no_object_and_no_local_temporary():
+def a_failed_or_interrupted_npz_upload_leaves_no_object():
     src = big()
-    tmp = npz_temporaries()
-    env = {**PROXY, "TMPDIR": tmp, "TFCKPT_S3_MAX_RETRIES": "2"}
-    # $TMPDIR missing: exit 3 naming it, nothing in the store.
-    missing = os.path.join(WORK, "no-such-dir")
+    env = {**PROXY, "TFCKPT_S3_MAX_RETRIES": "2"}
     out = f"{ROOT}/npz_failed/m.npz"
-    one_error_line(run("convert", src, "-o", out, code=3, env={"TMPDIR": missing}), out, missing)
-    assert listing(out) == {} and uploads(out) == [], listing(out)
     # A part refused for good: exit 3 naming the object, no upload left.
     faults(*["when PUT partNumber=2 status 503 SlowDown"] * 8)
     p = run("convert", src, "-o", out, code=3, env=env)
     faults()
     one_error_line(p, out, "503")
-    assert listing(out) == {} and uploads(out) == [] and os.listdir(tmp) == [], (listing(out), os.listdir(tmp))
+    assert listing(out) == {} and uploads(out) == [], listing(out)
     # Uploaded, then a read of the verification refused: the storage's error (not libzip's
     # "Read error"), and the object deleted again.
     # (the first GET is the check of the output's access, before any work: a byte of the key)
@@ -265,15 +252,15 @@ def a_failed_or_interrupted_npz_upload_leaves_no_object_and_no_local_temporary()
     p = run("convert", src, "-o", out, code=3, env=env)
     faults()
     one_error_line(p, out, "403", "removed the output")
-    assert listing(out) == {} and uploads(out) == [] and os.listdir(tmp) == [], (listing(out), os.listdir(tmp))
-    # Interrupted in the middle of the upload (its second part stored): the local temporary
-    # is removed and the upload aborted before the process exits.
+    assert listing(out) == {} and uploads(out) == [], listing(out)
+    # Interrupted in the middle of the upload (its second part stored): the upload aborted
+    # before the process exits (the archive goes straight into it: no local temporary).
     clear_proxy_log()
     proc = paused_at(TFCKPT, ["convert", src, "-o", out], "part-uploaded#2", env=env)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=HANG)
     assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
-    assert listing(out) == {} and os.listdir(tmp) == [], (listing(out), os.listdir(tmp))
+    assert listing(out) == {}, listing(out)
     uploads_aborted_before_exit(out)
 
 
@@ -307,7 +294,7 @@ def an_exact_prefix_needs_no_listing():
         one_error_line(run("reshard", prefix, "-o", f"{ROOT}/getonly_out/r", code=2, env=PROXY), "--force")
         run("reshard", prefix, "-o", f"{ROOT}/getonly_out/r", "--policy", "shards:3", "--force", code=0, env=PROXY)
         run("convert", prefix, "-o", f"{ROOT}/getonly_out/m.safetensors", code=0, env=PROXY)
-        run("convert", prefix, "-o", f"{ROOT}/getonly_out/m.npz", code=0, env={**PROXY, "TMPDIR": npz_temporaries()})
+        run("convert", prefix, "-o", f"{ROOT}/getonly_out/m.npz", code=0, env=PROXY)
         run("convert", f"{ROOT}/getonly_out/m.safetensors", "-o", f"{ROOT}/getonly_out/tf/m", "--to", "tf", code=0,
             env=PROXY)
         run("validate", f"{ROOT}/getonly_out/r", "--against", data(T2T), code=0, env=PROXY)
@@ -654,11 +641,11 @@ def progress_on_a_terminal_shows_bytes_and_throughput_of_remote_transfers():
         faults()
     assert code == 0, err
     assert "copying" in err and "MiB / 84.0 MiB" in err and "/s" in err, err[-600:]
-    # An .npz for the store is built locally, then uploaded: a phase of its own, to the end.
+    # An .npz for the store is written straight into its upload: one phase, to the end.
     code, err = run_with_tty_stderr(["convert", src, "-o", f"{ROOT}/progress/m.npz"],
-                                    {**os.environ, "TMPDIR": npz_temporaries(), "TFCKPT_PROGRESS_DELAY_MS": "0"})
+                                    {**os.environ, "TFCKPT_PROGRESS_DELAY_MS": "0"})
     assert code == 0, err
-    assert "writing" in err and re.search(r"uploading +\[#{30}\] (\S+ MiB) / \1 ", err), err[-600:]
+    assert re.search(r"writing +\[#{30}\] (\S+ MiB) / \1 ", err) and "uploading" not in err, err[-600:]
 
 
 @test(needs_data=True)

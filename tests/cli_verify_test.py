@@ -6,6 +6,7 @@ Usage: cli_verify_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE"""
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -166,6 +167,36 @@ def every_command_reports_its_output_verified():
         for args in cases:
             j = json.loads(run(*args, "--json", "--quiet", code=0).stdout)
             assert j["verified"] is True, (args, j)
+
+
+@test()
+def safetensors_and_npz_outputs_that_do_not_verify_are_removed():
+    # The new writers (issue 26: laid out first, filled by -j threads) under the same policy:
+    # a bit flipped in the written data (TFCKPT_FAULT_FLIP_OUTPUT_BYTE) is found by the
+    # read-back, reported as output.mismatch naming the file and the tensor, and nothing is
+    # left; --no-verify publishes it.
+    with tempfile.TemporaryDirectory() as d:
+        src = example(d)
+        for name, extra, at in (("m.safetensors", [], "20000"), ("s.safetensors", ["--max-file-size", "40K"], "9000"),
+                                ("m.npz", [], "20000")):
+            out = os.path.join(d, "out", name)
+            os.environ["TFCKPT_FAULT_FLIP_OUTPUT_BYTE"] = at  # (in the first file's data)
+            try:
+                p = run("convert", src, "-o", out, "--cast", "bfloat16=float32", "-j", "4", *extra, code=1)
+                j = json.loads(run("convert", src, "-o", out, "--cast", "bfloat16=float32", "--json", *extra,
+                                   code=1).stdout)
+                run("convert", src, "-o", out, "--cast", "bfloat16=float32", "--no-verify", *extra, code=0)
+            finally:
+                del os.environ["TFCKPT_FAULT_FLIP_OUTPUT_BYTE"]
+            index = out if not extra else out.replace(".safetensors", ".safetensors.index.json")
+            line = one_error_line(p, index + ": ", "removed the output",
+                                  "CRC-32 mismatch" if name.endswith(".npz") else "against.values")
+            assert j["error"]["id"] == "output.mismatch" and j["error"]["key"], (name, j)
+            assert j["error"]["key"] in run("inspect", src).stdout, (name, j)
+            # The unverified output holds the flipped bit: it differs from the input.
+            if name.endswith(".safetensors"):
+                run("validate", index, "--against", src, code=1)
+            shutil.rmtree(os.path.join(d, "out"))
 
 
 @test()

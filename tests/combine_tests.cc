@@ -5,15 +5,18 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "test_util.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
-#include "tfckpt/combine.h"
-#include "tfckpt/merge.h"
+#include "merge/combine.h"
+#include "merge/merge.h"
+#include "tfckpt/status.h"
 
 namespace {
 
@@ -284,4 +287,65 @@ TEST_CASE("FindSaveParts: no parts, or two sets of parts, are refused") {
   auto p = tfckpt::FindSaveParts(prefix, nullptr);
   CHECK(p.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(std::string(p.status().message()).find("several sets of save parts") != std::string::npos);
+}
+
+TEST_CASE("WriteCombined: averages, casts and copies give the same bytes whatever the number of threads") {
+  tfckpt::testing::TempDir dir;
+  // Two inputs of several sliced tensors over two data files, so that units of several
+  // files and sizes run at once.
+  auto input = [&](const std::string& name, float scale) {
+    tfckpt::BundleWriterOptions wo;
+    wo.num_shards = 2;
+    auto w = tfckpt::BundleWriter::Create(dir / name, wo);
+    REQUIRE(w.ok());
+    for (int k = 0; k < 5; ++k) {
+      const int64_t rows = 300 + 50 * k;
+      std::vector<float> v(static_cast<size_t>(rows * 4));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = scale * static_cast<float>(i) + static_cast<float>(k) / 3;
+      const std::string bytes = Floats(v);
+      const int64_t cut = rows / 3;
+      const std::string t = "t" + std::to_string(k);
+      REQUIRE((*w)->AddSlice(t, kFloat, {rows, 4}, Region{{0, 0}, {cut, 4}}, bytes.substr(0, static_cast<size_t>(cut * 16)), 0).ok());
+      REQUIRE((*w)->AddSlice(t, kFloat, {rows, 4}, Region{{cut, 0}, {rows - cut, 4}}, bytes.substr(static_cast<size_t>(cut * 16)), 1).ok());
+    }
+    REQUIRE((*w)->Add("step", kInt64, {}, Int64(3), 1).ok());
+    REQUIRE((*w)->Finish().ok());
+    return dir / name;
+  };
+  const std::string a = input("a", 1), b = input("b", 0.5f);
+  std::map<int, std::vector<std::string>> bytes;
+  for (int jobs : {1, 4}) {
+    const std::string j = dir / ("j" + std::to_string(jobs));
+    CombineOptions avg;
+    avg.average = true;
+    avg.jobs = jobs;
+    avg.read_back = true;
+    REQUIRE(tfckpt::CombineCheckpoints({a, b}, j + "/avg", avg).ok());
+    CombineOptions cast;
+    cast.casts[kFloat] = 14;  // bfloat16
+    cast.jobs = jobs;
+    REQUIRE(tfckpt::CombineCheckpoints({a}, j + "/cast", cast).ok());
+    for (const char* f : {"/avg.index", "/avg.data-00000-of-00002", "/avg.data-00001-of-00002", "/cast.index",
+                          "/cast.data-00000-of-00002", "/cast.data-00001-of-00002"}) {
+      bytes[jobs].push_back(tfckpt::testing::ReadFile(j + f));
+    }
+  }
+  CHECK(bytes[1] == bytes[4]);
+  const std::vector<float> t3 = Values(dir / "j4/avg", "t3"), a3 = Values(a, "t3"), b3 = Values(b, "t3");
+  for (size_t i = 0; i < t3.size(); i += 97) CHECK(t3[i] == static_cast<float>((double{a3[i]} + b3[i]) / 2));
+}
+
+TEST_CASE("WriteCombined: a flipped byte in an averaged input is its data.crc error, checked on the bytes averaged") {
+  tfckpt::testing::TempDir dir;
+  const std::string a = Write(dir, "a", 1, true, 7), b = Write(dir, "b", 2, true, 7);
+  std::string data = tfckpt::testing::ReadFile(b + ".data-00000-of-00001");
+  data[20] ^= 0x40;  // inside x's second slice (x comes after enc/w's 8 bytes and its first slice's 12)
+  tfckpt::testing::WriteFile(b + ".data-00000-of-00001", data);
+  CombineOptions o;
+  o.average = true;
+  o.on_conflict = CombineOptions::Conflict::kLast;
+  auto r = tfckpt::CombineCheckpoints({a, b}, dir / "out", o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(tfckpt::ErrorInfoOf(r.status()).check == "data.crc");
+  CHECK_FALSE(std::filesystem::exists(dir / "out.index"));
 }

@@ -6,11 +6,12 @@
 #include <vector>
 
 #include "test_util.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
+#include "format/safetensors/safetensors.h"
 #include "tfckpt/status.h"
-#include "tfckpt/validate.h"
+#include "validate/compare.h"
 
 namespace {
 
@@ -49,14 +50,16 @@ void Damage(const std::string& prefix) {
   tfckpt::testing::WriteFile(path, data);
 }
 
+// With `read_back`, every new piece counts as read back by its writer (crc_holds).
 absl::StatusOr<tfckpt::ValueDifference> Compare(const std::string& new_prefix, const std::string& old_prefix,
-                                                bool by_checksum) {
+                                                bool by_checksum, bool read_back = false) {
   auto a = tfckpt::OpenCheckpoint(new_prefix);
   auto b = tfckpt::OpenCheckpoint(old_prefix);
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   tfckpt::CompareOptions o;
   o.by_checksum = by_checksum;
+  if (read_back) o.crc_holds = [](const tfckpt::StoredSlice&) { return true; };
   return tfckpt::CompareTensorValues(**a, *(*a)->Find("t"), **b, *(*b)->Find("t"), o);
 }
 
@@ -126,5 +129,25 @@ TEST_CASE("by_checksum: differences, a damaged new side and other cuts are repor
     auto d = Compare(dir / "new", dir / "old", true);
     REQUIRE_FALSE(d.ok());
     CHECK(tfckpt::ErrorInfoOf(d.status()).check == "data.crc");
+  }
+}
+
+TEST_CASE("by_checksum: new pieces read back, an old side without CRCs (safetensors) is read once against their CRCs") {
+  tfckpt::testing::TempDir dir;
+  for (bool changed : {false, true}) {
+    CAPTURE(changed);
+    const std::string st = dir / (changed ? "c.safetensors" : "s.safetensors");
+    {
+      auto w = tfckpt::SafetensorsWriter::Create(st, {{"t", 1, {6, 4}}}, {});
+      REQUIRE(w.ok());
+      REQUIRE((*w)->Append(Values()).ok());
+      REQUIRE((*w)->Finish().ok());
+      REQUIRE((*w)->Commit().ok());
+    }
+    const std::string new_prefix = dir / (changed ? "newc" : "new");
+    Write(new_prefix, kNewRows, Values(changed));
+    auto d = Compare(new_prefix, st, /*by_checksum=*/true, /*read_back=*/true);
+    REQUIRE(d.ok());
+    CHECK(d->differing == (changed ? 1 : 0));  // a difference is found and reported as without it
   }
 }

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "test_util.h"
-#include "core/float_convert.h"
-#include "core/tensor_encoding.h"
-#include "tfckpt/bundle_writer.h"
+#include "base/float_convert.h"
+#include "model/tensor_encoding.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
-#include "tfckpt/validate.h"
+#include "validate/compare.h"
 
 namespace {
 

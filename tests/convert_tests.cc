@@ -7,18 +7,22 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "piece_util.h"
 #include "test_util.h"
-#include "core/float_convert.h"
-#include "core/tensor_encoding.h"
+#include "base/float_convert.h"
+#include "model/tensor_encoding.h"
 #include "format/npz/npz_reader.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/npz/stored_zip.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/convert.h"
+#include "convert/convert.h"
 #include "tfckpt/open.h"
+#include "tfckpt/status.h"
+#include "tfckpt/storage.h"
 
 namespace {
 
@@ -188,4 +192,126 @@ TEST_CASE("ParseCast: FROM=TO names, unknown dtypes and casts not offered are er
   CHECK(message("float32=nosuch") == "--cast \"float32=nosuch\": unknown dtype");
   CHECK(message("int64=float32").rfind("--cast \"int64=float32\": not offered", 0) == 0);
   CHECK(message("bfloat16=float16").rfind("--cast \"bfloat16=float16\": not offered", 0) == 0);
+}
+
+namespace {
+
+// Tables "emb_K" [rows, 8] float32 in 3 row slices over 2 data files, "dense" [5, 3]
+// whole, and "bf" bfloat16 in 2 row slices: enough units for several threads.
+std::unique_ptr<tfckpt::Checkpoint> Tables(const tfckpt::testing::TempDir& dir) {
+  tfckpt::BundleWriterOptions wo;
+  wo.num_shards = 2;
+  auto w = tfckpt::BundleWriter::Create(dir / "tables", wo);
+  REQUIRE(w.ok());
+  for (int k = 0; k < 4; ++k) {
+    const int64_t rows = 1000 + 37 * k;
+    std::vector<float> v(static_cast<size_t>(rows * 8));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.25f + k;
+    const std::string all = BytesOf(v);
+    int64_t at = 0;
+    for (int s = 0; s < 3; ++s) {
+      const int64_t n = rows / 3 + (s < rows % 3 ? 1 : 0);
+      REQUIRE((*w)->AddSlice("emb_" + std::to_string(k), kFloat, {rows, 8}, Region{{at, 0}, {n, 8}},
+                             all.substr(static_cast<size_t>(at * 32), static_cast<size_t>(n * 32)), s % 2)
+                  .ok());
+      at += n;
+    }
+  }
+  REQUIRE((*w)->Add("dense", kFloat, {5, 3}, BytesOf(std::vector<float>(15, 0.5f)), 1).ok());
+  REQUIRE((*w)->AddSlice("bf", kBFloat16, {4}, Region{{0}, {2}}, BytesOf(std::vector<uint16_t>{0x3F80, 0x4000})).ok());
+  REQUIRE((*w)->AddSlice("bf", kBFloat16, {4}, Region{{2}, {2}}, BytesOf(std::vector<uint16_t>{0x4040, 0xC040}), 1).ok());
+  REQUIRE((*w)->Finish().ok());
+  auto c = tfckpt::OpenCheckpoint(dir / "tables");
+  REQUIRE(c.ok());
+  return std::move(*c);
+}
+
+}  // namespace
+
+TEST_CASE("WriteSafetensors and WriteNpz: the bytes do not depend on the number of threads") {
+  tfckpt::testing::TempDir dir;
+  auto c = Tables(dir);
+  std::map<int, std::vector<std::string>> bytes;  // jobs -> every file written
+  for (int jobs : {1, 4}) {
+    const std::string j = dir / ("j" + std::to_string(jobs));  // the same names in each
+    tfckpt::ConvertOptions o;
+    o.jobs = jobs;
+    o.casts[kBFloat16] = kFloat;
+    auto one = tfckpt::WriteSafetensors(*c, j + "/one.safetensors", o);
+    REQUIRE(one.ok());
+    o.max_file_size = 40000;
+    auto set = tfckpt::WriteSafetensors(*c, j + "/set.safetensors", o);
+    REQUIRE(set.ok());
+    CHECK(set->files.size() > 3);
+    o.max_file_size = 0;
+    auto npz = tfckpt::WriteNpz(*c, j + "/m.npz", o);
+    REQUIRE(npz.ok());
+    for (const auto& r : {*one, *set, *npz}) {
+      for (const std::string& f : r.files) bytes[jobs].push_back(tfckpt::testing::ReadFile(f));
+    }
+  }
+  CHECK(bytes[1] == bytes[4]);
+  // And they hold the values: the .npz read back through the in-place reader.
+  auto back = tfckpt::OpenNpz(dir / "j4/m.npz");
+  REQUIRE(back.ok());
+  const tfckpt::TensorEntry* t = (*back)->Find("emb_2");
+  REQUIRE(t != nullptr);
+  std::string buffer;
+  tfckpt::TensorBytes owner;
+  auto row = (*back)->ReadRange(*t, t->slices[0], 8 * 4 * 500, 8 * 4 * 501, &buffer, &owner);
+  REQUIRE(row.ok());
+  std::vector<float> want(8);
+  for (int i = 0; i < 8; ++i) want[static_cast<size_t>(i)] = static_cast<float>(500 * 8 + i) * 0.25f + 2;
+  CHECK(*row == BytesOf(want));
+}
+
+TEST_CASE("OpenNpz: stored members are checked in place; a flipped byte is a CRC-32 mismatch naming the member") {
+  tfckpt::testing::TempDir dir;
+  auto c = Tables(dir);
+  tfckpt::ConvertOptions o;
+  o.casts[kBFloat16] = kFloat;
+  const std::string out = dir / "m.npz";
+  REQUIRE(tfckpt::WriteNpz(*c, out, o).ok());
+  std::string whole = tfckpt::testing::ReadFile(out);
+  {
+    auto back = tfckpt::OpenNpz(out);
+    REQUIRE(back.ok());
+    std::string buffer;
+    for (const tfckpt::TensorEntry& t : (*back)->tensors()) CHECK((*back)->VerifyCrc(t, t.slices[0], &buffer).ok());
+    // A PayloadCheck fed the payload holds; fed another byte, it fails.
+    const tfckpt::TensorEntry& t = *(*back)->Find("emb_1");
+    auto whole_payload = (*back)->Read(t, t.slices[0]);
+    REQUIRE(whole_payload.ok());
+    auto check = (*back)->StartPayloadCheck(t, t.slices[0]);
+    REQUIRE(check != nullptr);
+    check->Feed(whole_payload->data);
+    CHECK(check->Finish().ok());
+    auto wrong = (*back)->StartPayloadCheck(t, t.slices[0]);
+    std::string changed(whole_payload->data);
+    changed[100] ^= 1;
+    wrong->Feed(changed);
+    CHECK(tfckpt::ErrorInfoOf(wrong->Finish()).check == "npz.member");
+  }
+  {  // a byte inside emb_1's data
+    auto file = tfckpt::Storage::Local().OpenForRead(out);
+    REQUIRE(file.ok());
+    auto members = tfckpt::zip::ReadDirectory(**file);
+    REQUIRE(members.ok());
+    for (const auto& m : *members) {
+      if (m.name != "emb_1.npy") continue;
+      auto start = tfckpt::zip::DataStart(**file, m);
+      REQUIRE(start.ok());
+      whole[*start + 1000] ^= 0x04;
+    }
+  }
+  tfckpt::testing::WriteFile(out, whole);
+  auto back = tfckpt::OpenNpz(out);
+  REQUIRE(back.ok());
+  const tfckpt::TensorEntry& t = *(*back)->Find("emb_1");
+  std::string buffer;
+  const absl::Status st = (*back)->VerifyCrc(t, t.slices[0], &buffer);
+  REQUIRE_FALSE(st.ok());
+  CHECK(tfckpt::ErrorInfoOf(st).check == "npz.member");
+  CHECK(std::string(st.message()).find("emb_1.npy: CRC-32 mismatch") != std::string::npos);
+  CHECK((*back)->VerifyCrc(*(*back)->Find("emb_2"), (*back)->Find("emb_2")->slices[0], &buffer).ok());
 }

@@ -3,21 +3,24 @@
 // errors, PieceSize, GatherStrings.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "test_util.h"
-#include "core/tensor_encoding.h"
-#include "tfckpt/bundle_writer.h"
+#include "model/tensor_encoding.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/copy.h"
+#include "copy/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
+#include "tfckpt/storage.h"
 
 using tfckpt::Region;
 using tfckpt::Shape;
@@ -296,4 +299,73 @@ TEST_CASE("copy: GatherStrings gives a region's elements in row-major order acro
   REQUIRE(all.ok());
   CHECK(std::vector<std::string>(all->begin(), all->end()) ==
         std::vector<std::string>{"a", "bb", "ccc", "dddd", "eeeee", "ffffff"});
+}
+
+TEST_CASE("copy: RowParts are a tensor's stored pieces when they are cut on axis 0, else the tensor whole") {
+  Opened o;
+  const std::vector<Region> rows = tfckpt::RowParts(o.T("rows"));
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0] == Box({0, 0}, {3, 4}));
+  CHECK(rows[1] == Box({3, 0}, {3, 4}));
+  CHECK(tfckpt::RowPartOffset({6, 4}, rows[1], 4) == 3 * 4 * 4);
+  CHECK(tfckpt::RowPartOffset({6, 4}, rows[1], 2) == 3 * 4 * 2);  // (a cast to a 2-byte dtype)
+  CHECK(tfckpt::RowParts(o.T("cols")) == std::vector<Region>{Region::Full({4, 6})});
+  CHECK(tfckpt::RowParts(o.T("gap")) == std::vector<Region>{Region::Full({4, 2})});  // CopyRegion reports the gap
+  CHECK(tfckpt::RowParts(o.T("whole")) == std::vector<Region>{Region::Full({4})});
+}
+
+TEST_CASE("copy: PositionalSinks of several threads fill one file; the bytes do not depend on who wrote what") {
+  Opened o;
+  const tfckpt::TensorEntry& big = o.T("big");
+  const std::vector<Region> parts = tfckpt::RowParts(big);
+  REQUIRE(parts.size() == 2);
+  std::string first;
+  for (int jobs : {1, 2}) {
+    const std::string path = o.dir / ("out" + std::to_string(jobs));
+    auto file = tfckpt::Storage::Local().Create(path);
+    REQUIRE(file.ok());
+    REQUIRE((*file)->WriteAt(0, "head").ok());
+    std::vector<tfckpt::WorkUnit> units;
+    for (const Region& r : parts) units.push_back({static_cast<uint64_t>(r.num_elements() * 4), {0}});
+    std::atomic<int> ran{0};
+    REQUIRE(tfckpt::RunUnits(units, jobs, [&](size_t u, const std::atomic<bool>&) {
+              ++ran;
+              std::string buffer;
+              tfckpt::PositionalSink sink(**file, 4 + tfckpt::RowPartOffset(big.shape, parts[u], 4));
+              return tfckpt::CopyRegion(*o.c, big, parts[u], sink, &buffer, nullptr, /*verify_sources=*/true);
+            }).ok());
+    CHECK(ran == 2);
+    REQUIRE((*file)->Close().ok());
+    REQUIRE((*file)->Commit().ok());
+    const std::string bytes = tfckpt::testing::ReadFile(path);
+    CHECK(bytes == "head" + Floats(big.shape, Region::Full(big.shape)));
+    if (jobs == 1) first = bytes;
+    CHECK(bytes == first);
+  }
+}
+
+TEST_CASE("copy: RunUnits runs every unit once, largest first on one thread, and stops at the first error") {
+  std::vector<tfckpt::WorkUnit> units = {{10, {0}}, {30, {1}}, {20, {0}}, {30, {0}}};
+  std::vector<size_t> order;
+  REQUIRE(tfckpt::RunUnits(units, 1, [&](size_t u, const std::atomic<bool>&) {
+            order.push_back(u);
+            return absl::OkStatus();
+          }).ok());
+  CHECK(order == std::vector<size_t>{1, 3, 2, 0});  // by size, ties in order
+  std::mutex mu;
+  std::vector<int> count(units.size(), 0);
+  REQUIRE(tfckpt::RunUnits(units, 8, [&](size_t u, const std::atomic<bool>&) {
+            std::lock_guard<std::mutex> lock(mu);
+            ++count[u];
+            return absl::OkStatus();
+          }).ok());
+  CHECK(count == std::vector<int>{1, 1, 1, 1});
+  std::atomic<int> started{0};
+  const absl::Status st = tfckpt::RunUnits(units, 1, [&](size_t u, const std::atomic<bool>&) {
+    ++started;
+    return u == 1 ? absl::DataLossError("unit 1") : absl::OkStatus();
+  });
+  CHECK(st.message() == "unit 1");
+  CHECK(started == 1);  // the first unit (the largest) failed: no other started
+  CHECK(tfckpt::RunUnits({}, 4, [](size_t, const std::atomic<bool>&) { return absl::OkStatus(); }).ok());
 }

@@ -296,6 +296,11 @@ def a_signal_at_any_point_leaves_no_temporaries_and_nothing_under_the_final_name
             (convert, "piece-written#3"), (convert, "verifying"),
             (st, "temporary-created"), (st, "piece-written#3"), (st, "verifying"),
             (npz, "piece-written#3"), (npz, "npz-written"), (npz, "verifying"),
+            # The parallel writers (-j 2): parts of one output written by two threads.
+            ([*npz, "-j", "2"], "piece-written#3"),
+            ([*st[:-1], "--max-file-size", "40M", "-j", "2", "--quiet"], "piece-written#3"),
+            (["merge", src_prefix, src_prefix, "-o", out, "--average", "--on-conflict", "last", "-j", "2", "--quiet"],
+             "piece-written#3"),
         ]
         for k, (args, point) in enumerate(cases):
             interrupted_at(args, out_dir, point, SIGS[k % 3])

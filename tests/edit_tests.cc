@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "core/float_convert.h"
-#include "tfckpt/name_rules.h"
+#include "base/float_convert.h"
+#include "model/name_rules.h"
 
 namespace {
 

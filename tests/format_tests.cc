@@ -9,16 +9,17 @@
 
 #include "saved_tensor_slice.pb.h"
 #include "piece_util.h"
+#include "run/run.h"
 #include "test_util.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 #include "tfckpt/open.h"
 #include "tfckpt/ordered_code.h"
-#include "tfckpt/safetensors.h"
+#include "format/safetensors/safetensors.h"
 #include "tfckpt/status.h"
 
 using tfckpt::testing::ReadFile;
@@ -194,6 +195,56 @@ void WriteV1(const std::string& path, const std::string& name, const std::vector
 }
 
 }  // namespace
+
+TEST_CASE("Checkpoint::ReadInto: ranges straight into the caller's buffer, the whole piece CRC-checked, a stop "
+          "between chunks") {
+  TempDir dir;
+  const std::string prefix = dir / "model";
+  std::vector<float> values(3 << 18);  // 3 MiB: three chunks
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  {
+    auto w = tfckpt::BundleWriter::Create(prefix);
+    REQUIRE(w.ok());
+    REQUIRE((*w)->Add("small", kFloat, {2}, Floats({1, 2})).ok());
+    REQUIRE((*w)->Add("big", kFloat, {static_cast<int64_t>(values.size())}, Floats(values)).ok());
+    REQUIRE((*w)->Finish().ok());
+  }
+  auto c = tfckpt::OpenCheckpoint(prefix);
+  REQUIRE(c.ok());
+  const tfckpt::TensorEntry& big = *(*c)->Find("big");
+  const uint64_t size = values.size() * 4;
+  std::string out(size, '\0');
+  REQUIRE((*c)->ReadInto(big, big.slices[0], 0, size, out.data()).ok());
+  CHECK(out == Floats(values));
+  std::string part(8, '\0');
+  REQUIRE((*c)->ReadInto(big, big.slices[0], 4 * 1000, 4 * 1002, part.data()).ok());
+  CHECK(part == Floats({1000, 1001}));
+  SUBCASE("a stop request of the current run ends the read at the next chunk") {
+    std::stop_source stop;
+    tfckpt::RunOptions o;
+    o.stop = stop.get_token();
+    int chunks = 0;
+    o.at_point = [&](std::string_view point) {
+      if (point == "read-chunk" && ++chunks == 2) stop.request_stop();
+    };
+    tfckpt::Run run(o);
+    tfckpt::RunScope scope(&run);
+    CHECK(absl::IsCancelled((*c)->ReadInto(big, big.slices[0], 0, size, out.data())));
+    CHECK(chunks == 2);
+    run.Keep();
+  }
+  SUBCASE("a damaged byte: the whole piece fails its CRC, a range of it is read as stored") {
+    Flip(tfckpt::DataFileName(prefix, 0, 1), 8 + 4 * 5000);
+    auto damaged = tfckpt::OpenCheckpoint(prefix);
+    REQUIRE(damaged.ok());
+    const tfckpt::TensorEntry& b = *(*damaged)->Find("big");
+    const tfckpt::ErrorInfo e = tfckpt::ErrorInfoOf((*damaged)->ReadInto(b, b.slices[0], 0, size, out.data()));
+    CHECK(e.check == "data.crc");
+    CHECK(e.key == "big");
+    CHECK((*damaged)->ReadInto(b, b.slices[0], 0, size, out.data(), /*verify=*/false).ok());
+    CHECK((*damaged)->ReadInto(b, b.slices[0], 4 * 4999, 4 * 5001, part.data()).ok());  // (a range: no CRC)
+  }
+}
 
 TEST_CASE("V1 opener: a written table opens and reads; a damaged one names the file and the block's offset") {
   TempDir dir;

@@ -50,3 +50,16 @@ def run_tests(tests, label, have_data=True):
             traceback.print_exc()
     print(f"{label}: {passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
+
+
+def torch_or_skip():
+    """torch (Debian's python3-torch), or None after printing SKIP; missing under CI=true is
+    a failure."""
+    try:
+        import torch
+        return torch
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            raise AssertionError("python3-torch is missing under CI=true (scripts/install-deps.sh installs it)")
+        print("SKIP: torch is not installed (apt-get install python3-torch)")
+        return None

@@ -47,10 +47,10 @@
 #include <map>
 #include <optional>
 
-#include "core/tensor_encoding.h"
+#include "model/tensor_encoding.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
 #include "trackable_object_graph.pb.h"

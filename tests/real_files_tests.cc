@@ -9,9 +9,9 @@
 #include "format/table/table.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/object_graph.h"
+#include "model/object_graph.h"
 #include "tfckpt/open.h"
-#include "tfckpt/values.h"
+#include "model/values.h"
 
 namespace tfckpt::testing {
 bool NeedsTestData() { return true; }
@@ -325,10 +325,10 @@ TEST_CASE("object graphs: every attribute's key is in the bundle and matches its
 
 #include <regex>
 
-#include "tfckpt/copy.h"
-#include "tfckpt/partition.h"
-#include "tfckpt/reshard.h"
-#include "tfckpt/validate.h"
+#include "copy/copy.h"
+#include "reshard/partition.h"
+#include "reshard/reshard.h"
+#include "validate/compare.h"
 
 TEST_CASE("reshard every real case: float tensors with >= 2 rows to fixed:3, back with none") {
   int cases = 0;
@@ -393,9 +393,9 @@ TEST_CASE("reshard every real case: float tensors with >= 2 rows to fixed:3, bac
   CHECK(cases == 25);  // the 29 cases less the 4 without usable data
 }
 
-#include "tfckpt/bundle_merge.h"
-#include "tfckpt/bundle_writer.h"
-#include "tfckpt/merge.h"
+#include "format/bundle/bundle_merge.h"
+#include "format/bundle/bundle_writer.h"
+#include "merge/merge.h"
 
 TEST_CASE("merge: real two-shard checkpoints split into per-file bundles merge back to TF's exact index") {
   int merged = 0;

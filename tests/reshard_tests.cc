@@ -8,17 +8,18 @@
 #include <random>
 
 #include "test_util.h"
-#include "core/tensor_encoding.h"
-#include "tfckpt/bundle_writer.h"
+#include "model/tensor_encoding.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/copy.h"
+#include "copy/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
-#include "tfckpt/partition.h"
-#include "tfckpt/reshard.h"
-#include "tfckpt/scale_out.h"
-#include "tfckpt/validate.h"
-#include "tfckpt/verify.h"
+#include "reshard/partition.h"
+#include "reshard/reshard.h"
+#include "reshard/scale_out.h"
+#include "validate/compare.h"
+#include "validate/validate.h"
+#include "verify/verify.h"
 
 using tfckpt::Region;
 using tfckpt::Shape;

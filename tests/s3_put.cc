@@ -17,7 +17,7 @@
 #include "kvstore/s3/client.h"
 #include "kvstore/s3/settings.h"
 #include "kvstore/s3/url.h"
-#include "tfckpt/path.h"
+#include "base/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "test_util.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/open.h"
-#include "tfckpt/reshard.h"
+#include "reshard/reshard.h"
 
 using tfckpt::Region;
 using tfckpt::Shape;

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tfckpt/validate.h"
+#include "validate/validate.h"
 
 namespace {
 

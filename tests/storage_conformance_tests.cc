@@ -21,7 +21,7 @@
 #include "kvstore/s3/settings.h"
 #include "run/run.h"
 #include "test_util.h"
-#include "tfckpt/path.h"
+#include "base/path.h"
 #include "tfckpt/storage.h"
 
 namespace tfckpt::testing {

@@ -10,7 +10,7 @@
 #include "test_util.h"
 #include "kvstore/local/tracked.h"
 #include "run/run.h"
-#include "tfckpt/path.h"
+#include "base/path.h"
 #include "tfckpt/storage.h"
 
 using tfckpt::testing::ReadFile;

@@ -10,17 +10,17 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor_encoding.h"
+#include "model/tensor_encoding.h"
 #include "test_util.h"
-#include "tfckpt/bundle_writer.h"
-#include "tfckpt/combine.h"
+#include "format/bundle/bundle_writer.h"
+#include "merge/combine.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/copy.h"
-#include "tfckpt/merge.h"
+#include "copy/copy.h"
+#include "merge/merge.h"
 #include "tfckpt/open.h"
-#include "tfckpt/partition.h"
-#include "tfckpt/reshard.h"
-#include "tfckpt/verify.h"
+#include "reshard/partition.h"
+#include "reshard/reshard.h"
+#include "verify/verify.h"
 
 using tfckpt::Region;
 using tfckpt::Shape;

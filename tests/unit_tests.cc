@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "test_util.h"
-#include "core/coding.h"
-#include "core/crc32c.h"
-#include "core/tensor_encoding.h"
+#include "base/coding.h"
+#include "base/crc32c.h"
+#include "model/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/region.h"

@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "test_util.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/convert.h"
-#include "core/float_convert.h"
-#include "core/tensor_encoding.h"
+#include "convert/convert.h"
+#include "base/float_convert.h"
+#include "model/tensor_encoding.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
-#include "tfckpt/verify.h"
+#include "verify/verify.h"
 
 namespace {
 

@@ -12,18 +12,18 @@
 #include <atomic>
 
 #include "test_util.h"
-#include "core/crc32c.h"
-#include "core/tensor_encoding.h"
+#include "base/crc32c.h"
+#include "model/tensor_encoding.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
 #include "kvstore/local/tracked.h"
 #include "run/run.h"
 #include "tfckpt/storage.h"
 #include "tfckpt/open.h"
-#include "tfckpt/values.h"
+#include "model/values.h"
 
 using tfckpt::testing::ReadFile;
 using tfckpt::testing::TempDir;

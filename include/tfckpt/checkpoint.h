@@ -90,6 +90,20 @@ struct TensorBytes {
 using IndexEntryVisitor =
     std::function<absl::Status(std::string_view key, std::string_view value, uint64_t block_offset)>;
 
+// A check of one stored piece by a checksum of its format other than TensorFlow's CRC-32C
+// of the payload (an .npz member's CRC-32, which also covers its .npy header), fed the
+// payload's bytes in order by a caller that reads them anyway (a comparison): the piece is
+// then checked with no read of its own. Not thread-safe; one per piece and reader.
+class PayloadCheck {
+ public:
+  virtual ~PayloadCheck() = default;
+  // The next bytes of the payload, in order from its first.
+  virtual void Feed(std::string_view bytes) = 0;
+  // OK when exactly the payload was fed and its checksum holds; else the error VerifyCrc
+  // would give.
+  virtual absl::Status Finish() = 0;
+};
+
 // What differs per format: how the bytes of a stored piece are read and checked. Each
 // format (src/format/*/) implements it and builds a Checkpoint around it (see open.h).
 // Checkpoint refuses tensors with a `defect` before calling any of these.
@@ -109,6 +123,14 @@ class PieceReader {
   // payload size.
   virtual absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
                                                      uint64_t end, std::string* buffer, TensorBytes* owner) const;
+
+  // See Checkpoint::ReadInto. By default through Read (a whole piece, `verify`) or
+  // ReadRange, copied chunk by chunk. REQUIRES: t.defect is empty, begin <= end <=
+  // payload size, a fixed-size dtype.
+  virtual absl::Status ReadInto(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end, char* out,
+                                bool verify) const;
+  // See Checkpoint::StartPayloadCheck. By default none (nullptr).
+  virtual std::unique_ptr<PayloadCheck> StartPayloadCheck(const TensorEntry& t, const StoredSlice& s) const;
 
   // See Checkpoint::DataFile. REQUIRES: 0 <= shard < CheckpointInfo::num_shards.
   virtual absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const;
@@ -156,6 +178,22 @@ class Checkpoint {
   // REQUIRES: begin <= end <= payload size.
   absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
                                              uint64_t end, std::string* buffer, TensorBytes* owner) const;
+
+  // Bytes [begin, end) of one stored piece's payload (little-endian layout) read into the
+  // caller's `out` (end - begin bytes), in chunks of about 1 MiB: V2 and safetensors with
+  // positional reads straight into `out` (no other copy, nothing kept mapped). The whole
+  // payload read with `verify` has its stored CRC checked over the bytes as they arrive.
+  // Before each chunk the current run's test hook reaches the point "read-chunk" and a stop
+  // request ends the read (Cancelled; run/run.h), so that a long read can be interrupted.
+  // REQUIRES: a fixed-size dtype, begin <= end <= payload size.
+  absl::Status ReadInto(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end, char* out,
+                        bool verify = true) const;
+  // A PayloadCheck of the piece when its format stores a checksum other than CRC-32C of
+  // the payload (.npz: the member's CRC-32); nullptr otherwise (V2: the stored CRC-32C,
+  // which a caller computes itself; safetensors: none). REQUIRES: t.defect is empty.
+  std::unique_ptr<PayloadCheck> StartPayloadCheck(const TensorEntry& t, const StoredSlice& s) const {
+    return reader_->StartPayloadCheck(t, s);
+  }
 
  private:
   // The error reading `t` gives when it has a defect; OK when it has none.

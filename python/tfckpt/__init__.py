@@ -5,18 +5,31 @@
         for t in ckpt.tensors():
             print(t.name, t.dtype, t.shape)
         kernel = ckpt["dense/kernel"]                         # numpy array, CRC-checked
-        rows = ckpt.get_slice("embedding")[1000:1010, :]      # reads only those rows
+        rows = ckpt.get_slice("embedding")[[3, 17, 42]]       # reads only those rows
     state = tfckpt.load("model.ckpt-1000", drop_optimizer=True)   # dict of numpy arrays
+    state = tfckpt.load("model.ckpt-1000", framework="pt")        # dict of torch tensors
+    params = tfckpt.load("model.ckpt-1000", nested=True)          # nested dicts (JAX, Flax)
 
 A CKPT is anything the `tfckpt` command line takes: a prefix, its .index file, a directory
 with a `checkpoint` state file, a SavedModel directory, a V1 file, or safetensors.
-Errors raise tfckpt.Error (CorruptInputError for damaged or unreadable input, UsageError
-for refused requests); bad arguments raise TypeError, IndexError or ValueError like numpy.
+`tfckpt.train` offers TensorFlow's own reading API (tf.train.load_checkpoint, ...).
+
+Arrays are the caller's own (writable, aligned, independent of the files); mmap=True
+gives read-only arrays backed by the files' mappings instead (see Checkpoint).
+
+Errors raise tfckpt.Error: NotFoundError (also a FileNotFoundError) for paths that do not
+exist, PermissionDeniedError (also a PermissionError) for refused access, UsageError (also a
+ValueError) for refused requests, CorruptInputError for damaged or unreadable input,
+CheckFailedError for failed checks; ArgumentTypeError (also a TypeError) names the
+parameter given a value of the wrong type; DTypeError (also a TypeError) names a tensor the
+requested framework cannot hold. Bad indices raise IndexError like numpy.
 """
 
+import errno as _errno
 import json as _json
 import operator as _operator
 import os as _os
+import re as _re
 import warnings as _warnings
 from dataclasses import dataclass as _dataclass
 
@@ -24,8 +37,11 @@ import numpy as _np
 
 from . import _core
 
+__version__ = _core.__version__
+
 __all__ = ["open", "load", "inspect", "validate", "reshard", "merge", "convert", "Checkpoint", "TensorInfo", "SliceInfo",
-           "Error", "UsageError", "CorruptInputError", "CheckFailedError"]
+           "TensorSlice", "Error", "UsageError", "CorruptInputError", "CheckFailedError", "NotFoundError",
+           "PermissionDeniedError", "ArgumentTypeError", "DTypeError", "train", "__version__"]
 
 
 class Error(Exception):
@@ -41,21 +57,58 @@ class Error(Exception):
         self.offset = offset
         self.report = None  # the command's --json document, for errors of the commands
 
+    def __str__(self):
+        return self.message
+
 
 class UsageError(Error, ValueError):
     """A request tfckpt refuses (bad option, output over an input, ...): exit code 2."""
 
 
 class CorruptInputError(Error):
-    """Unreadable, missing or damaged input, or an I/O failure: exit code 3."""
+    """Unreadable or damaged input, or an I/O failure: exit code 3."""
 
 
 class CheckFailedError(Error):
     """A check failed (validation, verification of an output): exit code 1."""
 
 
+class NotFoundError(CorruptInputError, FileNotFoundError):
+    """A path (file, checkpoint, object) that does not exist; also a FileNotFoundError
+    (errno ENOENT, `filename` the path)."""
+
+    def __init__(self, message, check_id="not-found", file=None, key=None, offset=None):
+        super().__init__(message, check_id, file, key, offset)
+        self.errno, self.strerror, self.filename = _errno.ENOENT, message, file
+
+
+class PermissionDeniedError(CorruptInputError, PermissionError):
+    """Access refused (a file's permissions, an object store's HTTP 401/403); also a
+    PermissionError (errno EACCES, `filename` the path)."""
+
+    def __init__(self, message, check_id="", file=None, key=None, offset=None):
+        super().__init__(message, check_id, file, key, offset)
+        self.errno, self.strerror, self.filename = _errno.EACCES, message, file
+
+
+class ArgumentTypeError(Error, TypeError):
+    """An argument of the wrong type; the message names the public parameter."""
+
+    def __init__(self, message):
+        super().__init__(message, "usage")
+
+
+class DTypeError(Error, TypeError):
+    """A tensor whose dtype the requested framework cannot hold (strings and variants in
+    torch, float8 without raw=True, ...); the message names the tensor."""
+
+    def __init__(self, message, key=None):
+        super().__init__(message, "usage", None, key)
+
+
 # absl::StatusCode values that are the caller's fault.
 _USAGE_CODES = {3, 6}  # INVALID_ARGUMENT, ALREADY_EXISTS
+_NOT_FOUND, _PERMISSION_DENIED, _UNAUTHENTICATED = 5, 7, 16
 
 
 def _text(raw):
@@ -65,9 +118,14 @@ def _text(raw):
 def _error_for_status(code, check_id, message, file, key, offset):
     """The exception for a library error (called by _core): the fields of the command
     line's --json error document."""
-    cls = UsageError if code in _USAGE_CODES else CorruptInputError
+    cls = (UsageError if code in _USAGE_CODES else NotFoundError if code == _NOT_FOUND
+           else PermissionDeniedError if code in (_PERMISSION_DENIED, _UNAUTHENTICATED) else CorruptInputError)
     return cls(_text(message), check_id, _name(file) if file else None, _name(key) if key else None,
                None if offset < 0 else offset)
+
+
+def _closed():
+    return UsageError("I/O operation on a closed checkpoint", "usage")
 
 
 def _name(raw):
@@ -77,6 +135,193 @@ def _name(raw):
 
 def _stored(name):
     return name.encode("utf-8", "surrogateescape")
+
+
+# ---------------------------------------------------------------------------------------
+# Arguments: each checked, a wrong type named by its public parameter.
+
+def _flag(where, name, value):
+    if not isinstance(value, (bool, _np.bool_)):
+        raise ArgumentTypeError(f"{where}(): {name} must be True or False, not {type(value).__name__}")
+    return bool(value)
+
+
+def _path(where, name, value):
+    """A path as the bytes the file system has (names need not be UTF-8)."""
+    if not isinstance(value, (str, bytes)) and not hasattr(value, "__fspath__"):
+        raise ArgumentTypeError(f"{where}(): {name} must be a path (str, bytes or os.PathLike), "
+                                f"not {type(value).__name__}")
+    out = _os.fsencode(value)
+    if not out:
+        raise UsageError(f"{where}(): {name} is an empty path", "usage")
+    return out
+
+
+def _texts(where, name, value):
+    """None, a str or a list/tuple of str, as a list of str."""
+    if value is None:
+        return []
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
+        raise ArgumentTypeError(f"{where}(): {name} must be a str or a list of str, not {type(value).__name__}")
+    return list(values)
+
+
+def _python_replacement(rule):
+    """A rename rule "REGEX=REPLACEMENT" whose REPLACEMENT may refer to groups as Python's
+    re.sub does (\\1, \\g<1>; \\\\ for a backslash) or as the command line does ($1, $&,
+    $$), in the command line's form ($N; a backslash is literal there)."""
+    i = 0
+    while i < len(rule):  # the first '=' not escaped by a backslash, as the library splits
+        if rule[i] == "\\":
+            i += 2
+            continue
+        if rule[i] == "=":
+            break
+        i += 1
+    else:
+        return rule
+    pattern, replacement = rule[:i], rule[i + 1:]
+    out, j = [], 0
+    while j < len(replacement):
+        c = replacement[j]
+        if c == "\\" and j + 1 < len(replacement):
+            n = replacement[j + 1]
+            if n.isdigit():
+                out.append("$" + n)
+                j += 2
+                continue
+            m = _re.match(r"g<(\d)>", replacement[j + 1:])
+            if m:
+                out.append("$" + m.group(1))
+                j += 2 + len(m.group(0)) - 1
+                continue
+            if n == "g":
+                raise UsageError(f"rename {rule!r}: only numbered groups \\1 .. \\9 (or $1 .. $9) can be referred to",
+                                 "usage")
+            if n == "\\":
+                out.append("\\")
+                j += 2
+                continue
+        out.append(c)
+        j += 1
+    return pattern + "=" + "".join(out)
+
+
+def _renames(where, value):
+    return [_python_replacement(r) for r in _texts(where, "rename", value)]
+
+
+# ---------------------------------------------------------------------------------------
+# dtypes and frameworks.
+
+def _dtype_key(value):
+    """A dtype named by a str (TF's or numpy's name: "float64", "double", "f8"), a numpy
+    dtype or type, or a torch dtype, as tfckpt's name; None when it names none."""
+    if isinstance(value, str):
+        name = _core.dtype_name(value)
+        if name is not None:
+            return name
+    text = str(value)
+    if text.startswith("torch."):
+        return _core.dtype_name(text[len("torch."):])
+    try:
+        return _core.dtype_name(_np.dtype(value).name)
+    except TypeError:
+        return None
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise UsageError("framework='pt' needs torch (apt-get install python3-torch, or pip install torch)",
+                         "usage") from None
+    return torch
+
+
+def _framework(where, framework):
+    """None/"np"/"numpy" -> "np"; "pt"/"torch" -> "pt" (as safetensors' safe_open takes it)."""
+    if framework is None or framework in ("np", "numpy"):
+        return "np"
+    if framework in ("pt", "torch"):
+        _torch()
+        return "pt"
+    if not isinstance(framework, str):
+        raise ArgumentTypeError(f"{where}(): framework must be a str, not {type(framework).__name__}")
+    raise UsageError(f"{where}(): framework={framework!r}: 'np' (numpy) or 'pt' (torch); for JAX and Flax, "
+                     "numpy arrays (nested=True gives the tree they expect)", "usage")
+
+
+def _casts(where, cast, framework):
+    """cast as {stored dtype name: target}: a dict (keys and values dtype names, numpy
+    dtypes or types, torch dtypes), "FROM=TO", or a list of "FROM=TO". Unknown dtypes are a
+    UsageError (a ValueError)."""
+    if cast is None:
+        return {}
+    if isinstance(cast, dict):
+        items = list(cast.items())
+    elif isinstance(cast, str) or (isinstance(cast, (list, tuple)) and all(isinstance(x, str) for x in cast)):
+        items = []
+        for item in [cast] if isinstance(cast, str) else cast:
+            src, sep, dst = item.partition("=")
+            if not sep or not src or not dst:
+                raise UsageError(f"cast: {item!r} is not FROM=TO (e.g. float32=float16)", "usage")
+            items.append((src, dst))
+    else:
+        raise ArgumentTypeError(f"{where}(): cast must be a dict, a str FROM=TO or a list of them, "
+                                f"not {type(cast).__name__}")
+    out = {}
+    for src, dst in items:
+        key = _dtype_key(src)
+        if key is None:
+            raise UsageError(f"cast: unknown dtype {src!r} (FROM is a stored dtype: float32, float64, bfloat16, ...)",
+                             "usage")
+        out[key] = _cast_target(src, dst, framework)
+    return out
+
+
+def _cast_target(src, dst, framework):
+    if framework == "pt":
+        torch = _torch()
+        if isinstance(dst, torch.dtype):
+            return dst
+        name = _dtype_key(dst)
+        target = getattr(torch, name, None) if name else None
+        if not isinstance(target, torch.dtype):
+            raise UsageError(f"cast: {src!r}: torch has no dtype {dst!r}", "usage")
+        return target
+    try:
+        target = _np.dtype(dst)
+    except TypeError:
+        hint = " (bfloat16: framework='pt', or raw=True for its bits)" if _dtype_key(dst) == "bfloat16" else ""
+        raise UsageError(f"cast: {src!r}: numpy has no dtype {dst!r}{hint}", "usage") from None
+    if target.kind not in "biufc":
+        raise UsageError(f"cast: {src!r}: {dst!r} is not a numeric dtype", "usage")
+    return target
+
+
+# numpy can hold these, torch cannot (torch 1.x has no unsigned types but uint8).
+_TORCH_FLOAT8 = {"float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
+
+
+def _to_torch(array, name, dtype):
+    """A numpy array read for tensor `name` of stored `dtype` as a torch.Tensor sharing its
+    memory (bfloat16 and float8 read as their bits, then viewed as torch's type)."""
+    torch = _torch()
+    if isinstance(array, (bytes, _np.bytes_)) or (isinstance(array, _np.ndarray) and array.dtype == object):
+        raise DTypeError(f"tensor {name!r} has dtype {dtype}, which torch cannot hold "
+                         "(read it with framework='np', or leave it out: exclude=)", name)
+    array = _np.asarray(array)
+    if dtype == "bfloat16" and array.dtype == _np.uint16:
+        return torch.from_numpy(array.view(_np.int16)).view(torch.bfloat16)
+    if dtype in _TORCH_FLOAT8 and array.dtype == _np.uint8 and hasattr(torch, _TORCH_FLOAT8[dtype]):
+        return torch.from_numpy(array).view(getattr(torch, _TORCH_FLOAT8[dtype]))
+    try:
+        return torch.from_numpy(array)
+    except TypeError:
+        raise DTypeError(f"tensor {name!r} has dtype {array.dtype}, which this torch cannot hold "
+                         f"(cast={{'{array.dtype}': 'int64'}} converts it)", name) from None
 
 
 @_dataclass(frozen=True)
@@ -106,11 +351,20 @@ def _tensor_info(d):
     return TensorInfo(_name(d["name"]), d["dtype"], tuple(d["shape"]), d["bytes"], d["partitioned"], slices)
 
 
+# ---------------------------------------------------------------------------------------
+# Indexing.
+
+def _is_int_array(k):
+    if isinstance(k, (list, tuple)):
+        return True
+    return isinstance(k, _np.ndarray) and k.ndim > 0 and k.dtype.kind in "biu"
+
+
 def _box(key, shape):
     """numpy basic indexing of `shape` by `key` -> (start, box shape, picks, keep_0d):
     the box is the smallest region holding every selected element; `picks` then selects
-    them out of the box read (steps, integer axes dropped, None/newaxis axes added);
-    keep_0d: a selection with `...` gives a 0-d array where numpy gives one."""
+    them out of the box read (steps, negative ones too, integer axes dropped, None/newaxis
+    axes added); keep_0d: a selection with `...` gives a 0-d array where numpy gives one."""
     if not isinstance(key, tuple):
         key = (key,)
     ellipses = sum(k is Ellipsis for k in key)
@@ -134,16 +388,16 @@ def _box(key, shape):
         n = shape[axis]
         if isinstance(k, slice):
             b, e, step = k.indices(n)
-            if step <= 0:
-                raise ValueError("slice step must be positive (read, then reverse with numpy)")
-            count = max(0, (e - b + step - 1) // step)
-            start.append(b if count else 0)
-            box.append((count - 1) * step + 1 if count else 0)
+            count = len(range(b, e, step))
+            low = b if step > 0 else b + (count - 1) * step
+            start.append(low if count else 0)
+            box.append((count - 1) * abs(step) + 1 if count else 0)
             picks.append(slice(None, None, step))
         else:
             if isinstance(k, (bool, _np.bool_)) or not hasattr(k, "__index__"):
-                raise IndexError("only integers, slices (`:`), ellipsis (`...`) and numpy.newaxis (`None`) "
-                                 f"are valid indices, not {type(k).__name__}")
+                raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
+                                 "integer arrays on the first axis are valid indices, not "
+                                 f"{type(k).__name__}")
             i = _operator.index(k)
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
@@ -155,11 +409,16 @@ def _box(key, shape):
 
 
 class TensorSlice:
-    """`ckpt.get_slice(name)[...]`: reads only the bytes the selection needs. Pieces read
-    only in part cannot have their CRC checked (a CRC covers a whole stored piece)."""
+    """`ckpt.get_slice(name)[...]`: reads only the bytes the selection needs, numpy's
+    indexing: integers, slices (negative steps too), `...`, None, and on the first axis an
+    integer array or list (an embedding's rows by id, reading only those rows) or a boolean
+    mask. Every stored piece the selection reads whole has its CRC checked (a CRC covers a
+    whole piece: parts of pieces cannot be checked). get_shape(), get_dtype(), len() and
+    numpy.asarray() work as on safetensors' slices. Results are arrays of their own (torch
+    tensors with framework="pt")."""
 
-    def __init__(self, ckpt, info, raw):
-        self._ckpt, self._info, self._raw = ckpt, info, raw
+    def __init__(self, ckpt, info, raw, verify):
+        self._ckpt, self._info, self._raw, self._verify = ckpt, info, raw, verify
 
     @property
     def shape(self):
@@ -169,19 +428,52 @@ class TensorSlice:
     def dtype(self):
         return self._info.dtype
 
-    # A step that skips at least this many bytes between the elements it selects is read
-    # element by element along its axis instead of as one box.
-    _SPARSE_STEP_BYTES = 1 << 20
+    @property
+    def ndim(self):
+        return len(self._info.shape)
 
-    def _read(self, start, box, steps):
-        """The box [start, start + box) with `steps` (one per axis) applied: one read, or,
-        along the first axis whose step skips much, one read per selected index."""
-        core, name = self._ckpt._open(), _stored(self._info.name)
+    def get_shape(self):
+        """The tensor's shape, as a list (safetensors' get_slice(...).get_shape())."""
+        return list(self._info.shape)
+
+    def get_dtype(self):
+        """The tensor's dtype name ("float32", "bfloat16", ...)."""
+        return self._info.dtype
+
+    def __len__(self):
+        if not self._info.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._info.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        array = self._numpy(...)
+        array = _np.asarray(array)
+        return array if dtype is None else array.astype(dtype, copy=False)
+
+    def __repr__(self):
+        return f"<tfckpt.TensorSlice {self._info.name!r} {self._info.dtype} {list(self._info.shape)}>"
+
+    # A step that skips at least this many bytes between the elements it selects is read
+    # element by element along its axis instead of as one box; rows by id closer than this
+    # are read as one box.
+    _SPARSE_STEP_BYTES = 1 << 20
+    _ROW_GAP_BYTES = 64 << 10
+
+    def _itemsize(self):
         elements = 1
         for n in self._info.shape:
             elements *= n
-        itemsize = self._info.bytes // elements if elements else 0
-        inner = itemsize
+        return self._info.bytes // elements if elements else 0
+
+    def _raw_read(self):
+        # torch has bfloat16 (and recent torch float8): read their bits, viewed later.
+        return self._raw or (self._ckpt._framework == "pt" and self._info.dtype in ("bfloat16", *_TORCH_FLOAT8))
+
+    def _read(self, start, box, steps):
+        """The box [start, start + box) with positive `steps` (one per axis) applied: one
+        read, or, along the first axis whose step skips much, one read per selected index."""
+        core, name = self._ckpt._open(), _stored(self._info.name)
+        inner = self._itemsize()
         for axis in range(len(box) - 1, -1, -1):
             if steps[axis] > 1 and (steps[axis] - 1) * inner >= self._SPARSE_STEP_BYTES and box[axis] > 1:
                 parts = []
@@ -191,15 +483,70 @@ class TensorSlice:
                     parts.append(self._read(sub_start, sub_box, sub_steps))
                 return _np.concatenate(parts, axis=axis)
             inner *= box[axis]
-        array = core.read(name, start, box, self._raw, False)
+        array = core.read(name, start, box, self._raw_read(), self._verify)
         return array[tuple(slice(None, None, s) for s in steps)] if any(s > 1 for s in steps) else array
 
-    def __getitem__(self, key):
-        start, box, picks, keep_0d = _box(key, self._info.shape)
-        steps = [p.step if isinstance(p, slice) else 1 for p in picks if p is not None]
+    def _rows(self, ids, start, box, steps):
+        """The rows `ids` (ints, any shape) of the box [:, start[1:] + box[1:]]: the distinct
+        rows read in runs (rows closer than _ROW_GAP_BYTES read as one box), then placed."""
+        n = self._info.shape[0]
+        ids = _np.asarray(ids)
+        if ids.dtype == bool or ids.dtype == _np.bool_:
+            if ids.ndim != 1 or len(ids) != n:
+                raise IndexError(f"boolean index of shape {ids.shape} does not match the first axis ({n})")
+            ids = _np.flatnonzero(ids)
+        elif ids.size == 0:
+            ids = ids.astype(_np.int64)
+        elif ids.dtype.kind not in "iu":
+            raise IndexError("arrays used as indices must be of integer (or boolean) type")
+        flat = ids.reshape(-1).astype(_np.int64)
+        if flat.size and (flat.min() < -n or flat.max() >= n):
+            bad = flat[(flat < -n) | (flat >= n)][0]
+            raise IndexError(f"index {bad} is out of bounds for axis 0 with size {n}")
+        flat = flat % n if n else flat
+        unique, where = _np.unique(flat, return_inverse=True)
+        row_bytes = self._itemsize()
+        for b in box[1:]:
+            row_bytes *= b
+        gap = max(1, self._ROW_GAP_BYTES // max(1, row_bytes))
+        parts, offsets, at, i = [], _np.empty(len(unique), dtype=_np.int64), 0, 0
+        while i < len(unique):
+            j = i
+            while j + 1 < len(unique) and unique[j + 1] - unique[j] <= gap:
+                j += 1
+            lo, hi = int(unique[i]), int(unique[j]) + 1
+            parts.append(self._read([lo] + list(start[1:]), [hi - lo] + list(box[1:]), [1] + list(steps[1:])))
+            offsets[i:j + 1] = at + (unique[i:j + 1] - lo)
+            at += hi - lo
+            i = j + 1
+        if parts:
+            block = _np.concatenate(parts, axis=0)
+        else:
+            block = self._read([0] + list(start[1:]), [0] + list(box[1:]), [1] + list(steps[1:]))
+        out = block[offsets[where]] if len(unique) else block
+        return out.reshape(ids.shape + out.shape[1:])
+
+    def _numpy(self, key):
+        self._ckpt._open()
+        shape = self._info.shape
+        first = key[0] if isinstance(key, tuple) and key else key
+        if shape and _is_int_array(first):
+            rest = key[1:] if isinstance(key, tuple) else ()
+            if any(_is_int_array(k) for k in rest):
+                raise IndexError("integer arrays index the first axis only")
+            start, box, picks, keep_0d = _box((slice(None),) + tuple(rest), shape)
+            steps = [abs(p.step) if isinstance(p, slice) else 1 for p in picks if p is not None]
+            array = self._rows(first, start, box, steps)
+            ids_ndim = _np.ndim(first) if not (_np.asarray(first).dtype == bool) else 1
+            tail = tuple(slice(None, None, -1) if isinstance(p, slice) and p.step < 0 else
+                         slice(None) if isinstance(p, slice) else p for p in picks[1:])
+            return array[(slice(None),) * ids_ndim + tail] if tail else array
+        start, box, picks, keep_0d = _box(key, shape)
+        steps = [abs(p.step) if isinstance(p, slice) else 1 for p in picks if p is not None]
         array = self._read(start, box, steps)
-        # Integer axes and new axes, as numpy (the steps are applied already).
-        picks = tuple(slice(None) if isinstance(p, slice) else p for p in picks)
+        # Negative steps, integer axes and new axes, as numpy (the steps are applied already).
+        picks = tuple(slice(None, None, -1) if isinstance(p, slice) and p.step < 0 else
+                      slice(None) if isinstance(p, slice) else p for p in picks)
         array = array[picks] if picks else array
         if isinstance(array, _np.ndarray) and array.ndim == 0 and not keep_0d:
             return array[()]  # numpy gives a scalar for a single element
@@ -207,19 +554,43 @@ class TensorSlice:
             return _np.array(array, dtype=object if isinstance(array, bytes) else None)
         return array
 
+    def __getitem__(self, key):
+        array = self._numpy(key)
+        if self._ckpt._framework == "pt":
+            if isinstance(array, _np.ndarray) and not array.flags.c_contiguous:
+                array = _np.ascontiguousarray(array)
+            return _to_torch(array if isinstance(array, _np.ndarray) else _np.asarray(array), self._info.name,
+                             self._info.dtype)
+        if isinstance(array, _np.ndarray) and not array.flags.writeable:
+            array = array.copy()  # (the caller's own, like the rest)
+        return array
+
 
 class Checkpoint:
-    """An opened checkpoint. Use tfckpt.open(); a context manager; `in`, len(), iteration
-    over names, ckpt[name] for a whole tensor."""
+    """An opened checkpoint (tfckpt.open()): a context manager; `in`, len(), iteration over
+    names, ckpt[name] for a whole tensor, get_slice(name)[...] for part of one.
 
-    def __init__(self, core):
+    Arrays are the caller's own: writable, aligned, and nothing done to the files later
+    changes them. With mmap=True (numpy only), whole tensors stored as numpy holds them are
+    read-only views of the files' mappings instead (one mapping per data file, shared by
+    its arrays and kept while any of them lives; the others read-only copies), like
+    numpy.memmap: their values change if the file is rewritten in place, and touching an
+    array after the file was truncated kills the process with SIGBUS. Values are CRC-checked
+    when read either way.
+
+    After close() every call raises the same UsageError (a ValueError)."""
+
+    def __init__(self, core, framework="np", mmap=False):
         self._core = core
+        self._framework = framework
+        self._mmap = mmap
         # Names and TensorInfo are made on first use: a checkpoint may hold hundreds of
         # thousands of tensors, and opening it should cost what the index does.
         self._names = None
         self._infos = {}
 
     def __enter__(self):
+        self._open()
         return self
 
     def __exit__(self, *exc):
@@ -227,17 +598,21 @@ class Checkpoint:
         return False
 
     def close(self):
-        """Drops this handle (arrays read zero-copy keep their data file mapped)."""
+        """Drops this handle; every later call raises UsageError. (With mmap=True, arrays
+        keep their data files mapped.)"""
         self._core = None
+        self._names = None
+        self._infos = {}
 
     def _open(self):
         if self._core is None:
-            raise ValueError("I/O operation on a closed checkpoint")
+            raise _closed()
         return self._core
 
     def _all_names(self):
+        core = self._open()
         if self._names is None:
-            self._names = [_name(raw) for raw in self._open().names()]
+            self._names = [_name(raw) for raw in core.names()]
         return self._names
 
     def tensors(self):
@@ -245,6 +620,7 @@ class Checkpoint:
         return [self.info(name) for name in self._all_names()]
 
     def keys(self):
+        """Every tensor's name, in name order."""
         return list(self._all_names())
 
     def __len__(self):
@@ -254,161 +630,235 @@ class Checkpoint:
         return iter(self._all_names())
 
     def __contains__(self, name):
-        return isinstance(name, str) and _stored(name) in self._open()
+        core = self._open()
+        return isinstance(name, str) and _stored(name) in core
 
     def info(self, name):
         """The TensorInfo of one tensor (KeyError when absent)."""
+        core = self._open()
         info = self._infos.get(name)
         if info is None:
             if not isinstance(name, str):
-                raise TypeError(f"tensor names are str, not {type(name).__name__}")
-            core = self._open()
+                raise ArgumentTypeError(f"tensor names are str, not {type(name).__name__}")
             if _stored(name) not in core:
                 raise KeyError(name)
             info = self._infos[name] = _tensor_info(core.describe(_stored(name)))
         return info
 
     def read(self, name, *, raw=False, verify=True):
-        """The whole logical tensor `name` as a numpy array (partitions assembled). Stored
-        CRCs are checked unless verify=False. bfloat16 reads as float32 unless raw=True
-        (uint16 bit patterns); strings as an object array of bytes. Read-only and backed by
-        the file's mapping where the stored bytes already are the array."""
+        """The whole logical tensor `name` (partitions assembled): a numpy array, or a
+        torch.Tensor with framework="pt". Stored CRCs are checked unless verify=False.
+        bfloat16 reads as float32 with numpy unless raw=True (its uint16 bits: view them as
+        ml_dtypes.bfloat16 or jnp.bfloat16), as torch.bfloat16 with torch; strings as an
+        object array of bytes (torch refuses them, naming the tensor)."""
+        raw = _flag("read", "raw", raw)
+        verify = _flag("read", "verify", verify)
         info = self.info(name)
-        return self._open().read(_stored(name), [0] * len(info.shape), list(info.shape), raw, verify)
+        pt = self._framework == "pt"
+        as_bits = raw or (pt and info.dtype in ("bfloat16", *_TORCH_FLOAT8))
+        if pt and info.dtype in ("string", "variant"):
+            raise DTypeError(f"tensor {name!r} has dtype {info.dtype}, which torch cannot hold "
+                             "(read it with framework='np', or leave it out: exclude=)", name)
+        try:
+            array = self._open().read(_stored(name), [0] * len(info.shape), list(info.shape), as_bits, verify,
+                                      self._mmap)
+        except TypeError as e:
+            raise DTypeError(str(e), name) from None
+        if self._mmap and isinstance(array, _np.ndarray):
+            array.flags.writeable = False  # (all read-only alike, copies too)
+        return _to_torch(array, name, info.dtype) if pt else array
 
     def __getitem__(self, name):
         return self.read(name)
 
-    def get_slice(self, name, *, raw=False):
-        """A view whose [...] reads only the selected part of tensor `name` (numpy basic
-        indexing: integers, slices with positive steps, ...)."""
+    def get_slice(self, name, *, raw=False, verify=True):
+        """A view whose [...] reads only the selected part of tensor `name` (see
+        TensorSlice); the pieces it reads whole are CRC-checked unless verify=False."""
+        raw = _flag("get_slice", "raw", raw)
+        verify = _flag("get_slice", "verify", verify)
         info = self.info(name)
-        self._open()
-        return TensorSlice(self, info, raw)
+        return TensorSlice(self, info, raw, verify)
 
     def object_graph(self):
         """The TF2 object graph: {object path: {attribute name: checkpoint key}}, plus
         slot variables as VAR/.OPTIMIZER_SLOT/OPTIMIZER/SLOT paths; None for TF1
-        checkpoints."""
-        nodes = self._open().object_graph()
+        checkpoints. Each key is the name the tensor is stored under (an attribute saved
+        under its key plus a suffix, as a dataset iterator's ITERATOR is saved as
+        ITERATOR_STATE, is given that name)."""
+        core = self._open()
+        nodes = core.object_graph()
         if nodes is None:
             return None
+        names = None
         out = {}
         for n in nodes:
             if n["attributes"]:
-                out[_name(n["path"])] = {_name(a["name"]): _name(a["checkpoint_key"]) for a in n["attributes"]}
+                attrs = {}
+                for a in n["attributes"]:
+                    key = _name(a["checkpoint_key"])
+                    if _stored(key) not in core:
+                        if names is None:
+                            names = self._all_names()
+                        stored = [k for k in names if k.startswith(key) and "/" not in k[len(key):]]
+                        if len(stored) == 1:
+                            key = stored[0]
+                    attrs[_name(a["name"])] = key
+                out[_name(n["path"])] = attrs
         return out
 
 
-def open(ckpt):  # noqa: A001 (the module's verb, like io.open)
+_STORE_KINDS = {"endpoint_url": "text", "profile": "text", "region": "text", "no_sign_request": "flag"}
+
+
+def _store(where, endpoint_url, profile, region, no_sign_request):
+    """The object store options (man tfckpt, OBJECT STORES) as _core takes them."""
+    return _request(where, dict(endpoint_url=endpoint_url, profile=profile, region=region,
+                                no_sign_request=no_sign_request), _STORE_KINDS)
+
+
+def open(ckpt, *, framework="np", mmap=False, endpoint_url=None, profile=None, region=None,  # noqa: A001
+         no_sign_request=False):
     """Opens a checkpoint: any CKPT the command line takes (a path: str, bytes or
-    os.PathLike). Returns a Checkpoint."""
-    return Checkpoint(_core.open(_fs(ckpt)))
+    os.PathLike; s3:// and gs:// URLs too). framework="pt" reads torch.Tensors (as
+    safetensors' safe_open takes it); mmap=True gives read-only arrays backed by the files'
+    mappings (numpy only; see Checkpoint). The object store options are those of the
+    command line (--endpoint-url, --profile, --region, --no-sign-request); the environment
+    and the AWS/Google configuration are read at each open. Returns a Checkpoint."""
+    spec = _path("open", "ckpt", ckpt)
+    framework = _framework("open", framework)
+    mmap = _flag("open", "mmap", mmap)
+    if mmap and framework == "pt":
+        raise UsageError("open(): mmap=True gives read-only arrays, which torch cannot hold: use framework='np' "
+                         "with mmap=True, or framework='pt' without it", "usage")
+    store = _store("open", endpoint_url, profile, region, no_sign_request)
+    return Checkpoint(_core.open(spec, store), framework, mmap)
 
 
-def _casts(cast):
-    """cast as {from: to} dtype names: a dict, "FROM=TO", or a list of "FROM=TO"."""
-    if cast is None:
-        return {}
-    if isinstance(cast, dict):
-        return dict(cast)
-    out = {}
-    for item in [cast] if isinstance(cast, str) else cast:
-        src, sep, dst = item.partition("=")
-        if not sep or not src or not dst:
-            raise UsageError(f"cast: {item!r} is not FROM=TO (e.g. float32=float16)")
-        out[src] = dst
-    return out
+_ATTRIBUTE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-def load(ckpt, include=None, exclude=None, rename=None, cast=None, drop_optimizer=False, verify=True, raw=False):
-    """Every tensor of `ckpt` as {name: numpy array}, the shape `load_state_dict` or a JAX
-    pytree wants. The selection works as in `tfckpt merge`/`convert`: `include`/`exclude`
-    are regular expressions (RE2 syntax, or lists of them) searched in names; `rename` is
-    "REGEX=REPLACEMENT" (or a list, applied in order; $1 refers to a group);
-    `drop_optimizer` leaves out optimizer slots and state like `merge --drop-optimizer`.
-    `cast` converts by dtype: {"float64": "float32"}, or "FROM=TO" strings as `convert
-    --cast` takes them; FROM is the stored dtype (bfloat16 too), TO a numpy dtype.
-    bfloat16 reads as float32 (raw=True: its uint16 bits; float8 as uint8 bits). Tensors
-    numpy cannot hold (variants such as a saved iterator's state; float8 without raw) are
-    left out with a warning, as `convert` leaves them out. The object graph is not
-    included; string tensors are object arrays of bytes."""
-    def patterns(v):
-        return [] if v is None else [_stored(v)] if isinstance(v, str) else [_stored(x) for x in v]
-    casts = _casts(cast)
+def _nest(flat):
+    """{"a/b/c": v} -> {"a": {"b": {"c": v}}}, TF2's /.ATTRIBUTES/VARIABLE_VALUE dropped."""
+    tree, origin = {}, {}
+    for name, value in flat.items():
+        path = name[:-len(_ATTRIBUTE_SUFFIX)] if name.endswith(_ATTRIBUTE_SUFFIX) else name
+        parts = path.split("/")
+        node, prefix = tree, ""
+        for part in parts[:-1]:
+            prefix = f"{prefix}/{part}" if prefix else part
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise UsageError(f"load(nested=True): {origin[prefix]!r} is a tensor and also a prefix of {name!r}; "
+                                 "leave one out (drop_optimizer=True for optimizer slots, exclude=) or rename= it",
+                                 "usage")
+            node = child
+        if parts[-1] in node:
+            other = origin.get(path) or next(k for k in flat if k.startswith(path + "/"))
+            raise UsageError(f"load(nested=True): {name!r} is a tensor and also a prefix of {other!r}; leave one "
+                             "out (drop_optimizer=True for optimizer slots, exclude=) or rename= it", "usage")
+        node[parts[-1]] = value
+        origin[path] = name
+    return tree
+
+
+def load(ckpt, include=None, exclude=None, rename=None, cast=None, drop_optimizer=False, verify=True, raw=False, *,
+         framework="np", nested=False, mmap=False, endpoint_url=None, profile=None, region=None,
+         no_sign_request=False):
+    """Every tensor of `ckpt` as {name: numpy array} (torch.Tensors with framework="pt"),
+    the shape `load_state_dict` or a JAX pytree wants; the arrays are the caller's own
+    (writable; mmap=True: read-only views of the files, see Checkpoint). The selection
+    works as in `tfckpt merge`/`convert`: `include`/`exclude` are regular expressions (RE2
+    syntax, or lists of them) searched in names; `rename` is "REGEX=REPLACEMENT" (or a
+    list, applied in order; $1 or \\1 refers to a group); `drop_optimizer` leaves out
+    optimizer slots and state like `merge --drop-optimizer`. `cast` converts by dtype:
+    {"float64": "float32"} (keys and values: dtype names as TF or numpy spell them, numpy
+    dtypes, torch dtypes), or "FROM=TO" strings as `convert --cast` takes them; FROM is the
+    stored dtype (bfloat16 too) or the dtype as read; unknown dtypes are a UsageError.
+    bfloat16 reads as float32 with numpy (raw=True: its uint16 bits, for
+    ml_dtypes.bfloat16 / jnp.bfloat16: `bits.view(ml_dtypes.bfloat16)`) and as
+    torch.bfloat16 with torch. `nested=True` returns nested dicts by name path ("a/b/c" ->
+    d["a"]["b"]["c"], TF2's /.ATTRIBUTES/VARIABLE_VALUE dropped), as jax.tree_util and
+    Flax expect. Tensors numpy cannot hold (variants such as a saved iterator's state;
+    float8 without raw) are left out with a warning, as `convert` leaves them out; with
+    torch, string tensors are refused (DTypeError naming the tensor: exclude= them). The
+    object graph is not included; string tensors are object arrays of bytes."""
+    includes = [_stored(v) for v in _texts("load", "include", include)]
+    excludes = [_stored(v) for v in _texts("load", "exclude", exclude)]
+    renames = [_stored(v) for v in _renames("load", rename)]
+    drop_optimizer = _flag("load", "drop_optimizer", drop_optimizer)
+    verify = _flag("load", "verify", verify)
+    raw = _flag("load", "raw", raw)
+    nested = _flag("load", "nested", nested)
+    framework = _framework("load", framework)
+    if _flag("load", "mmap", mmap) and framework == "pt":
+        raise UsageError("load(): mmap=True gives read-only arrays, which torch cannot hold: use framework='np' "
+                         "with mmap=True, or framework='pt' without it", "usage")
+    casts = _casts("load", cast, framework)
     out, skipped = {}, []
-    with open(ckpt) as c:
+    with open(ckpt, framework="np", mmap=mmap, endpoint_url=endpoint_url, profile=profile, region=region,
+              no_sign_request=no_sign_request) as c:
         core = c._open()
-        for stored, new in core.select(patterns(include), patterns(exclude), patterns(rename), drop_optimizer):
+        pt = framework == "pt"
+        for stored, new in core.select(includes, excludes, renames, drop_optimizer):
             name, new = _name(stored), _name(new)
             if new in out:
-                raise UsageError(f"rename: two tensors both become {new!r}")
-            dtype = c.info(name).dtype
+                raise UsageError(f"rename: two tensors both become {new!r}", "usage")
+            info = c.info(name)
+            if pt and info.dtype == "string":
+                raise DTypeError(f"tensor {name!r} has dtype string, which torch cannot hold "
+                                 "(leave it out: exclude=, or load it with framework='np')", name)
             try:
-                array = c.read(name, verify=verify, raw=raw)
-            except TypeError:  # a dtype numpy has no type for
-                skipped.append(f"{name} ({dtype})")
+                array = c.read(name, verify=verify, raw=raw or (pt and info.dtype in ("bfloat16", *_TORCH_FLOAT8)))
+            except DTypeError:  # a dtype numpy has no type for
+                skipped.append(f"{name} ({info.dtype})")
                 continue
-            to = casts.get(dtype, casts.get(str(array.dtype)))
-            if to is not None:
-                try:
-                    array = array.astype(_np.dtype(to))
-                except TypeError:
-                    raise UsageError(f"cast: numpy has no dtype {to!r}") from None
-            out[new] = array
+            as_read = info.dtype if pt and info.dtype in ("bfloat16", *_TORCH_FLOAT8) else _dtype_key(array.dtype)
+            to = casts.get(info.dtype, casts.get(as_read))
+            if pt:
+                tensor = _to_torch(array, name, info.dtype)
+                out[new] = tensor if to is None else tensor.to(to)
+            else:
+                out[new] = array if to is None else array.astype(to)
     if skipped:
-        _warnings.warn(f"tfckpt.load left out {len(skipped)} tensor(s) numpy cannot hold: {', '.join(skipped[:5])}"
-                       + (" ..." if len(skipped) > 5 else ""), stacklevel=2)
-    return out
-
-
-def _fs(p):
-    """A path as the bytes the file system has (names need not be UTF-8)."""
-    if not isinstance(p, (str, bytes)) and not hasattr(p, "__fspath__"):
-        raise TypeError(f"expected a path, not {type(p).__name__}")
-    return _os.fsencode(p)
+        _warnings.warn(f"tfckpt.load left out {len(skipped)} tensor(s) {'torch' if framework == 'pt' else 'numpy'} "
+                       f"cannot hold: {', '.join(skipped[:5])}" + (" ..." if len(skipped) > 5 else ""), stacklevel=2)
+    return _nest(out) if nested else out
 
 
 def _request(command, params, kinds):
     """The request of `command` from its keyword arguments, each checked against its kind
-    (a TypeError names the parameter); None and False leave an option out."""
+    (an ArgumentTypeError names the parameter); None and False leave an option out."""
     out = {}
     for name, value in params.items():
         kind = kinds[name]
         if value is None:
             continue
         if kind == "path":
-            if not isinstance(value, (str, bytes)) and not hasattr(value, "__fspath__"):
-                raise TypeError(f"{command}(): {name} must be a path (str, bytes or os.PathLike), "
-                                f"not {type(value).__name__}")
-            out[name] = _os.fsencode(value)
+            out[name] = _path(command, name, value)
         elif kind == "paths":
             values = [value] if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__") else value
-            try:
-                out[name] = [_fs(v) for v in values]
-            except TypeError:
-                raise TypeError(f"{command}(): {name} must be a path or a list of paths") from None
+            if not isinstance(values, (list, tuple)):
+                raise ArgumentTypeError(f"{command}(): {name} must be a path or a list of paths, "
+                                        f"not {type(value).__name__}")
+            out[name] = [_path(command, name, v) for v in values]
         elif kind == "text":
             if not isinstance(value, str):
-                raise TypeError(f"{command}(): {name} must be a str, not {type(value).__name__}")
+                raise ArgumentTypeError(f"{command}(): {name} must be a str, not {type(value).__name__}")
             out[name] = _stored(value)
         elif kind == "texts":
-            values = [value] if isinstance(value, str) else value
-            if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
-                raise TypeError(f"{command}(): {name} must be a str or a list of str")
-            out[name] = [_stored(v) for v in values]
+            out[name] = [_stored(v) for v in _texts(command, name, value)]
+        elif kind == "renames":
+            out[name] = [_stored(v) for v in _renames(command, value)]
         elif kind == "flag":
-            if not isinstance(value, bool):
-                raise TypeError(f"{command}(): {name} must be True or False, not {type(value).__name__}")
-            if value:
+            if _flag(command, name, value):
                 out[name] = True
         elif kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{command}(): {name} must be an int, not {type(value).__name__}")
-            out[name] = value
+            if isinstance(value, bool) or not isinstance(value, (int, _np.integer)):
+                raise ArgumentTypeError(f"{command}(): {name} must be an int, not {type(value).__name__}")
+            out[name] = int(value)
         elif kind == "number":
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{command}(): {name} must be a number, not {type(value).__name__}")
+            if isinstance(value, bool) or not isinstance(value, (int, float, _np.integer, _np.floating)):
+                raise ArgumentTypeError(f"{command}(): {name} must be a number, not {type(value).__name__}")
             out[name] = float(value)
     return out
 
@@ -437,51 +887,59 @@ def _command(command, request):
 # Check ids of failures that are a check failing (exit status 1), not an input or a request.
 _CHECK_FAILURES = {"output.mismatch", "merge.parallel-differs", "merge.replica-differs"}
 
-_COMMON = {"jobs": "int", "connections": "int"}
+_COMMON = {"jobs": "int", "connections": "int", **_STORE_KINDS}
+
+# The command functions take the long options of their man pages (man tfckpt-COMMAND), with
+# '-' as '_', except --json (they return its document) and --quiet (they print nothing).
 
 
 def inspect(ckpt, *, filter=None, tensor=None, all_values=False, stats=False, tree=False, index_only=False,
-            connections=None):
+            jobs=None, connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
     """`tfckpt inspect CKPT --json`: the listing (filter="kernel"), the values of tensors
     (tensor=["global_step"]), statistics (stats=True) or the object graph (tree=True).
     Returns the document --json prints."""
     return _command("inspect", _request("inspect", dict(
         ckpt=ckpt, filter=filter, tensor=tensor, all_values=all_values, stats=stats, tree=tree, index_only=index_only,
-        connections=connections), dict(ckpt="path", filter="text", tensor="texts", all_values="flag", stats="flag",
-                                       tree="flag", index_only="flag", **_COMMON)))
+        jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
+        no_sign_request=no_sign_request), dict(ckpt="path", filter="text", tensor="texts", all_values="flag",
+                                               stats="flag", tree="flag", index_only="flag", **_COMMON)))
 
 
 def validate(ckpt, *, against=None, strict=False, quick=False, abort_uploads=False, tolerance=None, report=False,
-             jobs=None, connections=None):
+             jobs=None, connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
     """`tfckpt validate CKPT --json`: every check, or with against=OLD logical equality
     (tolerance=0.01 for floats, report=True for the numbers of each difference). Returns
     the report; raises CheckFailedError (with .report) when a check fails."""
     return _command("validate", _request("validate", dict(
         ckpt=ckpt, against=against, strict=strict, quick=quick, abort_uploads=abort_uploads, tolerance=tolerance,
-        report=report, jobs=jobs, connections=connections), dict(
+        report=report, jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
+        no_sign_request=no_sign_request), dict(
         ckpt="path", against="path", strict="flag", quick="flag", abort_uploads="flag", tolerance="number",
         report="flag", **_COMMON)))
 
 
 def reshard(ckpt=None, output=None, *, partition=None, policy=None, dry_run=False, force=False, no_verify=False,
-            bytes_per_string=None, plan=None, execute=None, task=None, finalize=None, jobs=None, connections=None):
+            allow_any_dtype=False, bytes_per_string=None, plan=None, execute=None, task=None, finalize=None, jobs=None,
+            connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
     """`tfckpt reshard CKPT -o OUTPUT --json`: partition=["fixed:3"], policy="shards:4",
     dry_run=True, ...; the scale-out steps plan="plan.json", execute="plan.json" with
     task=0 (or "auto"), finalize="plan.json". Returns what --json prints."""
-    if isinstance(task, int) and not isinstance(task, bool):
-        task = str(task)
+    if isinstance(task, (int, _np.integer)) and not isinstance(task, bool):
+        task = str(int(task))
     return _command("reshard", _request("reshard", dict(
         ckpt=ckpt, output=output, partition=partition, policy=policy, dry_run=dry_run, force=force,
-        no_verify=no_verify, bytes_per_string=bytes_per_string, plan=plan, execute=execute, task=task,
-        finalize=finalize, jobs=jobs, connections=connections), dict(
+        no_verify=no_verify, allow_any_dtype=allow_any_dtype, bytes_per_string=bytes_per_string, plan=plan,
+        execute=execute, task=task, finalize=finalize, jobs=jobs, connections=connections, endpoint_url=endpoint_url,
+        profile=profile, region=region, no_sign_request=no_sign_request), dict(
         ckpt="path", output="path", partition="texts", policy="text", dry_run="flag", force="flag", no_verify="flag",
-        bytes_per_string="int", plan="path", execute="path", task="text", finalize="path", **_COMMON)))
+        allow_any_dtype="flag", bytes_per_string="int", plan="path", execute="path", task="text", finalize="path",
+        **_COMMON)))
 
 
 def merge(ckpts, output=None, *, recover=False, allow_missing=False, move=False, force=False, no_verify=False,
           on_conflict=None, include=None, exclude=None, rename=None, drop_optimizer=False, average=False,
           collapse_parallel=None, expand_parallel=None, collapse_replicas=False, no_check=False, dry_run=False,
-          jobs=None, connections=None):
+          jobs=None, connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
     """`tfckpt merge CKPT... -o OUTPUT --json`: drop_optimizer=True, average=True,
     recover=True (then `output` may be omitted), ... Returns what --json prints."""
     if collapse_parallel is True:
@@ -491,24 +949,30 @@ def merge(ckpts, output=None, *, recover=False, allow_missing=False, move=False,
         no_verify=no_verify, on_conflict=on_conflict, include=include, exclude=exclude, rename=rename,
         drop_optimizer=drop_optimizer, average=average, collapse_parallel=collapse_parallel,
         expand_parallel=expand_parallel, collapse_replicas=collapse_replicas, no_check=no_check, dry_run=dry_run,
-        jobs=jobs, connections=connections), dict(
+        jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
+        no_sign_request=no_sign_request), dict(
         ckpts="paths", output="path", recover="flag", allow_missing="flag", move="flag", force="flag",
-        no_verify="flag", on_conflict="text", include="texts", exclude="texts", rename="texts", drop_optimizer="flag",
-        average="flag", collapse_parallel="text", expand_parallel="int", collapse_replicas="flag", no_check="flag",
-        dry_run="flag", **_COMMON)))
+        no_verify="flag", on_conflict="text", include="texts", exclude="texts", rename="renames",
+        drop_optimizer="flag", average="flag", collapse_parallel="text", expand_parallel="int",
+        collapse_replicas="flag", no_check="flag", dry_run="flag", **_COMMON)))
 
 
 def convert(src, output, *, to=None, cast=None, include=None, exclude=None, rename=None, max_file_size=None,
-            partition=None, strict=False, force=False, no_verify=False, jobs=None, connections=None):
+            partition=None, strict=False, force=False, no_verify=False, jobs=None, connections=None,
+            endpoint_url=None, profile=None, region=None, no_sign_request=False):
     """`tfckpt convert SRC -o OUTPUT --json`: to="safetensors", cast="float32=bfloat16" (or
     {"float32": "bfloat16"}), max_file_size="5G", ... Returns what --json prints."""
     if isinstance(cast, dict):
-        cast = [f"{k}={v}" for k, v in cast.items()]
-    if isinstance(max_file_size, int) and not isinstance(max_file_size, bool):
-        max_file_size = str(max_file_size)
+        cast = [f"{_dtype_key(k) or k}={_dtype_key(v) or v}" for k, v in cast.items()]
+    if isinstance(max_file_size, (int, _np.integer)) and not isinstance(max_file_size, bool):
+        max_file_size = str(int(max_file_size))
     return _command("convert", _request("convert", dict(
         src=src, output=output, to=to, cast=cast, include=include, exclude=exclude, rename=rename,
         max_file_size=max_file_size, partition=partition, strict=strict, force=force, no_verify=no_verify, jobs=jobs,
-        connections=connections), dict(
-        src="path", output="path", to="text", cast="texts", include="texts", exclude="texts", rename="texts",
+        connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
+        no_sign_request=no_sign_request), dict(
+        src="path", output="path", to="text", cast="texts", include="texts", exclude="texts", rename="renames",
         max_file_size="text", partition="texts", strict="flag", force="flag", no_verify="flag", **_COMMON)))
+
+
+from . import train  # noqa: E402 (tfckpt.train uses the above)

@@ -1,12 +1,21 @@
-# Type stubs of the tfckpt package (see its docstrings: help(tfckpt)).
+# Type stubs of the tfckpt package (see its docstrings: help(tfckpt)). tests/python_test.py
+# compares them with the runtime: every public name, every signature (names, kinds, defaults).
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from . import train as train
+
+__version__: str
+
 _Path = Union[str, bytes, os.PathLike]
 _Patterns = Union[None, str, Sequence[str]]
+_DType = Union[str, np.dtype, type, Any]  # a dtype name, a numpy dtype or type, a torch dtype
+_Cast = Union[None, str, Sequence[str], Mapping[_DType, _DType]]
+_Framework = Literal["np", "numpy", "pt", "torch"]
+_Array = Any  # numpy.ndarray, or torch.Tensor with framework="pt"
 
 class Error(Exception):
     message: str
@@ -14,13 +23,23 @@ class Error(Exception):
     file: Optional[str]
     key: Optional[str]
     offset: Optional[int]
-    def __init__(self, message: str, check_id: str = ..., file: Optional[str] = ..., key: Optional[str] = ...,
-                 offset: Optional[int] = ...) -> None: ...
+    report: Any
+    def __init__(self, message: str, check_id: str = "", file: Optional[str] = None, key: Optional[str] = None,
+                 offset: Optional[int] = None) -> None: ...
 
 class UsageError(Error, ValueError): ...
 class CorruptInputError(Error): ...
-class CheckFailedError(Error):
-    report: Any
+class CheckFailedError(Error): ...
+class NotFoundError(CorruptInputError, FileNotFoundError):
+    def __init__(self, message: str, check_id: str = "not-found", file: Optional[str] = None,
+                 key: Optional[str] = None, offset: Optional[int] = None) -> None: ...
+class PermissionDeniedError(CorruptInputError, PermissionError):
+    def __init__(self, message: str, check_id: str = "", file: Optional[str] = None, key: Optional[str] = None,
+                 offset: Optional[int] = None) -> None: ...
+class ArgumentTypeError(Error, TypeError):
+    def __init__(self, message: str) -> None: ...
+class DTypeError(Error, TypeError):
+    def __init__(self, message: str, key: Optional[str] = None) -> None: ...
 
 @dataclass(frozen=True)
 class SliceInfo:
@@ -43,7 +62,13 @@ class TensorSlice:
     def shape(self) -> tuple[int, ...]: ...
     @property
     def dtype(self) -> str: ...
-    def __getitem__(self, key: Any) -> np.ndarray: ...
+    @property
+    def ndim(self) -> int: ...
+    def get_shape(self) -> list[int]: ...
+    def get_dtype(self) -> str: ...
+    def __len__(self) -> int: ...
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray: ...
+    def __getitem__(self, key: Any) -> _Array: ...
 
 class Checkpoint:
     def __enter__(self) -> "Checkpoint": ...
@@ -55,33 +80,48 @@ class Checkpoint:
     def __iter__(self) -> Iterator[str]: ...
     def __contains__(self, name: object) -> bool: ...
     def info(self, name: str) -> TensorInfo: ...
-    def read(self, name: str, *, raw: bool = ..., verify: bool = ...) -> np.ndarray: ...
-    def __getitem__(self, name: str) -> np.ndarray: ...
-    def get_slice(self, name: str, *, raw: bool = ...) -> TensorSlice: ...
+    def read(self, name: str, *, raw: bool = False, verify: bool = True) -> _Array: ...
+    def __getitem__(self, name: str) -> _Array: ...
+    def get_slice(self, name: str, *, raw: bool = False, verify: bool = True) -> TensorSlice: ...
     def object_graph(self) -> Optional[dict[str, dict[str, str]]]: ...
 
-def open(ckpt: _Path) -> Checkpoint: ...
-def load(ckpt: _Path, include: _Patterns = ..., exclude: _Patterns = ..., rename: _Patterns = ...,
-         cast: Optional[Mapping[str, str]] = ..., drop_optimizer: bool = ..., verify: bool = ...) -> dict[str, np.ndarray]: ...
-def inspect(ckpt: _Path, *, filter: Optional[str] = ..., tensor: Union[None, str, Sequence[str]] = ...,
-            all_values: bool = ..., stats: bool = ..., tree: bool = ..., index_only: bool = ...,
-            connections: Optional[int] = ...) -> dict[str, Any]: ...
-def validate(ckpt: _Path, *, against: Optional[_Path] = ..., strict: bool = ..., quick: bool = ...,
-             abort_uploads: bool = ..., tolerance: Optional[float] = ..., report: bool = ..., jobs: Optional[int] = ...,
-             connections: Optional[int] = ...) -> dict[str, Any]: ...
-def reshard(ckpt: Optional[_Path] = ..., output: Optional[_Path] = ..., *,
-            partition: Union[None, str, Sequence[str]] = ..., policy: Optional[str] = ..., dry_run: bool = ...,
-            force: bool = ..., no_verify: bool = ..., bytes_per_string: Optional[int] = ...,
-            plan: Optional[_Path] = ..., execute: Optional[_Path] = ..., task: Union[None, int, str] = ...,
-            finalize: Optional[_Path] = ..., jobs: Optional[int] = ..., connections: Optional[int] = ...) -> dict[str, Any]: ...
-def merge(ckpts: Union[_Path, Sequence[_Path]], output: Optional[_Path] = ..., *, recover: bool = ...,
-          allow_missing: bool = ..., move: bool = ..., force: bool = ..., no_verify: bool = ...,
-          on_conflict: Optional[str] = ..., include: _Patterns = ..., exclude: _Patterns = ..., rename: _Patterns = ...,
-          drop_optimizer: bool = ..., average: bool = ..., collapse_parallel: Union[None, bool, str] = ...,
-          expand_parallel: Optional[int] = ..., collapse_replicas: bool = ..., no_check: bool = ...,
-          dry_run: bool = ..., jobs: Optional[int] = ..., connections: Optional[int] = ...) -> dict[str, Any]: ...
-def convert(src: _Path, output: _Path, *, to: Optional[str] = ..., cast: Union[None, str, Sequence[str], Mapping[str, str]] = ...,
-            include: _Patterns = ..., exclude: _Patterns = ..., rename: _Patterns = ...,
-            max_file_size: Union[None, int, str] = ..., partition: Union[None, str, Sequence[str]] = ...,
-            strict: bool = ..., force: bool = ..., no_verify: bool = ..., jobs: Optional[int] = ...,
-            connections: Optional[int] = ...) -> dict[str, Any]: ...
+def open(ckpt: _Path, *, framework: _Framework = "np", mmap: bool = False, endpoint_url: Optional[str] = None,
+         profile: Optional[str] = None, region: Optional[str] = None, no_sign_request: bool = False) -> Checkpoint: ...
+def load(ckpt: _Path, include: _Patterns = None, exclude: _Patterns = None, rename: _Patterns = None,
+         cast: _Cast = None, drop_optimizer: bool = False, verify: bool = True, raw: bool = False, *,
+         framework: _Framework = "np", nested: bool = False, mmap: bool = False, endpoint_url: Optional[str] = None,
+         profile: Optional[str] = None, region: Optional[str] = None,
+         no_sign_request: bool = False) -> dict[str, Any]: ...
+
+# The command functions take the long options of `man tfckpt-COMMAND` ('-' as '_'), except
+# --json (they return its document) and --quiet (they print nothing).
+def inspect(ckpt: _Path, *, filter: Optional[str] = None, tensor: Union[None, str, Sequence[str]] = None,
+            all_values: bool = False, stats: bool = False, tree: bool = False, index_only: bool = False,
+            jobs: Optional[int] = None, connections: Optional[int] = None, endpoint_url: Optional[str] = None, profile: Optional[str] = None,
+            region: Optional[str] = None, no_sign_request: bool = False) -> dict[str, Any]: ...
+def validate(ckpt: _Path, *, against: Optional[_Path] = None, strict: bool = False, quick: bool = False,
+             abort_uploads: bool = False, tolerance: Optional[float] = None, report: bool = False,
+             jobs: Optional[int] = None, connections: Optional[int] = None, endpoint_url: Optional[str] = None,
+             profile: Optional[str] = None, region: Optional[str] = None,
+             no_sign_request: bool = False) -> dict[str, Any]: ...
+def reshard(ckpt: Optional[_Path] = None, output: Optional[_Path] = None, *,
+            partition: Union[None, str, Sequence[str]] = None, policy: Optional[str] = None, dry_run: bool = False,
+            force: bool = False, no_verify: bool = False, allow_any_dtype: bool = False,
+            bytes_per_string: Optional[int] = None, plan: Optional[_Path] = None, execute: Optional[_Path] = None,
+            task: Union[None, int, str] = None, finalize: Optional[_Path] = None, jobs: Optional[int] = None,
+            connections: Optional[int] = None, endpoint_url: Optional[str] = None, profile: Optional[str] = None,
+            region: Optional[str] = None, no_sign_request: bool = False) -> dict[str, Any]: ...
+def merge(ckpts: Union[_Path, Sequence[_Path]], output: Optional[_Path] = None, *, recover: bool = False,
+          allow_missing: bool = False, move: bool = False, force: bool = False, no_verify: bool = False,
+          on_conflict: Optional[str] = None, include: _Patterns = None, exclude: _Patterns = None,
+          rename: _Patterns = None, drop_optimizer: bool = False, average: bool = False,
+          collapse_parallel: Union[None, bool, str] = None, expand_parallel: Optional[int] = None,
+          collapse_replicas: bool = False, no_check: bool = False, dry_run: bool = False, jobs: Optional[int] = None,
+          connections: Optional[int] = None, endpoint_url: Optional[str] = None, profile: Optional[str] = None,
+          region: Optional[str] = None, no_sign_request: bool = False) -> dict[str, Any]: ...
+def convert(src: _Path, output: _Path, *, to: Optional[str] = None, cast: _Cast = None, include: _Patterns = None,
+            exclude: _Patterns = None, rename: _Patterns = None, max_file_size: Union[None, int, str] = None,
+            partition: Union[None, str, Sequence[str]] = None, strict: bool = False, force: bool = False,
+            no_verify: bool = False, jobs: Optional[int] = None, connections: Optional[int] = None,
+            endpoint_url: Optional[str] = None, profile: Optional[str] = None, region: Optional[str] = None,
+            no_sign_request: bool = False) -> dict[str, Any]: ...

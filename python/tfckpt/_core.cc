@@ -22,15 +22,19 @@
 #include <thread>
 #include <vector>
 
+#include "base/path.h"
+#include "copy/copy.h"
+#include "model/name_rules.h"
+#include "model/object_graph.h"
 #include "run/fault_hook.h"
+#include "run/run.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/commands.h"
-#include "tfckpt/copy.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/name_rules.h"
-#include "tfckpt/object_graph.h"
 #include "tfckpt/open.h"
+#include "tfckpt/region.h"
 #include "tfckpt/status.h"
+#include "tfckpt/storage.h"
 #include "tfckpt/version.h"
 
 namespace py = pybind11;
@@ -81,11 +85,13 @@ std::string NumpyType(int32_t dtype, bool raw) {
   }
 }
 
-// Appends copied bytes to a preallocated array buffer.
+// Appends copied bytes to a preallocated array buffer; a stop request of the current run
+// (Ctrl-C) ends the copy between two appends.
 class BufferSink : public PieceSink {
  public:
   BufferSink(char* out, size_t capacity) : out_(out), capacity_(capacity) {}
   absl::Status Append(std::string_view bytes) override {
+    TFCKPT_RETURN_IF_ERROR(Reached("read-chunk"));
     if (bytes.size() > capacity_ - used_) return absl::InternalError("bug: region larger than its array");
     std::memcpy(out_ + used_, bytes.data(), bytes.size());
     used_ += bytes.size();
@@ -99,9 +105,186 @@ class BufferSink : public PieceSink {
   size_t used_ = 0;
 };
 
+// The bytes of `region` of the fixed-size tensor `t`, in row-major order, into `out`
+// (`capacity` bytes). Where the region and the stored pieces it touches are whole rows (a
+// tensor stored whole, or partitioned on axis 0: nearly every checkpoint), each piece's
+// part is read straight into its place (Checkpoint::ReadInto: no other copy), and each
+// piece read whole has its CRC checked when `verify`. Other layouts, and bfloat16 widened
+// to float32 (`widen`), go through the copy engine (CopyRegion), which checks pieces read
+// whole as well; the pieces inside a region that is not the whole tensor are then checked
+// beforehand (a second read of those) so that every piece read whole is checked.
+absl::Status ReadBox(const Checkpoint& c, const TensorEntry& t, const Region& region, bool widen, bool verify,
+                     char* out, size_t capacity) {
+  if (region.empty()) return absl::OkStatus();
+  const int64_t esize = LookupDType(t.dtype)->element_size;
+  if (!widen && static_cast<uint64_t>(region.num_elements() * esize) == capacity) {
+    bool rows = region.rank() == 0 || region.WholeRowsOf(t.shape);
+    std::vector<const StoredSlice*> sources;
+    int64_t covered = 0;
+    for (const StoredSlice& s : t.slices) {
+      if (region.rank() == 0) {
+        sources.push_back(&s);
+        covered = 1;
+        break;
+      }
+      auto inter = Intersect(s.region, region);
+      if (!inter) continue;
+      if (!s.region.WholeRowsOf(t.shape)) rows = false;
+      sources.push_back(&s);
+      covered += inter->num_elements();
+    }
+    if (rows && covered == region.num_elements()) {
+      const int64_t row_bytes = region.rank() == 0 ? esize : (region.num_elements() / region.shape[0]) * esize;
+      for (const StoredSlice* s : sources) {
+        int64_t lo = 0, hi = 1, s0 = 0, r0 = 0;
+        if (region.rank() > 0) {
+          s0 = s->region.start[0];
+          r0 = region.start[0];
+          lo = std::max(s0, r0);
+          hi = std::min(s0 + s->region.shape[0], r0 + region.shape[0]);
+        }
+        TFCKPT_RETURN_IF_ERROR(c.ReadInto(t, *s, static_cast<uint64_t>((lo - s0) * row_bytes),
+                                          static_cast<uint64_t>((hi - s0) * row_bytes), out + (lo - r0) * row_bytes,
+                                          verify));
+      }
+      return absl::OkStatus();
+    }
+  }
+  const bool whole = region.Covers(t.shape);
+  std::string buffer;
+  if (verify && !whole) {
+    for (const StoredSlice& s : t.slices) {
+      auto inter = Intersect(s.region, region);
+      if (inter && *inter == s.region) TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, s, &buffer));
+    }
+  }
+  BufferSink sink(out, capacity);
+  absl::Status st;
+  if (widen) {
+    CastSink cast(t.dtype, static_cast<int32_t>(DType::kFloat), sink);
+    st = CopyRegion(c, t, region, cast, &buffer, nullptr, verify && whole);
+  } else {
+    st = CopyRegion(c, t, region, sink, &buffer, nullptr, verify && whole);
+  }
+  if (st.ok() && sink.used() != capacity) st = absl::InternalError("bug: region copy left the array short");
+  return st;
+}
+
+// The run a Python Checkpoint's reads are made in (RunScope around each): the object store
+// options given to open(), a store read from the environment when the run first talks to
+// one (so each open reads the settings as they are then), and a stop request for Ctrl-C.
+// A stopped run is replaced by a new one for the reads after it.
+class Session {
+ public:
+  explicit Session(ObjectStoreOptions options)
+      : options_(std::move(options)), hooked_(FaultHookFromEnvironment({}) != nullptr) {
+    current_ = Make();
+  }
+  // The test hook is set (TFCKPT_FAULT_PAUSE_AT): every call then runs on a thread of its
+  // own, so that a signal reaches the call wherever the hook pauses it.
+  bool hooked() const { return hooked_; }
+
+  struct Current {
+    std::shared_ptr<Run> run;
+    std::shared_ptr<std::stop_source> stop;
+  };
+  Current Get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_;
+  }
+  // After `stopped` was stopped: a fresh run for what comes next (once per stop).
+  void Renew(const Current& stopped) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (current_.run == stopped.run) current_ = Make();
+  }
+
+ private:
+  Current Make() const {
+    auto stop = std::make_shared<std::stop_source>();
+    RunOptions o;
+    o.stop = stop->get_token();
+    o.object_store = options_;
+    o.at_point = FaultHookFromEnvironment(o.stop);  // (tests: TFCKPT_FAULT_PAUSE_AT)
+    // Reads create nothing: the run is kept, not undone, when the last holder lets it go.
+    std::shared_ptr<Run> run(new Run(std::move(o)), [](Run* r) {
+      r->Keep();
+      delete r;
+    });
+    return {std::move(run), std::move(stop)};
+  }
+
+  const ObjectStoreOptions options_;
+  const bool hooked_;
+  std::mutex mu_;
+  Current current_;
+};
+
+// Reads larger than this (or from an object store) run on a thread of their own while the
+// calling thread looks for Ctrl-C; smaller ones take a few milliseconds and run inline.
+constexpr uint64_t kInlineReadBytes = 8 << 20;
+
+// Runs `fn` in `session`'s run without the GIL: on this thread, or, with `worker`, on a
+// thread of its own while this one looks for a signal every 0.1 s (PyErr_CheckSignals:
+// Python's handlers run on the main thread only). Ctrl-C (a pending KeyboardInterrupt)
+// stops the run; `fn` unwinds within a chunk's read, and the KeyboardInterrupt is raised
+// (py::error_already_set). A read stopped by another thread's Ctrl-C is made again.
+absl::Status Interruptible(Session& session, bool worker, const std::function<absl::Status()>& fn) {
+  worker = worker || session.hooked();
+  for (int attempt = 0;; ++attempt) {
+    const Session::Current cur = session.Get();
+    absl::Status status;
+    bool interrupted = false;
+    if (!worker) {
+      py::gil_scoped_release release;
+      RunScope scope(cur.run.get());
+      status = fn();
+    } else {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      std::thread thread([&] {
+        absl::Status s;
+        {
+          RunScope scope(cur.run.get());
+          s = fn();
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        status = std::move(s);
+        done = true;
+        cv.notify_all();
+      });
+      for (;;) {
+        {
+          py::gil_scoped_release release;
+          std::unique_lock<std::mutex> lock(mu);
+          if (cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return done; })) break;
+        }
+        if (!interrupted && PyErr_CheckSignals() != 0) {
+          interrupted = true;
+          cur.stop->request_stop();
+        }
+      }
+      {
+        py::gil_scoped_release release;
+        thread.join();
+      }
+    }
+    if (interrupted) {
+      session.Renew(cur);
+      throw py::error_already_set();
+    }
+    if (absl::IsCancelled(status) && cur.stop->stop_requested() && attempt < 3) {
+      session.Renew(cur);  // (another thread's Ctrl-C stopped this read too)
+      continue;
+    }
+    return status;
+  }
+}
+
 class PyCheckpoint {
  public:
-  explicit PyCheckpoint(std::shared_ptr<const Checkpoint> c) : c_(std::move(c)) {}
+  PyCheckpoint(std::shared_ptr<const Checkpoint> c, std::shared_ptr<Session> session)
+      : c_(std::move(c)), session_(std::move(session)), remote_(IsUrl(c_->info().prefix)) {}
 
   const Checkpoint& c() const { return *c_; }
 
@@ -116,6 +299,16 @@ class PyCheckpoint {
     py::list out(c_->tensors().size());
     size_t i = 0;
     for (const TensorEntry& t : c_->tensors()) out[i++] = py::bytes(t.name);
+    return out;
+  }
+
+  // (name, dtype name, shape) of every tensor, in name order.
+  py::list Listing() const {
+    py::list out(c_->tensors().size());
+    size_t i = 0;
+    for (const TensorEntry& t : c_->tensors()) {
+      out[i++] = py::make_tuple(py::bytes(t.name), DTypeName(t.dtype), py::tuple(py::cast(t.shape)));
+    }
     return out;
   }
 
@@ -148,8 +341,11 @@ class PyCheckpoint {
     return d;
   }
 
-  // The box [start, start + shape) of tensor `name` as a numpy array of that shape.
-  py::object Read(const std::string& name, const Shape& start, const Shape& shape, bool raw, bool verify) const {
+  // The box [start, start + shape) of tensor `name` as a numpy array of that shape: an
+  // array of its own (writable, aligned), or with `mapped` a read-only one, backed by the
+  // data file's mapping where the stored bytes already are the array.
+  py::object Read(const std::string& name, const Shape& start, const Shape& shape, bool raw, bool verify,
+                  bool mapped) const {
     const TensorEntry& t = Entry(name);
     if (!t.defect.empty()) {
       Throw(DataLossAt(t.defect_check.empty() ? "entry" : t.defect_check, c_->info().index_path, t.name, -1,
@@ -167,35 +363,34 @@ class PyCheckpoint {
                            ", which numpy cannot represent" +
                            (info != nullptr && info->kind == ValueKind::kFloat ? " (raw=True gives its bits)" : ""));
     }
-    if (auto zero_copy = ZeroCopy(t, region, np_type, raw, verify)) return *zero_copy;
+    if (mapped) {
+      if (auto zero_copy = ZeroCopy(t, region, np_type, raw, verify)) return *zero_copy;
+    }
     py::array out{py::dtype(np_type), shape};
     char* dst = static_cast<char*>(out.mutable_data());
     const size_t capacity = static_cast<size_t>(out.nbytes());
-    absl::Status s;
-    {
-      py::gil_scoped_release release;
-      BufferSink sink(dst, capacity);
-      std::string buffer;
-      const bool widen = static_cast<DType>(t.dtype) == DType::kBFloat16 && !raw;
-      if (widen) {
-        CastSink cast(t.dtype, static_cast<int32_t>(DType::kFloat), sink);
-        s = CopyRegion(*c_, t, region, cast, &buffer, nullptr, verify);
-      } else {
-        s = CopyRegion(*c_, t, region, sink, &buffer, nullptr, verify);
-      }
-      if (s.ok() && sink.used() != capacity) s = absl::InternalError("bug: region copy left the array short");
-    }
+    const bool widen = static_cast<DType>(t.dtype) == DType::kBFloat16 && !raw;
+    const absl::Status s = Interruptible(*session_, remote_ || capacity >= kInlineReadBytes, [&] {
+      return ReadBox(*c_, t, region, widen, verify, dst, capacity);
+    });
     if (!s.ok()) Throw(s);
+    if (mapped) py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
     return std::move(out);
   }
 
   py::object ObjectGraph() const {
-    auto g = Check(LoadObjectGraph(*c_));
-    if (!g.has_value()) return py::none();
-    const std::vector<std::string> paths = ObjectPaths(*g);
+    absl::StatusOr<std::optional<pb::TrackableObjectGraph>> g;
+    {
+      py::gil_scoped_release release;
+      RunScope scope(session_->Get().run.get());
+      g = LoadObjectGraph(*c_);
+    }
+    if (!g.ok()) Throw(g.status());
+    if (!g->has_value()) return py::none();
+    const std::vector<std::string> paths = ObjectPaths(**g);
     py::list nodes;
-    for (int i = 0; i < g->nodes_size(); ++i) {
-      const auto& n = g->nodes(i);
+    for (int i = 0; i < (*g)->nodes_size(); ++i) {
+      const auto& n = (*g)->nodes(i);
       py::list children, attributes, slots;
       for (const auto& ch : n.children()) children.append(py::make_tuple(py::bytes(ch.local_name()), ch.node_id()));
       for (const auto& a : n.attributes()) {
@@ -231,7 +426,14 @@ class PyCheckpoint {
     const NameRules names = Check(NameRules::Create(include, exclude, rules));
     std::vector<std::string> optimizer_paths;
     if (drop_optimizer) {
-      if (auto g = Check(LoadObjectGraph(*c_)); g.has_value()) optimizer_paths = OptimizerPaths(*g);
+      absl::StatusOr<std::optional<pb::TrackableObjectGraph>> g;
+      {
+        py::gil_scoped_release release;
+        RunScope scope(session_->Get().run.get());
+        g = LoadObjectGraph(*c_);
+      }
+      if (!g.ok()) Throw(g.status());
+      if (g->has_value()) optimizer_paths = OptimizerPaths(**g);
     }
     py::list out;
     for (const TensorEntry& t : c_->tensors()) {
@@ -242,29 +444,34 @@ class PyCheckpoint {
     return out;
   }
 
-
  private:
-  // An array backed by the data file's mapping when the stored bytes already are the
-  // array: the whole of an unpartitioned tensor numpy holds as stored, read as a view of
-  // the mapping (V2 little-endian, safetensors; V1 and big-endian payloads are decoded).
+  // A read-only array backed by the data file's mapping when the stored bytes already are
+  // the array: the whole of an unpartitioned tensor numpy holds as stored, aligned for its
+  // dtype (V2 little-endian, safetensors; V1 and big-endian payloads are decoded). The
+  // arrays of one checkpoint share its one mapping per data file.
   std::optional<py::object> ZeroCopy(const TensorEntry& t, const Region& region, const std::string& np_type, bool raw,
                                      bool verify) const {
     const bool as_stored = static_cast<DType>(t.dtype) != DType::kBFloat16 || raw;
     if (!as_stored || t.slices.size() != 1 || !region.Covers(t.shape) || c_->info().format == Format::kV1 ||
-        c_->info().big_endian) {
+        c_->info().big_endian || remote_) {
       return std::nullopt;
     }
     absl::StatusOr<TensorBytes> bytes;
     {
       py::gil_scoped_release release;
+      RunScope scope(session_->Get().run.get());
       bytes = c_->Read(t, t.slices[0], verify);
     }
     if (!bytes.ok()) Throw(bytes.status());
     if (bytes->owner != nullptr) return std::nullopt;  // not a view of the mapping
+    const py::dtype dt(np_type);
+    if (reinterpret_cast<uintptr_t>(bytes->data.data()) % static_cast<uintptr_t>(dt.attr("alignment").cast<int>())) {
+      return std::nullopt;  // (copied: numpy and torch expect aligned elements)
+    }
     // The capsule keeps the checkpoint (and so the mapping) alive as long as the array.
     auto* keep = new std::shared_ptr<const Checkpoint>(c_);
     py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<const Checkpoint>*>(p); });
-    py::array out{py::dtype(np_type), region.shape, {}, bytes->data.data(), base};
+    py::array out{dt, region.shape, {}, bytes->data.data(), base};
     py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
     return std::move(out);
   }
@@ -272,11 +479,11 @@ class PyCheckpoint {
   py::object ReadStrings(const TensorEntry& t, const Region& region) const {
     std::vector<TensorBytes> keep;
     absl::StatusOr<std::vector<std::string_view>> elements;
-    {
-      py::gil_scoped_release release;
+    const absl::Status s = Interruptible(*session_, remote_, [&] {
       elements = GatherStrings(*c_, t, region, &keep);
-    }
-    if (!elements.ok()) Throw(elements.status());
+      return elements.ok() ? absl::OkStatus() : elements.status();
+    });
+    if (!s.ok()) Throw(s);
     py::array out{py::dtype("O"), region.shape};
     auto** items = static_cast<PyObject**>(out.mutable_data());
     for (size_t i = 0; i < elements->size(); ++i) {
@@ -290,7 +497,70 @@ class PyCheckpoint {
   }
 
   std::shared_ptr<const Checkpoint> c_;
+  std::shared_ptr<Session> session_;
+  bool remote_;
 };
+
+// The object store options of a request or an open: endpoint_url, profile, region (bytes)
+// and no_sign_request (bool), each optional.
+ObjectStoreOptions StoreOptions(const py::dict& d) {
+  ObjectStoreOptions o;
+  if (d.contains("endpoint_url")) o.endpoint_url = d["endpoint_url"].cast<std::string>();
+  if (d.contains("profile")) o.profile = d["profile"].cast<std::string>();
+  if (d.contains("region")) o.region = d["region"].cast<std::string>();
+  if (d.contains("no_sign_request")) o.no_sign_request = d["no_sign_request"].cast<bool>();
+  return o;
+}
+
+PyCheckpoint Open(const std::string& spec, const py::dict& store) {
+  auto session = std::make_shared<Session>(StoreOptions(store));
+  absl::StatusOr<std::unique_ptr<Checkpoint>> c;
+  const absl::Status s = Interruptible(*session, IsUrl(spec), [&] {
+    c = OpenCheckpoint(spec);
+    return c.ok() ? absl::OkStatus() : c.status();
+  });
+  if (!s.ok()) Throw(s);
+  return PyCheckpoint(std::shared_ptr<const Checkpoint>(std::move(*c)), std::move(session));
+}
+
+// For tfckpt.train.latest_checkpoint: the text of a small file (None when it cannot be
+// read), and the paths matching a pattern, through the path's storage.
+py::object ReadSmallFile(const std::string& path, const py::dict& store) {
+  Session session(StoreOptions(store));
+  absl::StatusOr<std::string> text;
+  const absl::Status s = Interruptible(session, IsUrl(path), [&] {
+    text = Storage::For(path).ReadSmallFile(path, kMaxStateFileBytes);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) Throw(s);
+  if (!text.ok()) return py::none();
+  return py::bytes(*text);
+}
+
+bool IsDirectoryPath(const std::string& path, const py::dict& store) {
+  Session session(StoreOptions(store));
+  bool out = false;
+  const absl::Status s = Interruptible(session, IsUrl(path), [&] {
+    out = Storage::For(path).IsDirectory(path);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) Throw(s);
+  return out;
+}
+
+py::list GlobPaths(const std::string& pattern, const py::dict& store) {
+  Session session(StoreOptions(store));
+  std::vector<std::string> found;
+  const absl::Status s = Interruptible(session, IsUrl(pattern), [&] {
+    found = Storage::For(pattern).Glob(pattern);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) Throw(s);
+  std::sort(found.begin(), found.end());
+  py::list out;
+  for (const std::string& f : found) out.append(py::bytes(f));
+  return out;
+}
 
 // ---------------------------------------------------------------------------------------
 // The commands (commands.h), called directly: the request from the keyword arguments
@@ -394,6 +664,7 @@ Job ReshardJob(const py::dict& d) {
   f.Flag("dry_run", &r.dry_run);
   f.Flag("force", &r.force);
   f.Flag("no_verify", &r.no_verify);
+  f.Flag("allow_any_dtype", &r.allow_any_dtype);
   f.Number("bytes_per_string", &r.bytes_per_string);
   f.Text("plan", &r.plan_out);
   f.Text("execute", &r.execute);
@@ -474,6 +745,7 @@ py::tuple RunCommand(const std::string& name, const py::dict& d) {
   run.at_point = FaultHookFromEnvironment(run.stop);  // (tests: TFCKPT_FAULT_PAUSE_AT)
   if (d.contains("jobs")) run.jobs = d["jobs"].cast<int>();
   if (d.contains("connections")) run.connections = d["connections"].cast<int>();
+  run.object_store = StoreOptions(d);
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -521,33 +793,37 @@ py::tuple RunCommand(const std::string& name, const py::dict& d) {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "C++ core of the tfckpt package (use `import tfckpt`).";
-  m.attr("version") = TFCKPT_VERSION;  // (tfckpt.__version__)
+  m.attr("__version__") = TFCKPT_VERSION;
   py::class_<PyCheckpoint>(m, "Checkpoint")
       .def("names", &PyCheckpoint::Names, "Every tensor's name (bytes), in name order.")
+      .def("listing", &PyCheckpoint::Listing, "(name, dtype, shape) of every tensor, in name order.")
       .def("__len__", [](const PyCheckpoint& p) { return p.c().tensors().size(); })
       .def("__contains__", [](const PyCheckpoint& p, const std::string& name) { return p.c().Find(name) != nullptr; })
       .def("describe", py::overload_cast<const std::string&>(&PyCheckpoint::Describe, py::const_), py::arg("name"),
            "One tensor as a dict: name (bytes), dtype, shape, bytes, partitioned, slices, defect.")
       .def("read", &PyCheckpoint::Read, py::arg("name"), py::arg("start"), py::arg("shape"), py::arg("raw") = false,
-           py::arg("verify") = true, "The box [start, start + shape) of a tensor as a numpy array.")
+           py::arg("verify") = true, py::arg("mapped") = false,
+           "The box [start, start + shape) of a tensor as a numpy array.")
       .def("object_graph", &PyCheckpoint::ObjectGraph, "The TF2 object graph's nodes, or None.")
       .def("select", &PyCheckpoint::Select, py::arg("include"), py::arg("exclude"), py::arg("renames"),
            py::arg("drop_optimizer"), "(name, new name) of the tensors the command line's rules keep.");
-  m.def(
-      "open",
-      [](const std::string& spec) {
-        absl::StatusOr<std::unique_ptr<Checkpoint>> c;
-        {
-          py::gil_scoped_release release;
-          c = OpenCheckpoint(spec);
-        }
-        if (!c.ok()) Throw(c.status());
-        return PyCheckpoint(std::shared_ptr<const Checkpoint>(std::move(*c)));
-      },
-      py::arg("spec"), "Opens a checkpoint (any CKPT the command line takes).");
+  m.def("open", &Open, py::arg("spec"), py::arg("store"),
+        "Opens a checkpoint (any CKPT the command line takes) with object store options STORE.");
   m.def("command", &RunCommand, py::arg("name"), py::arg("request"),
         "Runs command NAME (commands.h) with REQUEST, the GIL released, Ctrl-C stopping it: (its JSON document, "
         "None or the error's (code, id, message, file, key, offset), whether Ctrl-C came too late to stop it).");
+  m.def("read_small_file", &ReadSmallFile, py::arg("path"), py::arg("store"),
+        "The bytes of a small file (a state file), or None when it cannot be read.");
+  m.def("is_directory", &IsDirectoryPath, py::arg("path"), py::arg("store"), "Whether PATH is a directory.");
+  m.def("glob", &GlobPaths, py::arg("pattern"), py::arg("store"), "The paths matching PATTERN, sorted (bytes).");
+  m.def(
+      "dtype_name",
+      [](const std::string& name) -> py::object {
+        const std::optional<DType> d = ParseDType(name);
+        if (!d.has_value()) return py::none();
+        return py::str(DTypeName(static_cast<int32_t>(*d)));
+      },
+      py::arg("name"), "The dtype name tfckpt uses for NAME (float32 for float, ...), or None.");
 }
 
 }  // namespace tfckpt::python

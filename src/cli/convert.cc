@@ -20,7 +20,6 @@ struct ConvertArgs {
 int RunConvert(const ConvertArgs& a) {
   const char* cmd = "convert";
   absl::StatusOr<ConvertCommandReport> r = Convert(a.request, CommandRun(cmd, !a.quiet && !a.json, a.jobs));
-  EndProgress();
   if (!r.ok()) return ReportWriteError(cmd, r.status());
   if (a.json) {
     PrintJson(ToJson(*r));
@@ -66,7 +65,7 @@ std::function<int()> AddConvert(CLI::App& app) {
   AddForceOption(sub, &r.force);
   AddNoVerifyOption(sub, &r.no_verify, "every format: read back and compared with the input");
   AddJsonOption(sub, &args->json);
-  AddJobsOption(sub, &args->jobs, "TF output: data files written in parallel");
+  AddJobsOption(sub, &args->jobs, "Threads copying (the output does not depend on it)");
   AddConnectionsOption(sub);
   AddQuietOption(sub, &args->quiet, "labelled 'writing'");
   sub->footer(

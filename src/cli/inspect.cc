@@ -9,7 +9,7 @@
 #include "common.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/object_graph.h"
+#include "model/object_graph.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
@@ -19,6 +19,7 @@ namespace {
 struct InspectArgs {
   InspectRequest request;
   bool json = false;
+  int jobs = 0;
 };
 
 std::string StatNumber(long double v) {
@@ -73,7 +74,7 @@ void PrintStats(const InspectReport& r) {
 int RunInspect(const InspectArgs& a) {
   InspectRequest request = a.request;
   request.json_values = a.json;
-  absl::StatusOr<InspectReport> report = Inspect(request, CommandRun("inspect", false, 0));
+  absl::StatusOr<InspectReport> report = Inspect(request, CommandRun("inspect", false, a.jobs));
   if (!report.ok()) return ReportError("inspect", report.status());
   const InspectReport& r = *report;
   // The listing is printed either way; missing bytes then make the exit code 3.
@@ -128,6 +129,7 @@ std::function<int()> AddInspect(CLI::App& app) {
   sub->add_flag("--all-values", r.all_values, "With --tensor: print every element, never summarise")
       ->needs(tensor);
   CLI::Option* stats = sub->add_flag("--stats", r.stats, "Min, max, mean, std, NaN/Inf/zero counts per numeric tensor");
+  AddJobsOption(sub, &args->jobs, "Threads reading values for --stats");
   sub->add_flag("--tree", r.tree, "Show the TF2 object graph as a tree (not with --stats or --tensor)")
       ->excludes(stats)
       ->excludes(tensor);

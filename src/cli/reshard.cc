@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "common.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
@@ -55,7 +55,6 @@ void PrintPlan(const ReshardReport& r) {
 int RunReshard(const ReshardArgs& a) {
   const char* cmd = "reshard";
   absl::StatusOr<ReshardReport> r = Reshard(a.request, CommandRun(cmd, !a.quiet && !a.json, a.jobs));
-  EndProgress();
   if (!r.ok()) return ReportWriteError(cmd, r.status());
   if (a.json) {
     PrintJson(ToJson(*r));

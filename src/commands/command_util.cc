@@ -2,7 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "run/run.h"
-#include "tfckpt/path.h"
+#include "base/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
 #include "tfckpt/strings.h"

@@ -10,9 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "run/run.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/run.h"
-#include "tfckpt/verify.h"
+#include "verify/verify.h"
 
 namespace tfckpt {
 

@@ -4,12 +4,12 @@
 #include "absl/strings/match.h"
 #include "commands/command_util.h"
 #include "run/run.h"
-#include "tfckpt/combine.h"
+#include "merge/combine.h"
 #include "tfckpt/commands.h"
-#include "tfckpt/convert.h"
-#include "tfckpt/copy.h"
+#include "convert/convert.h"
+#include "copy/copy.h"
 #include "tfckpt/open.h"
-#include "tfckpt/reshard.h"
+#include "reshard/reshard.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
@@ -85,6 +85,7 @@ absl::Status ConvertToTf(const ConvertRequest& r, const std::string& out, const 
   o.jobs = RunJobs();
   o.start_progress = [](uint64_t total) { return StartPhase("writing", total); };
   if (!r.no_verify) {
+    o.read_back = true;
     o.before_commit = [&](const WrittenOutput& written, const CombineReport& plan) -> absl::Status {
       TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(plan.inputs));
       VerifyOptions vo;
@@ -104,6 +105,7 @@ absl::Status ConvertToTf(const ConvertRequest& r, const std::string& out, const 
 absl::Status ConvertToFile(const ConvertRequest& r, const std::string& out, const std::string& format,
                            ConvertOptions o, ConvertCommandReport* report) {
   TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, OpenCheckpoint(r.src));
+  o.jobs = RunJobs();
   o.start_progress = [](uint64_t total, const char* phase) { return StartPhase(phase, total); };
   TFCKPT_ASSIGN_OR_RETURN(ConvertReport w, format == "safetensors" ? WriteSafetensors(*c, out, o) : WriteNpz(*c, out, o));
   report->tensors = w.tensors;

@@ -2,13 +2,13 @@
 #include "commands/command_util.h"
 #include "run/run.h"
 #include "tfckpt/commands.h"
-#include "tfckpt/object_graph.h"
+#include "model/object_graph.h"
 #include "tfckpt/open.h"
-#include "tfckpt/regex.h"
+#include "base/regex.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
 #include "tfckpt/strings.h"
-#include "tfckpt/values.h"
+#include "model/values.h"
 
 namespace tfckpt {
 namespace {
@@ -96,7 +96,7 @@ absl::StatusOr<InspectReport> InspectRun(const InspectRequest& r) {
   if (r.stats) {
     for (InspectedTensor& t : report.tensors) {
       TFCKPT_RETURN_IF_ERROR(CheckStop());
-      TFCKPT_ASSIGN_OR_RETURN(TensorStats st, ComputeStats(c, *t.tensor));
+      TFCKPT_ASSIGN_OR_RETURN(TensorStats st, ComputeStats(c, *t.tensor, RunJobs()));
       if (st.numeric) t.stats = st;
     }
   }

@@ -2,10 +2,10 @@
 // combining checkpoints with edits (commands.h).
 #include "commands/command_util.h"
 #include "run/run.h"
-#include "tfckpt/bundle_merge.h"
-#include "tfckpt/combine.h"
+#include "format/bundle/bundle_merge.h"
+#include "merge/combine.h"
 #include "tfckpt/commands.h"
-#include "tfckpt/merge.h"
+#include "merge/merge.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -76,6 +76,7 @@ absl::Status Combine(const MergeRequest& r, const std::vector<std::string>& inpu
   o.jobs = RunJobs();
   o.start_progress = [](uint64_t total) { return StartPhase("copying", total); };
   if (!r.dry_run && !r.no_verify) {
+    o.read_back = true;
     // Before anything is published: an output that fails leaves OUT as it was.
     o.before_commit = [&](const WrittenOutput& written, const CombineReport& plan) -> absl::Status {
       TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(plan.inputs));

@@ -4,13 +4,13 @@
 
 #include "commands/command_util.h"
 #include "run/run.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/commands.h"
-#include "tfckpt/copy.h"
+#include "copy/copy.h"
 #include "tfckpt/open.h"
-#include "tfckpt/reshard.h"
-#include "tfckpt/scale_out.h"
+#include "reshard/reshard.h"
+#include "reshard/scale_out.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 

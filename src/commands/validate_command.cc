@@ -4,7 +4,8 @@
 #include "tfckpt/commands.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
-#include "tfckpt/validate.h"
+#include "validate/compare.h"
+#include "validate/validate.h"
 
 namespace tfckpt {
 namespace {

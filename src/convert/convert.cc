@@ -1,13 +1,8 @@
 // tfckpt convert: safetensors and .npz writers (see convert.h).
-#include "tfckpt/convert.h"
+#include "convert/convert.h"
 
 #include "format/npz/npy.h"
-
-#include <zip.h>
-
-#include <unistd.h>
-
-#include <cerrno>
+#include "format/npz/stored_zip.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -20,15 +15,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/float_convert.h"
-#include "core/tensor_encoding.h"
-#include "tfckpt/copy.h"
+#include "base/float_convert.h"
+#include "model/tensor_encoding.h"
+#include "copy/copy.h"
 #include "tfckpt/dtype.h"
 #include "kvstore/local/tracked.h"
 #include "run/run.h"
-#include "tfckpt/object_graph.h"
-#include "tfckpt/path.h"
-#include "tfckpt/safetensors.h"
+#include "model/object_graph.h"
+#include "base/path.h"
+#include "format/safetensors/safetensors.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {
@@ -107,21 +102,6 @@ absl::Status RefuseExisting(const Checkpoint& c, const std::vector<std::string>&
   return absl::OkStatus();
 }
 
-class SafetensorsSink : public PieceSink {
- public:
-  explicit SafetensorsSink(SafetensorsWriter& w) : w_(w) {}
-  absl::Status Append(std::string_view bytes) override { return w_.Append(bytes); }
-  // Moved in-kernel where the source is mapped (local); otherwise the bytes at hand, not
-  // read again (from an object store: a second fetch).
-  absl::Status AppendFrom(const ReadableFile& src, uint64_t offset, std::string_view bytes) override {
-    if (!src.mapping().has_value()) return w_.Append(bytes);
-    return w_.AppendFrom(src, offset, bytes.size());
-  }
-
- private:
-  SafetensorsWriter& w_;
-};
-
 class StringSink : public PieceSink {
  public:
   explicit StringSink(std::string* out) : out_(out) {}
@@ -134,13 +114,27 @@ class StringSink : public PieceSink {
   std::string* out_;
 };
 
-// Copies region `r` of `t` into `sink`, casting to `dtype` when it differs (`carried`: as
-// CopyRegion's).
+// Fault injection for the verification tests (tests/cli_verify_test.py), as BundleWriter
+// does: the bit 0 of byte TFCKPT_FAULT_FLIP_OUTPUT_BYTE of `f` flipped once it is written,
+// as a failing disk or copy would. Nothing when unset or past the end.
+absl::Status PlantFault(WritableFile& f) {
+  const char* at = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE");
+  if (at == nullptr) return absl::OkStatus();
+  const uint64_t offset = std::strtoull(at, nullptr, 10);
+  if (!f.ReadableBeforeCommit() || offset >= f.size()) return absl::OkStatus();
+  TFCKPT_ASSIGN_OR_RETURN(auto in, f.OpenWritten());
+  char byte;
+  TFCKPT_RETURN_IF_ERROR(in->ReadAt(offset, 1, &byte));
+  byte = static_cast<char>(byte ^ 1);
+  return f.WriteAt(offset, std::string_view(&byte, 1));
+}
+
+// Copies region `r` of `t` into `sink`, casting to `dtype` when it differs.
 absl::Status CopyCast(const Checkpoint& c, const TensorEntry& t, const Region& r, int32_t dtype, PieceSink& sink,
-                      std::string* buf, std::atomic<uint64_t>* progress, CarriedCrcs* carried = nullptr) {
-  if (dtype == t.dtype) return CopyRegion(c, t, r, sink, buf, progress, /*verify_sources=*/true, carried);
+                      std::string* buf, std::atomic<uint64_t>* progress) {
+  if (dtype == t.dtype) return CopyRegion(c, t, r, sink, buf, progress, /*verify_sources=*/true);
   CastSink cast(t.dtype, dtype, sink);
-  return CopyRegion(c, t, r, cast, buf, progress, /*verify_sources=*/true, carried);
+  return CopyRegion(c, t, r, cast, buf, progress, /*verify_sources=*/true);
 }
 
 }  // namespace
@@ -204,24 +198,45 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
   std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total, "writing") : nullptr;
   const std::map<std::string, std::string> metadata = {
       {"source", c.info().prefix}, {"source_format", SourceFormat(c)}, {"converted_by", "tfckpt"}};
+  // Every file laid out (its header written) first; then the tensors are copied into their
+  // places by units of work, largest first, on options.jobs threads.
   std::vector<std::unique_ptr<SafetensorsWriter>> writers;
-  std::string buf;
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  struct Part {
+    const Planned* p;
+    size_t file, entry;
+    Region region;
+    uint64_t offset;  // in the file
+  };
+  std::vector<Part> parts;
+  std::vector<WorkUnit> units;
   for (size_t i = 0; i < groups.size(); ++i) {
     std::vector<SafetensorsWriter::Entry> entries;
     for (const Planned* p : groups[i]) entries.push_back({p->name, p->dtype, p->t->shape});
     TFCKPT_ASSIGN_OR_RETURN(auto w, SafetensorsWriter::Create(paths[i], entries, metadata));
-    SafetensorsSink sink(*w);
-    for (const Planned* p : groups[i]) {
-      TFCKPT_RETURN_IF_ERROR(CopyCast(c, *p->t, Region::Full(p->t->shape), p->dtype, sink, &buf, progress));
-      TFCKPT_RETURN_IF_ERROR(Reached("piece-written"));
+    for (size_t k = 0; k < groups[i].size(); ++k) {
+      const Planned* p = groups[i][k];
+      const int64_t esize = LookupDType(p->dtype)->element_size;
+      for (const Region& r : RowParts(*p->t)) {
+        const uint64_t bytes = static_cast<uint64_t>(r.num_elements() * esize);
+        parts.push_back({p, i, k, r, w->DataOffset(k) + RowPartOffset(p->t->shape, r, esize)});
+        units.push_back({bytes, {static_cast<int32_t>(i)}});
+      }
       weight_map[p->name] = Basename(paths[i]);
       ++report.tensors;
       report.bytes += p->bytes;
     }
-    TFCKPT_RETURN_IF_ERROR(w->Finish());
     writers.push_back(std::move(w));
   }
+  TFCKPT_RETURN_IF_ERROR(RunUnits(units, options.jobs, [&](size_t u, const std::atomic<bool>&) {
+    thread_local std::string buf;
+    const Part& part = parts[u];
+    PositionalSink sink(writers[part.file]->file(), part.offset);
+    TFCKPT_RETURN_IF_ERROR(CopyCast(c, *part.p->t, part.region, part.p->dtype, sink, &buf, progress));
+    return Reached("piece-written");
+  }));
+  TFCKPT_RETURN_IF_ERROR(PlantFault(writers.front()->file()));
+  for (auto& w : writers) TFCKPT_RETURN_IF_ERROR(w->Finish());
   std::unique_ptr<WritableFile> index;
   if (groups.size() > 1) {
     nlohmann::ordered_json j = {{"metadata", {{"total_size", report.bytes}, {"source", c.info().prefix},
@@ -262,167 +277,52 @@ std::string NpyHeader(const std::string& descr, const Shape& shape) {
   return out + dict;
 }
 
-// One archive member, produced on demand while libzip reads it (pull): the .npy header,
-// then the tensor in chunks of about 8 MiB (fixed-size dtypes) or its padded strings.
-struct Member {
-  const Checkpoint* c = nullptr;
-  const Planned* p = nullptr;
-  std::atomic<uint64_t>* progress = nullptr;
-  std::string header;
-  std::vector<Region> chunks;
-  std::string strings;  // the |S<n> bytes of a string tensor
-  uint64_t size = 0;    // of the member
-  // Reading state.
-  size_t next = 0;      // 0 = header, 1 = strings or chunks[0], ...
-  std::string pending;
-  size_t pos = 0;
-  std::string buf;
-  CarriedCrcs crcs;  // the source pieces' CRCs, taken as the chunks pass (each piece read once)
-  absl::Status status;
-  zip_error_t error;
-
-  absl::Status Fill() {
-    pending.clear();
-    pos = 0;
-    const bool is_string = p->t->dtype == static_cast<int32_t>(DType::kString);
-    if (next == 0) {
-      pending = header;
-    } else if (is_string) {
-      if (next == 1) pending.swap(strings);
-    } else if (next - 1 < chunks.size()) {
-      StringSink sink(&pending);
-      TFCKPT_RETURN_IF_ERROR(CopyCast(*c, *p->t, chunks[next - 1], p->dtype, sink, &buf, progress, &crcs));
-      if (next == chunks.size()) TFCKPT_RETURN_IF_ERROR(FinishCarriedCrcs(*c, *p->t, crcs, &buf));
-    }
-    ++next;
-    return absl::OkStatus();
-  }
-
-  zip_int64_t Read(char* data, zip_uint64_t len) {
-    zip_uint64_t done = 0;
-    while (done < len) {
-      if (pos == pending.size()) {
-        if (next > chunks.size() + 1) break;
-        status = Fill();
-        if (!status.ok()) {
-          zip_error_set(&error, ZIP_ER_READ, EIO);
-          return -1;
-        }
-        continue;
-      }
-      const size_t n = static_cast<size_t>(std::min<zip_uint64_t>(len - done, pending.size() - pos));
-      std::memcpy(data + done, pending.data() + pos, n);
-      pos += n;
-      done += n;
-    }
-    return static_cast<zip_int64_t>(done);
-  }
-};
-
-zip_int64_t MemberCallback(void* state, void* data, zip_uint64_t len, zip_source_cmd_t cmd) {
-  Member* m = static_cast<Member*>(state);
-  switch (cmd) {
-    case ZIP_SOURCE_OPEN:
-      m->next = 0;
-      m->pending.clear();
-      m->pos = 0;
-      m->crcs = {};
-      return 0;
-    case ZIP_SOURCE_READ: return m->Read(static_cast<char*>(data), len);
-    case ZIP_SOURCE_CLOSE:
-      // A member is written (a fault point: the run may be asked to stop here).
-      if (m->status.ok()) m->status = Reached("piece-written");
-      if (!m->status.ok()) {
-        zip_error_set(&m->error, ZIP_ER_READ, EIO);
-        return -1;
-      }
-      return 0;
-    case ZIP_SOURCE_STAT: {
-      zip_stat_t* st = static_cast<zip_stat_t*>(data);
-      zip_stat_init(st);
-      st->size = m->size;
-      st->mtime = 315532800;  // 1980-01-01: archives do not depend on the clock
-      st->comp_method = ZIP_CM_STORE;
-      st->valid |= ZIP_STAT_SIZE | ZIP_STAT_MTIME;
-      return sizeof(zip_stat_t);
-    }
-    case ZIP_SOURCE_ERROR: return zip_error_to_data(&m->error, data, len);
-    case ZIP_SOURCE_FREE: return 0;
-    case ZIP_SOURCE_SUPPORTS:
-      return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT,
-                                            ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE, -1);
-    default:
-      zip_error_set(&m->error, ZIP_ER_OPNOTSUPP, 0);
-      return -1;
-  }
-}
-
-// Where libzip writes the archive before it becomes `out` (libzip writes by path, and
-// seeks back to rewrite each member's local header once its size and CRC are known, so an
-// archive cannot be streamed into an object store's upload): beside `out`, or, for an
-// object's URL, in the local temporary directory ($TMPDIR, else /tmp).
-std::string NpzTemporaryName(const std::string& out) {
-  if (!IsUrl(out)) return TemporaryName(out);
-  const char* dir = std::getenv("TMPDIR");
-  return TemporaryName(JoinPath(dir != nullptr && *dir != '\0' ? dir : "/tmp", Basename(out)));
-}
-
-// The name libzip writes an archive under before it becomes `out`, and libzip's own
-// temporaries beside it (NAME.XXXXXX), tracked from before zip_close creates them.
-// Destroyed uncommitted, removes them.
-class NpzTemporary {
+// Computes the zip CRC-32 of the bytes on their way to `next` (in cache: the copy engine
+// hands over at most 8 MiB at a time, 1 MiB for bytes moved in-kernel).
+class Crc32Sink : public PieceSink {
  public:
-  explicit NpzTemporary(const std::string& out) : out_(out), path_(NpzTemporaryName(out)) {
-    file_ = TrackCreated(path_);
-    libzip_ = TrackCreated(path_ + ".", TrackKind::kFilesStartingWith);
+  explicit Crc32Sink(PieceSink& next) : next_(next) {}
+  absl::Status Append(std::string_view bytes) override {
+    crc_ = zip::Crc32(crc_, bytes.data(), bytes.size());
+    return next_.Append(bytes);
   }
-  ~NpzTemporary() {
-    ForgetCreated(libzip_);  // libzip removes its temporary when zip_close fails
-    RemoveLocal();
+  absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, std::string_view bytes) override {
+    crc_ = zip::Crc32(crc_, bytes.data(), bytes.size());
+    return next_.AppendFrom(src, src_offset, bytes);
   }
-  const std::string& path() const { return path_; }
-  // Locally renamed into place; for a URL, uploaded (its progress a phase of its own,
-  // when `start_progress` is set), and the local copy removed.
-  absl::Status Commit(const ConvertOptions::StartProgress& start_progress) {
-    if (IsUrl(out_)) {
-      TFCKPT_RETURN_IF_ERROR(Upload(start_progress));
-      RemoveLocal();
-      return absl::OkStatus();
-    }
-    TFCKPT_RETURN_IF_ERROR(MoveIntoPlace(path_, file_, out_));
-    file_ = 0;
-    return absl::OkStatus();
-  }
+  uint32_t crc() const { return crc_; }
 
  private:
-  // The archive copied into an upload that appears whole under `out` at its Commit() (an
-  // output of the run from then on, removed if the run fails: storage.h). A failure
-  // before abandons the upload.
-  absl::Status Upload(const ConvertOptions::StartProgress& start_progress) {
-    TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> in, Storage::Local().OpenForRead(path_));
-    TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> up, Storage::For(out_).Create(out_));
-    std::atomic<uint64_t>* progress = start_progress ? start_progress(in->size(), "uploading") : nullptr;
-    constexpr uint64_t kStep = 8 << 20;  // (progress between steps; the upload keeps its own parts)
-    for (uint64_t at = 0; at < in->size(); at += kStep) {
-      TFCKPT_RETURN_IF_ERROR(CheckStop());
-      const uint64_t n = std::min(kStep, in->size() - at);
-      TFCKPT_RETURN_IF_ERROR(up->AppendFrom(*in, at, n));
-      if (progress != nullptr) *progress += n;
-    }
-    TFCKPT_RETURN_IF_ERROR(up->Close());
-    return up->Commit();
-  }
-
-  void RemoveLocal() {
-    if (file_ == 0) return;
-    (void)Storage::Local().Remove(path_);
-    ForgetCreated(file_);
-    file_ = 0;
-  }
-
-  std::string out_, path_;
-  uint64_t file_ = 0, libzip_ = 0;
+  PieceSink& next_;
+  uint32_t crc_ = 0;
 };
+
+// One member of the archive: its .npy header, then the tensor's bytes (strings padded
+// with NULs to `width` bytes each).
+struct NpyMember {
+  const Planned* p = nullptr;
+  std::string header;
+  size_t width = 0;  // strings
+  uint64_t size = 0;
+};
+
+// Every string of `t`, NUL-padded to `width`, into `sink` in steps of about 8 MiB.
+absl::Status WritePaddedStrings(const Checkpoint& c, const TensorEntry& t, size_t width, PieceSink& sink,
+                                std::atomic<uint64_t>* progress) {
+  std::vector<TensorBytes> keep;
+  TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> all, GatherStrings(c, t, Region::Full(t.shape), &keep));
+  std::string step;
+  for (size_t i = 0; i < all.size(); ++i) {
+    step.append(all[i]);
+    step.append(width - all[i].size(), '\0');
+    if (step.size() >= (8 << 20) || i + 1 == all.size()) {
+      TFCKPT_RETURN_IF_ERROR(sink.Append(step));
+      if (progress != nullptr) *progress += step.size();
+      step.clear();
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -447,15 +347,18 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
                                              "); add --cast bfloat16=float32"));
   }
   TFCKPT_RETURN_IF_ERROR(RefuseExisting(c, {out}, options.overwrite));
-  TFCKPT_RETURN_IF_ERROR(Storage::For(out).CreateParentDirectories(out));
-  std::vector<std::unique_ptr<Member>> members;
+  // Every member's size is known before a byte is written (strings: their longest element,
+  // found by reading them once), so the archive is laid out first (stored_zip.h) and its
+  // members filled positionally by units of work on options.jobs threads: the header, and
+  // the tensor's bytes by its stored pieces when it is cut on axis 0 (RowParts), each with
+  // the CRC-32 of its bytes, joined per member at the end. The bytes do not depend on the
+  // number of threads.
+  std::vector<NpyMember> members;
+  std::vector<zip::StoredZipWriter::Member> layout;
   uint64_t total = 0;
-  std::string buf;
   for (const Planned& p : plan) {
-    auto m = std::make_unique<Member>();
-    m->c = &c;
-    m->p = &p;
-    zip_error_init(&m->error);
+    NpyMember m;
+    m.p = &p;
     if (p.t->dtype == static_cast<int32_t>(DType::kString)) {
       // Every element padded with NULs to the longest (numpy strips trailing NULs, so
       // values that end in one do not read back the same: said in a note).
@@ -469,81 +372,82 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
         trailing_nul = trailing_nul || (!e.empty() && e.back() == '\0');
       }
       if (trailing_nul) report.notes.push_back(StrCat("\"", p.t->name, "\": values ending in NUL bytes lose them in NumPy"));
-      m->strings.reserve(all.size() * width);
-      for (auto e : all) {
-        m->strings.append(e);
-        m->strings.append(width - e.size(), '\0');
-      }
-      m->header = NpyHeader(StrCat("|S", width), p.t->shape);
-      m->size = m->header.size() + m->strings.size();
+      m.width = width;
+      m.header = NpyHeader(StrCat("|S", width), p.t->shape);
+      m.size = m.header.size() + all.size() * width;
     } else {
-      const int esize = LookupDType(p.t->dtype)->element_size;
-      TFCKPT_RETURN_IF_ERROR(ForEachChunk(Region::Full(p.t->shape), esize, 8 << 20, [&](const Region& r) {
-        m->chunks.push_back(r);
-        return absl::OkStatus();
-      }));
-      m->header = NpyHeader(*NpyDescr(p.dtype), p.t->shape);
-      m->size = m->header.size() + p.bytes;
+      m.header = NpyHeader(*NpyDescr(p.dtype), p.t->shape);
+      m.size = m.header.size() + p.bytes;
     }
-    total += m->size;
+    total += m.size;
+    layout.push_back({p.name + ".npy", m.size});
     members.push_back(std::move(m));
-  }
-  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total, "writing") : nullptr;
-  for (auto& m : members) m->progress = progress;
-  // libzip writes the archive to TEMP.XXXXXX (its own temporary) and renames that to
-  // TEMP at zip_close; TEMP is ours (NpzTemporaryName) and is renamed to `out` after, or
-  // uploaded to it and removed. Both are tracked, so an interrupt at any point leaves
-  // neither.
-  NpzTemporary temp(out);
-  int err = 0;
-  zip_t* za = zip_open(temp.path().c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
-  if (za == nullptr) {
-    zip_error_t ze;
-    zip_error_init_with_code(&ze, err);
-    absl::Status s = absl::UnavailableError(StrCat(out, ": cannot create (", zip_error_strerror(&ze), ")"));
-    zip_error_fini(&ze);
-    return s;
-  }
-  for (auto& m : members) {
-    zip_source_t* src = zip_source_function(za, MemberCallback, m.get());
-    if (src == nullptr) {
-      zip_discard(za);
-      return absl::InternalError(StrCat(out, ": ", zip_strerror(za)));
-    }
-    const std::string member = m->p->name + ".npy";
-    const zip_int64_t idx = zip_file_add(za, member.c_str(), src, ZIP_FL_ENC_UTF_8);
-    if (idx < 0) {
-      zip_source_free(src);
-      const std::string why = zip_strerror(za);
-      zip_discard(za);
-      return absl::InvalidArgumentError(StrCat(out, ": member \"", member, "\": ", why));
-    }
-    zip_set_file_compression(za, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0);
-    zip_file_set_mtime(za, static_cast<zip_uint64_t>(idx), 315532800, 0);
     ++report.tensors;
-    report.bytes += m->p->bytes;
+    report.bytes += p.bytes;
   }
-  if (zip_close(za) != 0) {
-    for (auto& m : members) {
-      if (!m->status.ok()) {
-        zip_discard(za);
-        return m->status;
-      }
+  TFCKPT_RETURN_IF_ERROR(Storage::For(out).CreateParentDirectories(out));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<zip::StoredZipWriter> zip, zip::StoredZipWriter::Create(out, std::move(layout)));
+  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total, "writing") : nullptr;
+  struct Part {
+    size_t member;
+    std::optional<Region> region;  // nullopt: the .npy header, or a string tensor's padded elements
+    bool strings = false;
+    uint64_t offset, bytes;        // in the archive
+  };
+  std::vector<Part> parts;
+  std::vector<WorkUnit> units;
+  std::vector<std::vector<size_t>> parts_of(members.size());  // in the member's order
+  auto add = [&](size_t k, Part part) {
+    parts_of[k].push_back(parts.size());
+    units.push_back({part.bytes, {0}});
+    parts.push_back(std::move(part));
+  };
+  for (size_t k = 0; k < members.size(); ++k) {
+    const NpyMember& m = members[k];
+    const uint64_t data = zip->DataOffset(k);
+    add(k, {k, std::nullopt, false, data, m.header.size()});
+    const uint64_t payload = data + m.header.size();
+    if (m.width > 0) {
+      add(k, {k, std::nullopt, true, payload, m.size - m.header.size()});
+      continue;
     }
-    const std::string why = zip_strerror(za);
-    const int sys_err = zip_error_code_system(zip_get_error(za));
-    const bool full = zip_error_system_type(zip_get_error(za)) == ZIP_ET_SYS &&
-                      (sys_err == ENOSPC || sys_err == EDQUOT || sys_err == EFBIG);
-    zip_discard(za);
-    // For an object's URL the archive is built locally first: the error names where (a full
-    // or missing $TMPDIR is not the store's fault).
-    const std::string what =
-        IsUrl(out) ? StrCat("cannot write the archive in ", temp.path()) : "cannot write the archive";
-    if (full) return ErrnoError(out, what, sys_err);
-    return absl::UnavailableError(StrCat(out, ": ", what, " (", why, ")"));
+    const int64_t esize = LookupDType(m.p->dtype)->element_size;
+    for (const Region& r : RowParts(*m.p->t)) {
+      add(k, {k, r, false, payload + RowPartOffset(m.p->t->shape, r, esize),
+              static_cast<uint64_t>(r.num_elements() * esize)});
+    }
   }
+  std::vector<uint32_t> crcs(parts.size(), 0);
+  TFCKPT_RETURN_IF_ERROR(RunUnits(units, options.jobs, [&](size_t u, const std::atomic<bool>&) -> absl::Status {
+    thread_local std::string buf;
+    const Part& part = parts[u];
+    const NpyMember& m = members[part.member];
+    PositionalSink positional(zip->file(), part.offset);
+    Crc32Sink sink(positional);
+    if (part.region) {
+      TFCKPT_RETURN_IF_ERROR(CopyCast(c, *m.p->t, *part.region, m.p->dtype, sink, &buf, progress));
+    } else if (part.strings) {
+      TFCKPT_RETURN_IF_ERROR(WritePaddedStrings(c, *m.p->t, m.width, sink, progress));
+    } else {
+      TFCKPT_RETURN_IF_ERROR(sink.Append(m.header));
+      if (progress != nullptr) *progress += m.header.size();
+    }
+    if (positional.offset() != part.offset + part.bytes) {
+      return absl::InternalError(StrCat("bug: ", out, ": member \"", m.p->name, "\": ", positional.offset() - part.offset,
+                                        " bytes written of ", part.bytes));
+    }
+    crcs[u] = sink.crc();
+    return Reached("piece-written");
+  }));
+  for (size_t k = 0; k < members.size(); ++k) {
+    uint32_t crc = 0;
+    for (size_t u : parts_of[k]) crc = zip::Crc32Concat(crc, crcs[u], parts[u].bytes);
+    TFCKPT_RETURN_IF_ERROR(zip->SetCrc(k, crc));
+  }
+  TFCKPT_RETURN_IF_ERROR(PlantFault(zip->file()));
+  TFCKPT_RETURN_IF_ERROR(zip->Finish());
   TFCKPT_RETURN_IF_ERROR(Reached("npz-written"));
-  TFCKPT_RETURN_IF_ERROR(temp.Commit(options.start_progress));
+  TFCKPT_RETURN_IF_ERROR(zip->Commit());
   report.files = {out};
   return report;
 }

@@ -1,6 +1,6 @@
 // The copy engine (see copy.h): sinks, CopyRegion, strings, PieceCopier, PieceSize. The
 // execution of a whole plan is in execute_plan.cc.
-#include "tfckpt/copy.h"
+#include "copy/copy.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,10 +9,10 @@
 
 #include "absl/strings/str_format.h"
 #include "copy_internal.h"
-#include "core/crc32c.h"
-#include "core/float_convert.h"
-#include "core/tensor_encoding.h"
-#include "tfckpt/bundle_writer.h"
+#include "base/crc32c.h"
+#include "base/float_convert.h"
+#include "model/tensor_encoding.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 
@@ -93,6 +93,46 @@ class EntrySink : public PieceSink {
 };
 
 }  // namespace
+
+absl::Status PositionalSink::Append(std::string_view bytes) {
+  TFCKPT_RETURN_IF_ERROR(file_.WriteAt(at_, bytes));
+  at_ += bytes.size();
+  return absl::OkStatus();
+}
+
+absl::Status PositionalSink::AppendFrom(const ReadableFile& src, uint64_t src_offset, std::string_view bytes) {
+  // (Where the file cannot move them in-kernel, the bytes at hand are written: reading
+  // them again would cost a second read.)
+  TFCKPT_RETURN_IF_ERROR(file_.MovesInKernel() ? file_.CopyAt(at_, src, src_offset, bytes.size())
+                                               : file_.WriteAt(at_, bytes));
+  at_ += bytes.size();
+  return absl::OkStatus();
+}
+
+std::vector<Region> RowParts(const TensorEntry& t) {
+  std::vector<Region> parts;
+  if (t.shape.empty() || t.slices.size() < 2) return {Region::Full(t.shape)};
+  for (const StoredSlice& s : t.slices) {
+    if (s.region.rank() != t.shape.size() || !s.region.WholeRowsOf(t.shape)) return {Region::Full(t.shape)};
+    if (!s.region.empty()) parts.push_back(s.region);
+  }
+  std::sort(parts.begin(), parts.end(), [](const Region& a, const Region& b) { return a.start[0] < b.start[0]; });
+  // They must tile the rows exactly (a damaged layout is copied whole, and CopyRegion
+  // reports its gap or overlap).
+  int64_t next = 0;
+  for (const Region& r : parts) {
+    if (r.start[0] != next) return {Region::Full(t.shape)};
+    next += r.shape[0];
+  }
+  if (next != t.shape[0] || parts.empty()) return {Region::Full(t.shape)};
+  return parts;
+}
+
+uint64_t RowPartOffset(const Shape& shape, const Region& part, int64_t element_size) {
+  if (shape.empty() || shape[0] == 0) return 0;
+  const int64_t row = NumElements(shape).value_or(0) / shape[0];
+  return static_cast<uint64_t>(part.start[0]) * static_cast<uint64_t>(row) * static_cast<uint64_t>(element_size);
+}
 
 CastSink::CastSink(int32_t from, int32_t to, PieceSink& next)
     : from_(from),

@@ -7,10 +7,10 @@
 #include <optional>
 
 #include "copy_internal.h"
-#include "core/crc32c.h"
-#include "core/parallel.h"
-#include "tfckpt/bundle_writer.h"
-#include "tfckpt/copy.h"
+#include "base/crc32c.h"
+#include "base/parallel.h"
+#include "format/bundle/bundle_writer.h"
+#include "copy/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 
@@ -132,6 +132,58 @@ bool CutOnAxis0Only(const Checkpoint& c, const TensorEntry& t, const TensorPlan&
 
 }  // namespace
 
+absl::Status RunUnits(const std::vector<WorkUnit>& units, int jobs,
+                      const std::function<absl::Status(size_t unit, const std::atomic<bool>& stop)>& run) {
+  std::vector<size_t> order(units.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return units[x].bytes > units[y].bytes; });
+  int32_t num_files = 0;
+  for (const WorkUnit& u : units) {
+    for (int32_t f : u.files) num_files = std::max(num_files, f + 1);
+  }
+  // A thread takes the largest unit whose files no other thread is writing (two writers of
+  // one file only take turns on its lock), else the largest left.
+  std::mutex mu;
+  std::vector<char> taken(order.size(), 0);
+  std::vector<int> busy(static_cast<size_t>(num_files), 0);
+  size_t first_left = 0;
+  auto take = [&]() -> std::optional<size_t> {
+    std::lock_guard<std::mutex> lock(mu);
+    while (first_left < order.size() && taken[first_left]) ++first_left;
+    std::optional<size_t> pick;
+    for (size_t k = first_left, seen = 0; k < order.size() && seen < 64; ++k) {
+      if (taken[k]) continue;
+      ++seen;
+      if (!pick) pick = k;
+      bool idle = true;
+      for (int32_t f : units[order[k]].files) idle = idle && busy[f] == 0;
+      if (idle) {
+        pick = k;
+        break;
+      }
+    }
+    if (!pick) return std::nullopt;
+    taken[*pick] = 1;
+    for (int32_t f : units[order[*pick]].files) ++busy[f];
+    return order[*pick];
+  };
+  auto done = [&](size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (int32_t f : units[i].files) --busy[f];
+  };
+  const int threads = std::min<int>(Jobs(jobs), static_cast<int>(std::max<size_t>(1, units.size())));
+  return ParallelForStatus(static_cast<size_t>(threads), threads, [&](size_t, const std::atomic<bool>& stop) {
+    while (!stop) {
+      const std::optional<size_t> i = take();
+      if (!i) break;
+      absl::Status st = run(*i, stop);
+      done(*i);
+      TFCKPT_RETURN_IF_ERROR(st);
+    }
+    return absl::OkStatus();
+  });
+}
+
 absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::string& out_prefix,
                          const ExecuteOptions& options) {
   BundleWriterOptions wo;
@@ -169,39 +221,14 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
       end[p.file] += size;
     }
   }
-  std::stable_sort(units.begin(), units.end(), [](const Unit& x, const Unit& y) { return x.bytes > y.bytes; });
-  // A thread takes the largest unit whose data files no other thread is writing (two
-  // writers of one file only take turns on its lock), else the largest left.
-  std::mutex mu;
-  std::vector<char> taken(units.size(), 0);
-  std::vector<int> busy(static_cast<size_t>(plan.num_files), 0);
-  size_t first_left = 0;
-  auto take = [&]() -> std::optional<size_t> {
-    std::lock_guard<std::mutex> lock(mu);
-    while (first_left < units.size() && taken[first_left]) ++first_left;
-    std::optional<size_t> pick;
-    for (size_t i = first_left, seen = 0; i < units.size() && seen < 64; ++i) {
-      if (taken[i]) continue;
-      ++seen;
-      if (!pick) pick = i;
-      bool idle = true;
-      for (const PlannedPiece* p : units[i].pieces) idle = idle && busy[p->file] == 0;
-      if (idle) {
-        pick = i;
-        break;
-      }
-    }
-    if (pick) {
-      taken[*pick] = 1;
-      for (const PlannedPiece* p : units[*pick].pieces) ++busy[p->file];
-    }
-    return pick;
-  };
-  auto done = [&](size_t i) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const PlannedPiece* p : units[i].pieces) --busy[p->file];
-  };
-  auto run = [&](const Unit& u, const std::atomic<bool>& stop) -> absl::Status {
+  std::vector<WorkUnit> work;
+  for (const Unit& u : units) {
+    WorkUnit w{u.bytes, {}};
+    for (const PlannedPiece* p : u.pieces) w.files.push_back(p->file);
+    work.push_back(std::move(w));
+  }
+  TFCKPT_RETURN_IF_ERROR(RunUnits(work, options.jobs, [&](size_t i, const std::atomic<bool>& stop) -> absl::Status {
+    const Unit& u = units[i];
     const TensorEntry& t = *u.tp->source;
     if (u.pieces.size() == 1) {
       PieceCopier pw(c, *writer, options.progress);
@@ -217,17 +244,6 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
       streams.push_back(std::move(s));
     }
     return GatherPieces(c, t, u.pieces, streams, options.progress, stop);
-  };
-  const int jobs = std::min<int>(Jobs(options.jobs), static_cast<int>(std::max<size_t>(1, units.size())));
-  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(static_cast<size_t>(jobs), jobs, [&](size_t, const std::atomic<bool>& stop) {
-    while (!stop) {
-      const std::optional<size_t> i = take();
-      if (!i) break;
-      absl::Status st = run(units[*i], stop);
-      done(*i);
-      TFCKPT_RETURN_IF_ERROR(st);
-    }
-    return absl::OkStatus();
   }));
   return writer->Finish();
 }

@@ -21,8 +21,8 @@
 #include "format/safetensors/safetensors_reader.h"
 #include "format/table/table.h"
 #include "format/v1/v1_reader.h"
-#include "tfckpt/path.h"
-#include "tfckpt/regex.h"
+#include "base/path.h"
+#include "base/regex.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {

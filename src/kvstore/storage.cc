@@ -10,7 +10,7 @@
 #include "kvstore/memory/memory_storage.h"
 #include "kvstore/s3/s3_storage.h"
 #include "run/run.h"
-#include "tfckpt/path.h"
+#include "base/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 

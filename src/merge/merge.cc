@@ -1,13 +1,13 @@
 // Discovery of unmerged save parts (docs/FORMAT.md §e.2); merging them is MergeBundles
 // (bundle_merge.h).
-#include "tfckpt/merge.h"
+#include "merge/merge.h"
 
 #include <map>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "tfckpt/path.h"
-#include "tfckpt/regex.h"
+#include "base/path.h"
+#include "base/regex.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
 

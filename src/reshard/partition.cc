@@ -1,5 +1,5 @@
-#include "tfckpt/partition.h"
-#include "tfckpt/regex.h"
+#include "reshard/partition.h"
+#include "base/regex.h"
 
 #include <algorithm>
 #include <cmath>

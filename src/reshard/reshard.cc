@@ -1,5 +1,5 @@
 // Reshard: plan which regions go to which output file (ExecutePlan, copy.h, writes them).
-#include "tfckpt/reshard.h"
+#include "reshard/reshard.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,11 +10,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
-#include "core/tensor_encoding.h"
+#include "model/tensor_encoding.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/name_rules.h"
-#include "tfckpt/object_graph.h"
-#include "tfckpt/regex.h"
+#include "model/name_rules.h"
+#include "model/object_graph.h"
+#include "base/regex.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {

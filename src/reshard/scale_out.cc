@@ -1,5 +1,5 @@
 // Scale-out resharding: the plan document, one task, finalize (see the header).
-#include "tfckpt/scale_out.h"
+#include "reshard/scale_out.h"
 
 
 #include <cstdlib>
@@ -9,18 +9,17 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/crc32c.h"
-#include "tfckpt/bundle_merge.h"
-#include "tfckpt/bundle_writer.h"
-#include "tfckpt/copy.h"
+#include "base/crc32c.h"
+#include "format/bundle/bundle_merge.h"
+#include "format/bundle/bundle_writer.h"
+#include "copy/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
-#include "tfckpt/path.h"
-#include "tfckpt/sharding.h"
+#include "base/path.h"
+#include "reshard/sharding.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
-#include "tfckpt/validate.h"
-#include "tfckpt/verify.h"
+#include "verify/verify.h"
 
 namespace tfckpt {
 

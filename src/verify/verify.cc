@@ -1,16 +1,18 @@
 // One verification policy for written outputs (see verify.h).
-#include "tfckpt/verify.h"
+#include "verify/verify.h"
 
 #include "run/run.h"
 
 #include <set>
 
+#include "base/parallel.h"
 #include "format/npz/npz_reader.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
-#include "tfckpt/validate.h"
+#include "validate/compare.h"
+#include "validate/validate.h"
 
 namespace tfckpt {
 namespace {
@@ -32,20 +34,33 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> OpenWritten(const std::string& out, 
 }
 
 // The output tensors no source compares (averaged, rewritten, stored partly in several
-// sources): slice layout and every CRC.
-void CheckUncompared(const Checkpoint& written, const std::set<std::string>& compared, std::vector<Finding>* out) {
-  std::string buffer;
+// sources): slice layout and every CRC (but of pieces the writer read back as it wrote
+// them, `read_back`: their CRC was computed on the bytes it wrote and read back).
+void CheckUncompared(const Checkpoint& written, const std::set<std::string>& compared, const WrittenOutput* output,
+                     int jobs, std::vector<Finding>* findings) {
+  std::vector<const TensorEntry*> left;
   for (const TensorEntry& t : written.tensors()) {
-    if (compared.count(t.name) > 0) continue;
+    if (compared.count(t.name) == 0) left.push_back(&t);
+  }
+  std::vector<std::vector<Finding>> found(left.size());  // (in the tensors' order whatever the threads)
+  ParallelFor(left.size(), Jobs(jobs), [&](size_t i) {
+    const TensorEntry& t = *left[i];
+    std::vector<Finding>* out = &found[i];
+    thread_local std::string buffer;
     CheckSliceLayout(t, Where(written), out);
     if (!t.defect.empty()) {
       out->push_back({t.defect_check, Severity::kError, Where(written), t.name, -1, t.defect});
-      continue;
+      return;
     }
     for (const StoredSlice& s : t.slices) {
+      if (output != nullptr && output->read_back && s.data.size > 0 &&
+          output->read_back(s.data.shard, s.data.offset, s.data.size)) {
+        continue;
+      }
       if (absl::Status crc = written.VerifyCrc(t, s, &buffer); !crc.ok()) out->push_back(FindingOf(crc));
     }
-  }
+  });
+  for (auto& f : found) findings->insert(findings->end(), f.begin(), f.end());
 }
 
 // The first error among the findings of reading back and comparing `out`, as a status.
@@ -75,7 +90,7 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
       for (const TensorEntry& t : written->tensors()) compared.insert(t.name);
     }
   }
-  CheckUncompared(*written, compared, &report.findings);
+  CheckUncompared(*written, compared, options.written, options.jobs, &report.findings);
   for (const Finding& f : report.findings) {
     if (f.severity != Severity::kError) continue;
     return DataLossAt("output.mismatch", f.file, f.key, -1, StrCat(f.check, ": ", f.message, removal));

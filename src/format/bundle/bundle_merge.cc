@@ -1,5 +1,5 @@
 // MergeV2Checkpoints (docs/FORMAT.md §e.3): bundles merged into one on raw index entries.
-#include "tfckpt/bundle_merge.h"
+#include "format/bundle/bundle_merge.h"
 
 #include <algorithm>
 #include <map>
@@ -14,10 +14,10 @@
 #include "format/table/table.h"
 #include "kvstore/local/tracked.h"
 #include "run/run.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/ordered_code.h"
-#include "tfckpt/path.h"
+#include "base/path.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {

@@ -13,11 +13,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/crc32c.h"
-#include "core/tensor_encoding.h"
+#include "base/crc32c.h"
+#include "model/tensor_encoding.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 
@@ -384,6 +384,39 @@ absl::StatusOr<std::string_view> BundleReader::ReadRange(const TensorEntry& t, c
     return std::string_view(*buffer);
   }
   return PieceReader::ReadRange(t, s, begin, end, buffer, owner);
+}
+
+absl::Status BundleReader::ReadInto(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end,
+                                    char* out, bool verify) const {
+  if (info_.big_endian) return PieceReader::ReadInto(t, s, begin, end, out, verify);
+  TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, DataFile(s.data.shard));
+  const std::string label = PieceLabel(t, s);
+  if (end > s.data.size || s.data.offset > file->size() || s.data.size > file->size() - s.data.offset) {
+    return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset),
+                      StrCat(label, "tensor of ", s.data.size, " bytes runs past the end of the file (", file->size(),
+                             " bytes)"));
+  }
+  // Chunks that fit in L2: the CRC reads what pread just wrote.
+  constexpr uint64_t kChunk = 1 << 20;
+  const bool check = verify && info_.checksums && begin == 0 && end == s.data.size;
+  file->WillReadSequentially(s.data.offset + begin, end - begin);
+  uint32_t crc = 0;
+  for (uint64_t at = begin; at < end;) {
+    TFCKPT_RETURN_IF_ERROR(Reached("read-chunk"));
+    const uint64_t n = std::min(kChunk, end - at);
+    char* dst = out + (at - begin);
+    TFCKPT_RETURN_IF_ERROR(Locate(file->ReadAt(s.data.offset + at, n, dst), "entry.bounds", file->path(), t.name,
+                                  static_cast<int64_t>(s.data.offset + at), label));
+    if (check) crc = crc32c::Extend(crc, dst, static_cast<size_t>(n));
+    at += n;
+  }
+  if (check && crc != crc32c::Unmask(s.data.masked_crc)) {
+    return DataLossAt("data.crc", file->path(), t.name, static_cast<int64_t>(s.data.offset),
+                      StrCat(label, "tensor checksum mismatch (stored ",
+                             absl::Hex(crc32c::Unmask(s.data.masked_crc), absl::kZeroPad8), ", computed ",
+                             absl::Hex(crc, absl::kZeroPad8), ")"));
+  }
+  return absl::OkStatus();
 }
 
 

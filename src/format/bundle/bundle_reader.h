@@ -91,6 +91,8 @@ class BundleReader : public PieceReader {
   absl::Status VerifyCrc(const TensorEntry& t, const StoredSlice& s, std::string* buffer) const override;
   absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end,
                                              std::string* buffer, TensorBytes* owner) const override;
+  absl::Status ReadInto(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end, char* out,
+                        bool verify) const override;
   absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const override;
 
  private:

@@ -1,4 +1,4 @@
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -8,16 +8,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tensor_bundle.pb.h"
-#include "core/crc32c.h"
-#include "core/parallel.h"
-#include "core/tensor_encoding.h"
+#include "base/crc32c.h"
+#include "base/parallel.h"
+#include "model/tensor_encoding.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
 #include "run/run.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/ordered_code.h"
-#include "tfckpt/path.h"
+#include "base/path.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {

@@ -3,8 +3,8 @@
 #include <snappy.h>
 
 #include "absl/strings/str_cat.h"
-#include "core/coding.h"
-#include "core/crc32c.h"
+#include "base/coding.h"
+#include "base/crc32c.h"
 #include "format/table/table.h"
 #include "tfckpt/status.h"
 

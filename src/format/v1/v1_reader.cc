@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "saved_tensor_slice.pb.h"
-#include "core/tensor_encoding.h"
+#include "model/tensor_encoding.h"
 #include "format/bundle/bundle_proto.h"
 #include "format/table/table.h"
 #include "tfckpt/dtype.h"

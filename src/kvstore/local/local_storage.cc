@@ -15,7 +15,7 @@
 
 #include "kvstore/local/tracked.h"
 #include "run/run.h"
-#include "tfckpt/path.h"
+#include "base/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "run/run.h"
-#include "tfckpt/path.h"
+#include "base/path.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 

@@ -18,7 +18,7 @@
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
 #include "kvstore/s3/sigv4.h"
-#include "core/parallel.h"
+#include "base/parallel.h"
 #include "run/run.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"

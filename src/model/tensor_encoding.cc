@@ -1,11 +1,11 @@
 #include "tfckpt/strings.h"
-#include "core/tensor_encoding.h"
+#include "model/tensor_encoding.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "core/coding.h"
-#include "core/crc32c.h"
+#include "base/coding.h"
+#include "base/crc32c.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/name_rules.h"
-#include "tfckpt/verify.h"
+#include "model/name_rules.h"
+#include "verify/verify.h"
 
 namespace tfckpt {
 
@@ -45,7 +45,10 @@ struct CombineOptions {
   bool check_replicas = true;
   bool overwrite = false;
   bool dry_run = false;                     // plan only; write nothing
-  int jobs = 0;
+  int jobs = 0;                             // threads writing; 0 = one per core (the output does not depend on it)
+  // BundleWriterOptions::read_back for the averaged tensors and those copied uncast whose
+  // stored slices are all cut on axis 0 (the verification then proves them by CRCs alone).
+  bool read_back = false;
   // Called once the plan is made, before writing, with the bytes to write; returns the
   // counter to advance (or nullptr).
   std::function<std::atomic<uint64_t>*(uint64_t total)> start_progress;
@@ -124,10 +127,13 @@ struct CombinePlan {
 absl::StatusOr<CombinePlan> PlanCombine(const std::vector<std::string>& inputs, const std::string& out,
                                         const CombineOptions& options);
 
-// Writes `plan` to `out`, one thread per output data file (options.jobs at most):
-// unchanged pieces through PieceCopier (casts applied, stored CRCs checked against the
-// bytes that moved), averaged ones streamed through a double-precision accumulator.
-// Atomic (BundleWriter); options.overwrite replaces an existing checkpoint.
+// Writes `plan` to `out`: every output data file laid out first (pieces in plan order),
+// then its pieces written positionally by options.jobs threads (RunUnits, copy.h), so the
+// bytes do not depend on the number of threads: unchanged pieces through PieceCopier
+// (casts applied, stored CRCs checked against the bytes that moved), averaged ones
+// streamed through a double-precision accumulator, every input piece read once, front to
+// back, with its CRC checked on the way. Atomic (BundleWriter); options.overwrite
+// replaces an existing checkpoint.
 // REQUIRES: plan.report.mismatches is empty.
 absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, const CombineOptions& options);
 

@@ -1,5 +1,5 @@
 // Name filters, renames and the optimizer-state rule (see the header).
-#include "tfckpt/name_rules.h"
+#include "model/name_rules.h"
 
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"

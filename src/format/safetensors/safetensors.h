@@ -66,9 +66,13 @@ struct SafetensorsIndex {
 };
 absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path);
 
-// Writes one safetensors file: the header is written first (the tensors, their dtypes and
-// shapes are declared up front, in order), then each tensor's bytes in that order through
-// Append/AppendFrom. Atomic: the file appears under its name only at Commit().
+// Writes one safetensors file. The tensors, their dtypes and shapes are declared up front
+// (in order), so the header and every tensor's place are fixed at Create(), which writes
+// the header: the data are then written positionally, each tensor at DataOffset(i) of
+// file() (several threads at once, e.g. through PositionalSinks, copy.h), or in order
+// through Append/AppendFrom (which write at a cursor behind the header; not to be mixed
+// with positional writes of the same bytes). Atomic: the file appears under its name only
+// at Commit().
 class SafetensorsWriter {
  public:
   struct Entry {
@@ -82,7 +86,12 @@ class SafetensorsWriter {
                                                                    const std::map<std::string, std::string>& metadata);
   absl::Status Append(std::string_view bytes);
   absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, uint64_t n);
-  // Closes the temporary. REQUIRES: exactly the declared bytes appended.
+  // Where the data of entry `i` (in the order given to Create) begin in the file.
+  // REQUIRES: i < the number of entries.
+  uint64_t DataOffset(size_t i) const { return header_end_ + offsets_[i]; }
+  // The file, for positional writes of the data (WriteAt, CopyAt). Valid until Commit().
+  WritableFile& file() { return *out_; }
+  // Closes the temporary. REQUIRES: every data byte written.
   absl::Status Finish();
   // Renames the file into place. REQUIRES: Finish() succeeded.
   absl::Status Commit();
@@ -93,7 +102,8 @@ class SafetensorsWriter {
 
  private:
   std::unique_ptr<WritableFile> out_;
-  uint64_t header_end_ = 0, data_size_ = 0;
+  std::vector<uint64_t> offsets_;  // of each entry, relative to the data
+  uint64_t header_end_ = 0, data_size_ = 0, cursor_ = 0;
 };
 
 }  // namespace tfckpt

@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/copy.h"
+#include "copy/copy.h"
 
 namespace tfckpt {
 

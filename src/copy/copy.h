@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tfckpt/bundle_writer.h"
+#include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 
 namespace tfckpt {
@@ -77,6 +78,23 @@ class PieceSink {
     (void)src_offset;
     return Append(bytes);
   }
+};
+
+// The bytes of one output range, written front to back from `offset` of `file` with its
+// positional forms (WriteAt; CopyAt for bytes that move unchanged, where the file moves
+// them in-kernel): several threads may fill disjoint ranges of one file at once, each
+// with a sink of its own, and the file's bytes do not depend on which thread wrote what.
+// REQUIRES: `file` is written only positionally (storage.h), and the range is this sink's.
+class PositionalSink : public PieceSink {
+ public:
+  PositionalSink(WritableFile& file, uint64_t offset) : file_(file), at_(offset) {}
+  absl::Status Append(std::string_view bytes) override;
+  absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, std::string_view bytes) override;
+  uint64_t offset() const { return at_; }  // where the next byte goes
+
+ private:
+  WritableFile& file_;
+  uint64_t at_;
 };
 
 // Converts whole elements of dtype `from` to `to` (see CastElements) on their way to `next`.
@@ -172,6 +190,37 @@ struct ExecuteOptions {
   // cut on axis 0 only (the verification proves those by CRCs alone; others it reads).
   bool read_back = false;
 };
+
+// ---------------------------------------------------------------------------------------
+// Running the copies of an output whose layout is fixed (every piece's place known from
+// its size before a byte is written) on several threads.
+
+// A unit of work for RunUnits: its size in bytes (units run largest first) and the output
+// files it writes (a thread prefers units whose files no other thread is writing: two
+// writers of one file only take turns on the file system's lock of it).
+struct WorkUnit {
+  uint64_t bytes = 0;
+  std::vector<int32_t> files;
+};
+
+// Runs run(i, stop) for every unit i on up to `jobs` threads (0: one per core; never more
+// than there are units). A free thread takes the largest unit left whose files no other
+// thread is writing, else the largest left. After an error no further unit starts and
+// `stop` turns true (long units poll it between steps); the first error is returned.
+absl::Status RunUnits(const std::vector<WorkUnit>& units, int jobs,
+                      const std::function<absl::Status(size_t unit, const std::atomic<bool>& stop)>& run);
+
+// The parts in which the whole of the fixed-size tensor `t` is copied by separate units
+// with no stored piece read twice and every stored CRC checked over the bytes that move:
+// the regions of its stored pieces, in row order, when they are all whole rows (a cut on
+// axis 0 only, so that each is one contiguous range of the tensor's row-major bytes);
+// otherwise the tensor whole. (A region of several parts is never split: pieces it only
+// partly covers would be read and checked once per part.)
+std::vector<Region> RowParts(const TensorEntry& t);
+
+// Where `part` (whole rows of a tensor of shape `shape`) begins in the tensor's row-major
+// bytes, for elements of `element_size` bytes. REQUIRES: part is whole rows of `shape`.
+uint64_t RowPartOffset(const Shape& shape, const Region& part, int64_t element_size);
 
 // The bytes a writer stores for `region` of `t`: elements x element size, or for strings
 // and variants the payload's size (a stored piece's own size when it is copied as is,

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tfckpt/regex.h"
+#include "base/regex.h"
 
 namespace tfckpt {
 

@@ -1,8 +1,10 @@
-#include "core/crc32c.h"
+#include "base/crc32c.h"
 
 #include <isa-l/crc.h>
 
 #include <climits>
+
+#include "base/vector_state.h"
 
 namespace tfckpt::crc32c {
 
@@ -17,6 +19,7 @@ uint32_t Extend(uint32_t crc, const void* data, size_t n) {
     p += len;
     n -= len;
   }
+  ClearUpperVectorState();
   return ~reg;
 }
 

@@ -12,10 +12,10 @@
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/copy.h"
-#include "tfckpt/partition.h"
-#include "tfckpt/sharding.h"
-#include "tfckpt/verify.h"
+#include "copy/copy.h"
+#include "reshard/partition.h"
+#include "reshard/sharding.h"
+#include "verify/verify.h"
 
 namespace tfckpt {
 

@@ -3,8 +3,10 @@
 #include "tfckpt/checkpoint.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "run/run.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {
@@ -33,6 +35,32 @@ absl::StatusOr<std::string_view> PieceReader::ReadRange(const TensorEntry& t, co
     TFCKPT_ASSIGN_OR_RETURN(*owner, Read(t, s, /*verify=*/false));
   }
   return owner->data.substr(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+}
+
+absl::Status PieceReader::ReadInto(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end,
+                                   char* out, bool verify) const {
+  TensorBytes owner;
+  std::string buffer;
+  std::string_view bytes;
+  if (verify && begin == 0) {  // (the whole payload, when `end` is its size: checked by Read)
+    TFCKPT_ASSIGN_OR_RETURN(owner, Read(t, s, /*verify=*/true));
+    if (end > owner.data.size()) return absl::InternalError("bug: ReadInto past the end of a payload");
+    bytes = owner.data.substr(0, static_cast<size_t>(end));
+  } else {
+    TFCKPT_ASSIGN_OR_RETURN(bytes, ReadRange(t, s, begin, end, &buffer, &owner));
+  }
+  constexpr size_t kChunk = 1 << 20;
+  for (size_t at = 0; at < bytes.size();) {
+    TFCKPT_RETURN_IF_ERROR(Reached("read-chunk"));
+    const size_t n = std::min(kChunk, bytes.size() - at);
+    std::memcpy(out + at, bytes.data() + at, n);
+    at += n;
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<PayloadCheck> PieceReader::StartPayloadCheck(const TensorEntry&, const StoredSlice&) const {
+  return nullptr;
 }
 
 absl::StatusOr<const ReadableFile*> PieceReader::DataFile(int32_t shard) const {
@@ -89,6 +117,13 @@ absl::StatusOr<std::string_view> Checkpoint::ReadRange(const TensorEntry& t, con
                                                        uint64_t end, std::string* buffer, TensorBytes* owner) const {
   TFCKPT_RETURN_IF_ERROR(DefectError(t));
   return reader_->ReadRange(t, s, begin, end, buffer, owner);
+}
+
+absl::Status Checkpoint::ReadInto(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end, char* out,
+                                  bool verify) const {
+  TFCKPT_RETURN_IF_ERROR(DefectError(t));
+  if (begin > end) return absl::InternalError("bug: ReadInto of a negative range");
+  return reader_->ReadInto(t, s, begin, end, out, verify);
 }
 
 }  // namespace tfckpt

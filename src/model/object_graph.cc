@@ -1,10 +1,10 @@
-#include "tfckpt/object_graph.h"
+#include "model/object_graph.h"
 
 #include <algorithm>
 #include <deque>
 
 #include "absl/strings/str_cat.h"
-#include "core/tensor_encoding.h"
+#include "model/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 

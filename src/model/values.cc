@@ -1,4 +1,4 @@
-#include "tfckpt/values.h"
+#include "model/values.h"
 
 #include <charconv>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "core/tensor_encoding.h"
+#include "model/tensor_encoding.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 
@@ -598,63 +598,6 @@ absl::StatusOr<std::string> FormatValues(const Checkpoint& c, const TensorEntry&
   const std::vector<std::string> words = text ? raw : FormatColumns(t.dtype, raw, t.shape.empty());
   if (t.shape.empty()) return words[0];
   return Layout(t.shape, summarise, options.edge_items, words).Axis(0, " ", kLineWidth);
-}
-
-absl::StatusOr<TensorStats> ComputeStats(const Checkpoint& c, const TensorEntry& t) {
-  TensorStats st;
-  const DTypeInfo* info = LookupDType(t.dtype);
-  if (info == nullptr || info->element_size == 0 || info->kind == ValueKind::kComplex) return st;
-  st.numeric = true;
-  st.min = std::numeric_limits<long double>::infinity();
-  st.max = -std::numeric_limits<long double>::infinity();
-  // Chan et al. parallel variance: combine per-chunk (count, mean, M2) of finite values.
-  int64_t finite = 0;
-  double mean = 0, m2 = 0;
-  const int64_t esize = info->element_size;
-  constexpr int64_t kChunk = 1 << 16;
-  for (const StoredSlice& s : t.slices) {
-    TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(t, s));
-    const int64_t n = static_cast<int64_t>(b.data.size()) / esize;
-    for (int64_t base = 0; base < n; base += kChunk) {
-      const int64_t end = std::min(n, base + kChunk);
-      int64_t cn = 0;
-      double cmean = 0, cm2 = 0;
-      for (int64_t i = base; i < end; ++i) {
-        const char* p = b.data.data() + i * esize;
-        const double v = ElementToDouble(t.dtype, p);
-        if (std::isnan(v)) {
-          ++st.nan;
-          continue;
-        }
-        if (std::isinf(v)) {
-          ++st.inf;  // min and max are over finite values, like mean and std
-          continue;
-        }
-        ++cn;
-        const double d = v - cmean;
-        cmean += d / cn;
-        cm2 += d * (v - cmean);
-        if (v == 0) ++st.zeros;
-        long double exact = v;
-        if (t.dtype == static_cast<int32_t>(DType::kInt64)) exact = Load<int64_t>(p);
-        if (t.dtype == static_cast<int32_t>(DType::kUInt64)) exact = Load<uint64_t>(p);
-        if (exact < st.min) st.min = exact;
-        if (exact > st.max) st.max = exact;
-      }
-      if (cn > 0) {
-        const int64_t total = finite + cn;
-        const double delta = cmean - mean;
-        mean += delta * cn / total;
-        m2 += cm2 + delta * delta * static_cast<double>(finite) * cn / total;
-        finite = total;
-      }
-    }
-    st.count += n;
-  }
-  st.mean = finite > 0 ? mean : std::numeric_limits<double>::quiet_NaN();
-  st.std = finite > 0 ? std::sqrt(m2 / finite) : std::numeric_limits<double>::quiet_NaN();
-  if (finite == 0) st.min = st.max = std::numeric_limits<long double>::quiet_NaN();
-  return st;
 }
 
 }  // namespace tfckpt

@@ -12,10 +12,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tfckpt/dtype.h"
-#include "tfckpt/sharding.h"
+#include "reshard/sharding.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
-#include "tfckpt/validate.h"
+#include "validate/validate.h"
 
 namespace tfckpt {
 

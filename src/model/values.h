@@ -30,9 +30,12 @@ struct PrintOptions {
 // left out.
 absl::StatusOr<std::string> FormatValues(const Checkpoint& c, const TensorEntry& t, const PrintOptions& options);
 
-// Statistics of a numeric tensor, computed in one streaming pass over its stored pieces
-// (no buffer the size of the tensor). CRCs are verified on the way.
-absl::StatusOr<TensorStats> ComputeStats(const Checkpoint& c, const TensorEntry& t);
+// Statistics of a numeric tensor, computed in one streaming pass over its stored pieces:
+// read in chunks of 1 MiB with pread (never through a mapping: memory stays one buffer per
+// thread whatever the tensor's size), summarised on `jobs` threads (0: one per core) and
+// merged in order (Chan et al.), so the result does not depend on `jobs`. CRCs are verified
+// on the way. (model/stats.cc)
+absl::StatusOr<TensorStats> ComputeStats(const Checkpoint& c, const TensorEntry& t, int jobs = 1);
 
 // Decodes one element of a fixed-size real dtype to double (NaN/Inf preserved).
 // REQUIRES: LookupDType(dtype)->kind is kFloat, kSigned, kUnsigned or kBool.

@@ -1,4 +1,4 @@
-#include "core/coding.h"
+#include "base/coding.h"
 
 #include <bit>
 

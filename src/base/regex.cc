@@ -1,5 +1,5 @@
 // RE2-backed regular expressions (see the header).
-#include "tfckpt/regex.h"
+#include "base/regex.h"
 
 #include <re2/re2.h>
 

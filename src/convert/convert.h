@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
-#include "tfckpt/name_rules.h"
+#include "model/name_rules.h"
 
 namespace tfckpt {
 
@@ -23,9 +23,9 @@ struct ConvertOptions {
   uint64_t max_file_size = 0;        // safetensors: > 0 writes NAME-0000i-of-0000K files + index
   bool strict = false;               // a tensor the format cannot hold is an error, not a warning
   bool overwrite = false;
+  int jobs = 0;                      // threads copying; 0 = one per core (the output does not depend on it)
   // Called once the plan is made, with the bytes to write and the phase ("writing"), and
-  // again for each later phase of the run (an .npz for a URL: "uploading" the archive);
-  // returns the counter to advance.
+  // again for each later phase of the run, if any; returns the counter to advance.
   using StartProgress = std::function<std::atomic<uint64_t>*(uint64_t total, const char* phase)>;
   StartProgress start_progress;
 };
@@ -47,12 +47,17 @@ struct ConvertReport {
 // bytes (a larger tensor gets a file of its own) named like Hugging Face's
 // (`model-00001-of-00003.safetensors`, `model.safetensors.index.json`); when everything
 // fits in one file, that file is `out` itself. Atomic: all files are renamed into place at
-// the end, the index last. Source CRCs are checked.
+// the end, the index last. Source CRCs are checked. Every file's layout is fixed before a
+// byte is written (the header first), and its tensors are copied into it positionally on
+// `jobs` threads (copy.h, RunUnits: a tensor cut on axis 0 by its stored pieces, in-kernel
+// where the bytes move unchanged), so the bytes do not depend on the number of threads.
 absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::string& out,
                                                const ConvertOptions& options);
 
-// Writes the tensors of `c` to `out` as a .npz archive (zip, stored, ZIP64 as needed, via
-// libzip): member NAME.npy per tensor, .npy format 1.0 (2.0 for headers over 64 KiB),
+// Writes the tensors of `c` to `out` as a .npz archive (zip, stored, ZIP64 as needed:
+// stored_zip.h, laid out first and filled on `jobs` threads as WriteSafetensors does,
+// straight through the storage, an object store's upload too): member NAME.npy per tensor
+// (names must be UTF-8), .npy format 1.0 (2.0 for headers over 64 KiB),
 // little-endian descr (`<f4`, `<i8`, `|b1`, `<f2`, `<c8`, ...), strings as `|S<n>`.
 // bfloat16 and float8 have no NumPy dtype: refused unless cast (bfloat16=float32).
 // Variants and the object graph are skipped. Source CRCs are checked.

@@ -1,5 +1,5 @@
 // float32 <-> bfloat16 / float16 with round-to-nearest-even (see the header).
-#include "core/float_convert.h"
+#include "base/float_convert.h"
 
 #include <cstring>
 

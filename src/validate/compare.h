@@ -1,5 +1,13 @@
-// Proving a checkpoint intact (Validate) or two checkpoints equal (Compare).
-// Check ids are listed and explained in man/tfckpt-validate.1.
+// The logical comparison of two checkpoints: the same tensor names, dtypes, shapes and
+// values whatever either side's slicing, data-file layout or format (tfckpt validate
+// --against). CompareTensorValues is the one comparison of two tensors' values: merge's
+// --collapse-parallel / --collapse-replicas and the verification of every written output
+// (verify.h, through CompareCheckpoints) use it too. Mismatches are findings in a
+// ValidateReport (validate.h), with the numbers of each differing tensor
+// (ValueDifference); an error status means a side could not be read (a damaged piece,
+// an unreadable data file). CompareTensorValues REQUIRES two comparable tensors (below);
+// Compare and CompareCheckpoints check that themselves and report what does not hold
+// (against.dtype, against.shape, a defect) as findings.
 #pragma once
 
 #include <atomic>
@@ -7,37 +15,13 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/reports.h"
+#include "validate/validate.h"
 
 namespace tfckpt {
-
-struct ValidateOptions {
-  bool quick = false;  // metadata only: skip reading data and checking tensor CRCs
-  int jobs = 0;        // threads for data checks; 0 = number of cores
-};
-
-struct ValidateReport {
-  std::string path;           // the checkpoint that was checked (resolved prefix)
-  int64_t tensors = 0;        // logical tensors
-  uint64_t bytes_checked = 0; // payload bytes whose checksums were verified (or compared)
-  std::vector<Finding> findings;
-  // Compare only: every tensor whose values differ (an against.values error), by name.
-  std::vector<ValueDifference> differences;
-
-  size_t errors() const;
-  size_t warnings() const;
-  size_t notes() const;
-  // No errors (and, when `strict`, no warnings; notes never fail).
-  bool ok(bool strict) const { return errors() == 0 && (!strict || warnings() == 0); }
-};
-
-// Runs every check on the checkpoint `spec` names. Damage is reported as findings; an
-// error status means the input cannot be read at all (no such checkpoint, unreadable).
-absl::StatusOr<ValidateReport> Validate(const std::string& spec, const ValidateOptions& options);
 
 struct CompareOptions {
   bool use_tolerance = false;
@@ -99,14 +83,9 @@ absl::StatusOr<ValidateReport> Compare(const std::string& new_spec, const std::s
 // of `a` -> the tensor of `b` its values came from), only the tensors of `a` it lists are
 // compared, each with the tensor of `b` it names, and tensors of `b` it does not name are
 // not expected in `a`; without, every tensor by its own name, as Compare.
+// REQUIRES: report != nullptr.
 absl::Status CompareCheckpoints(const Checkpoint& a, const Checkpoint& b,
                                 const std::map<std::string, std::string>* names, const CompareOptions& options,
                                 ValidateReport* report);
-
-// Slice layout checks of one partitioned tensor, appended to `out`: two slices that
-// overlap or are stored twice (slice.overlap), elements no slice holds (slice.gap, with
-// the first such element); a slice outside the tensor's shape (slice.bounds) instead of
-// those.
-void CheckSliceLayout(const TensorEntry& t, const std::string& file, std::vector<Finding>* out);
 
 }  // namespace tfckpt

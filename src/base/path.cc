@@ -1,4 +1,4 @@
-#include "tfckpt/path.h"
+#include "base/path.h"
 
 #include "absl/strings/ascii.h"
 

@@ -1,0 +1,885 @@
+#!/usr/bin/python3
+"""Tests of the Python package as people moving TF weights to PyTorch and JAX use it (issue
+25): arrays of their own, framework="pt", tfckpt.train, nested=True, the defects of the
+first release, stubs and man pages that cannot drift, Ctrl-C during reads; and object store
+settings read per open (issue 28 A7). Run with Debian's /usr/bin/python3 (numpy, torch).
+Usage: python_api_test.py PACKAGE_DIR TFCKPT MAKE_EXAMPLE GEN_CHECKPOINT"""
+
+import ast
+import inspect as pyinspect
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PACKAGE_DIR, TFCKPT, MAKE_EXAMPLE, GEN_CHECKPOINT = sys.argv[1:5]
+sys.path.insert(0, PACKAGE_DIR)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+import tfckpt  # noqa: E402
+from tfckpt import train  # noqa: E402
+from harness import TESTDATA, main, test, torch_or_skip  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EMB = "wide_deep/embedding/embedding_weights"
+
+
+def raises(exc, fn, *needles):
+    try:
+        fn()
+    except exc as e:
+        for n in needles:
+            assert n in str(e), f"{n!r} not in {e!r}"
+        return e
+    raise AssertionError(f"no {exc.__name__} raised")
+
+
+def example(d):
+    """The README's example checkpoint: an embedding [1000, 16] in 4 slices over 2 files,
+    dense layers, bfloat16, int64 and string tensors."""
+    prefix = os.path.join(d, "model.ckpt")
+    subprocess.run([MAKE_EXAMPLE, prefix], check=True, capture_output=True)
+    return prefix
+
+
+def case(name):
+    return os.path.join(TESTDATA, name)
+
+
+def python(script, env=None, timeout=300, point=None):
+    """/usr/bin/python3 running `script` with the package on its path: (rc, out, err); with
+    `point`, the process paused there (fault_points.py)."""
+    full_env = {**os.environ, "PYTHONPATH": PACKAGE_DIR, **(env or {})}
+    if point is not None:
+        from fault_points import paused_at
+        return paused_at(sys.executable, ["-c", script], point, env=full_env)
+    p = subprocess.run([sys.executable, "-W", "error", "-c", script], env=full_env, capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# 1. Arrays of their own.
+
+@test()
+def loaded_arrays_are_the_callers_own_writable_and_aligned():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        state = tfckpt.load(prefix)
+        with tfckpt.open(prefix) as c:
+            single = c["wide_deep/dnn/logits/kernel"]
+            rows = c.get_slice(EMB)[3:9]
+        for name, a in list(state.items()) + [("single", single), ("rows", rows)]:
+            assert a.flags.writeable and a.flags.aligned and a.flags.c_contiguous, (name, a.flags)
+            assert a.base is None or a.base.flags.owndata, name
+            if a.dtype != object:
+                a[...] = 0  # no error, no crash
+
+
+@test(needs_data=True)
+def every_real_array_is_writable_and_aligned():
+    count = 0
+    for name in sorted(os.listdir(TESTDATA)):
+        if name in ("index_only_lingvo_snappy", "index_only_minigo_snappy", "truncated_data_resnet_savedmodel",
+                    "t5x_mtf_bfloat16_missing_shard") or not os.path.isdir(case(name)):
+            continue
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for key, a in tfckpt.load(case(name)).items():
+                assert a.flags.writeable and a.flags.aligned, (name, key)
+                count += 1
+    assert count > 500, count
+
+
+@test()
+def files_changed_after_load_change_nothing_and_crash_nothing():
+    """The arrays of load() and ckpt[name] after the data files were truncated and rewritten:
+    the values read, no SIGBUS (a view of the mapping died with rc 135)."""
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        script = f"""
+import glob, numpy as np, tfckpt
+state = tfckpt.load({prefix!r})
+c = tfckpt.open({prefix!r})
+single = c["wide_deep/dnn/logits/kernel"]
+before = {{k: np.array(v) for k, v in state.items()}}
+for f in glob.glob({prefix!r} + ".data-*"):
+    with open(f, "r+b") as fh:
+        fh.truncate(0)
+total = sum(float(np.sum(v)) for v in state.values() if v.dtype != object) + float(single.sum())
+assert all(np.array_equal(state[k], before[k]) for k in before)
+print("ok")
+"""
+        rc, out, err = python(script)
+        assert rc == 0 and out == "ok\n", (rc, out, err)
+
+
+@test()
+def hundreds_of_loads_hold_no_file_open():
+    """200 load() results kept alive under a limit of 64 open files (each used to keep its
+    checkpoint's files open: 'Too many open files')."""
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        script = f"""
+import resource, tfckpt
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+kept = [tfckpt.load({prefix!r}) for _ in range(200)]
+print(len(kept))
+"""
+        rc, out, err = python(script)
+        assert rc == 0 and out == "200\n", (rc, out, err)
+
+
+@test()
+def readme_pytorch_example_then_in_place_update():
+    """The README's PyTorch example as written, then t.mul_(0.5): no warning (-W error),
+    no crash (a view of the mapping died with SIGSEGV)."""
+    if torch_or_skip() is None:
+        return
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        script = f"""
+import numpy as np, torch, tfckpt
+d = tfckpt.load({prefix!r})
+t = torch.from_numpy(d["wide_deep/dnn/logits/bias"])
+t.mul_(0.5)
+k = torch.from_numpy(d["wide_deep/dnn/logits/kernel"])
+k.add_(1.0)
+print("ok")
+"""
+        rc, out, err = python(script)
+        assert rc == 0 and out == "ok\n", (rc, out, err)
+
+
+def data_file_mappings(path):
+    real = os.path.realpath(path)
+    return sum(1 for line in open("/proc/self/maps") if line.rstrip().endswith(real))
+
+
+def open_fds(path):
+    real = os.path.realpath(path)
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == real:
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+@test()
+def mmap_is_an_opt_in_with_one_mapping_per_file():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        owned = tfckpt.load(prefix)
+        c = tfckpt.open(prefix, mmap=True)
+        names = [t.name for t in c.tensors() if not t.partitioned and t.dtype == "float32" and t.shape]
+        assert len(names) >= 3, names
+        arrays = [c[n] for n in names]
+        for n, a in zip(names, arrays):
+            assert not a.flags.writeable and a.flags.aligned, n
+            raises(ValueError, lambda: a.__setitem__((0,) * a.ndim, 1.0))
+            assert np.array_equal(a, owned[n]), n
+        files = {c.info(n).slices[0].data_file for n in names}
+        for f in files:
+            assert data_file_mappings(f) <= 1 and open_fds(f) <= 1, (f, data_file_mappings(f), open_fds(f))
+        # Every array of a load(mmap=True) is read-only, copies (partitioned, bfloat16) too.
+        mapped = tfckpt.load(prefix, mmap=True)
+        assert all(not a.flags.writeable for a in mapped.values())
+        c.close()
+        del c
+        assert np.array_equal(arrays[0], owned[names[0]])  # the mapping outlives the handle
+        raises(tfckpt.UsageError, lambda: tfckpt.open(prefix, mmap=True, framework="pt"), "mmap")
+        raises(tfckpt.UsageError, lambda: tfckpt.load(prefix, mmap=True, framework="pt"), "mmap")
+
+
+# ---------------------------------------------------------------------------------------
+# 2. PyTorch.
+
+@test()
+def framework_pt_gives_torch_tensors_and_bfloat16():
+    torch = torch_or_skip()
+    if torch is None:
+        return
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        raises(tfckpt.DTypeError, lambda: tfckpt.load(prefix, framework="pt"), "wide_deep/vocabulary")
+        state = tfckpt.load(prefix, framework="pt", exclude="vocabulary")
+        assert all(isinstance(t, torch.Tensor) for t in state.values())
+        bits = tfckpt.load(prefix, raw=True, exclude="vocabulary")
+        bf = [k for k, v in state.items() if v.dtype == torch.bfloat16]
+        assert bf, {k: v.dtype for k, v in state.items()}
+        for k in bf:
+            assert np.array_equal(state[k].view(torch.int16).numpy().view(np.uint16), bits[k]), k
+        with tfckpt.open(prefix, framework="pt") as c:
+            t = c[bf[0]]
+            assert t.dtype == torch.bfloat16
+            part = c.get_slice(bf[0])[0]
+            assert part.dtype == torch.bfloat16 and torch.equal(part, t[0])
+            e = raises(tfckpt.DTypeError, lambda: c["wide_deep/vocabulary"], "wide_deep/vocabulary")
+            assert isinstance(e, TypeError) and e.key == "wide_deep/vocabulary"
+            emb = c.get_slice(EMB)[[5, 1, 5]]
+            assert isinstance(emb, torch.Tensor) and emb.shape == (3, 16)
+        # In-place updates on what was loaded.
+        k = state["wide_deep/dnn/logits/kernel"]
+        before = k.clone()
+        k.mul_(0.5)
+        assert torch.equal(k, before * 0.5)
+        # A bfloat16 round trip: safetensors written by tfckpt, read back as torch.bfloat16.
+        st = os.path.join(d, "m.safetensors")
+        tfckpt.convert(prefix, st, exclude="vocabulary")
+        back = tfckpt.load(st, framework="pt")
+        for k in bf:
+            assert back[k].dtype == torch.bfloat16 and torch.equal(back[k], state[k]), k
+        # cast with torch dtypes.
+        half = tfckpt.load(prefix, framework="pt", exclude="vocabulary", cast={torch.float32: torch.bfloat16})
+        assert half["wide_deep/dnn/logits/kernel"].dtype == torch.bfloat16
+
+
+@test()
+def a_torch_model_loads_state_dict_strict_from_framework_pt():
+    torch = torch_or_skip()
+    if torch is None:
+        return
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        state = tfckpt.load(prefix, include=r"^wide_deep/dnn/(hiddenlayer_\d+|logits)/", framework="pt",
+                            rename=[r"^wide_deep/dnn/hiddenlayer_(\d+)/kernel=hidden.\1.weight",
+                                    r"^wide_deep/dnn/hiddenlayer_(\d+)/bias=hidden.$1.bias",
+                                    r"^wide_deep/dnn/logits/kernel=logits.weight",
+                                    r"^wide_deep/dnn/logits/bias=logits.bias"])
+        state = {k: v.T.contiguous() if k.endswith("weight") else v for k, v in state.items()}
+        net = torch.nn.Module()
+        net.hidden = torch.nn.ModuleList([torch.nn.Linear(*state[f"hidden.{i}.weight"].shape[::-1]) for i in range(2)])
+        net.logits = torch.nn.Linear(*state["logits.weight"].shape[::-1])
+        result = net.load_state_dict(state, strict=True)
+        assert not result.missing_keys and not result.unexpected_keys
+        with torch.no_grad():
+            for p in net.parameters():
+                p.mul_(2.0)  # in place, on the model's own copy
+
+
+# ---------------------------------------------------------------------------------------
+# 3. tfckpt.train, in the style of existing conversion scripts.
+
+TF_STYLE_SCRIPT = '''
+import numpy as np
+import torch
+from tfckpt import train as tf_train     # was: import tensorflow as tf; tf_train = tf.train
+
+ckpt_dir = CKPT_DIR
+path = tf_train.latest_checkpoint(ckpt_dir) or ckpt_dir
+reader = tf_train.load_checkpoint(path)
+var_to_shape = reader.get_variable_to_shape_map()
+var_to_dtype = reader.get_variable_to_dtype_map()
+weights = {}
+for name, shape in tf_train.list_variables(path):
+    if "OPTIMIZER_SLOT" in name or "Adam" in name or name.startswith("_") or var_to_dtype[name] == "string":
+        continue
+    if not var_to_dtype[name].is_floating or not reader.has_tensor(name):
+        continue
+    value = reader.get_tensor(name)
+    assert list(np.shape(value)) == shape == var_to_shape[name], (name, shape)
+    if value.ndim == 2:            # TF Dense kernels are [in, out], torch Linear [out, in]
+        value = value.T
+    weights[name] = torch.from_numpy(np.ascontiguousarray(value))
+kernels = [k for k, v in weights.items() if v.ndim == 2]
+print(json.dumps({"n": len(weights), "kernels": len(kernels),
+                  "first": repr(var_to_dtype[sorted(var_to_dtype)[0]]),
+                  "sums": {k: float(v.double().sum()) for k, v in weights.items()}}))
+'''
+
+
+@test(needs_data=True)
+def a_tf_style_conversion_script_runs_on_real_checkpoints():
+    torch = torch_or_skip()
+    if torch is None:
+        return
+    for name in ["keras_tf2_adam_2shards", "estimator_dnn_adam_2shards", "t2t_transformer_2shards",
+                 "v1_traffic_signs_3mb", "tf2_float64_variant_pinn", "savedmodel_keras_tfx_slots"]:
+        directory = case(name)
+        target = directory
+        if not os.path.exists(os.path.join(directory, "checkpoint")):
+            with tfckpt.open(directory) as c:  # (a prefix, as such scripts are given one)
+                target = c.info(c.keys()[0]).slices[0].data_file
+            target = re.sub(r"\.data-\d+-of-\d+$", "", target)
+        script = "import json\nCKPT_DIR = " + repr(target) + TF_STYLE_SCRIPT
+        p = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": PACKAGE_DIR},
+                           capture_output=True, text=True)
+        assert p.returncode == 0, (name, p.stderr[-3000:])
+        got = json.loads(p.stdout)
+        assert got["n"] > 0 and got["first"].startswith("tf."), (name, got)
+        with tfckpt.open(directory) as c:
+            for k, s in got["sums"].items():
+                want = np.asarray(c[k], dtype=np.float64).sum()
+                assert np.isclose(s, want, rtol=1e-6, atol=1e-6, equal_nan=True), (name, k, s, want)
+
+
+@test()
+def train_names_and_semantics_as_tensorflow():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        reader = train.load_checkpoint(prefix)
+        shapes = reader.get_variable_to_shape_map()
+        dtypes = reader.get_variable_to_dtype_map()
+        # Partitioned variables under their full name and shape, pieces assembled.
+        assert shapes[EMB] == [1000, 16] and isinstance(shapes[EMB], list)
+        with tfckpt.open(prefix) as c:
+            assert set(shapes) == set(c.keys())
+            assert np.array_equal(reader.get_tensor(EMB), c[EMB])
+        assert repr(dtypes[EMB]) == "tf.float32" and str(dtypes[EMB]) == "<dtype: 'float32'>"
+        assert dtypes[EMB] == "float32" and dtypes[EMB].name == "float32"
+        assert train.list_variables(prefix) == sorted(shapes.items())
+        assert reader.has_tensor(EMB) and reader.has_tensor(EMB.encode()) and not reader.has_tensor("nope")
+        # 0-d tensors as numpy scalars, strings as bytes; ":0" ignored by load_variable.
+        step = [n for n, s in shapes.items() if s == [] and dtypes[n] == "int64"]
+        assert step and isinstance(reader.get_tensor(step[0]), np.int64), step
+        assert np.array_equal(train.load_variable(prefix, EMB + ":0"), reader.get_tensor(EMB))
+        e = raises(train.NotFoundError, lambda: reader.get_tensor("no/such"), "Key no/such not found in checkpoint")
+        assert isinstance(e, tfckpt.Error)
+        # Directories: through their state file; none -> None / ValueError.
+        assert train.latest_checkpoint(d) is None
+        raises(ValueError, lambda: train.load_checkpoint(d), "Couldn't find 'checkpoint' file")
+        with open(os.path.join(d, "checkpoint"), "w") as f:
+            f.write('model_checkpoint_path: "model.ckpt"\nall_model_checkpoint_paths: "model.ckpt"\n')
+        assert train.latest_checkpoint(d) == os.path.join(d, "model.ckpt")
+        assert train.load_checkpoint(d).get_variable_to_shape_map() == shapes
+        with open(os.path.join(d, "other_state"), "w") as f:
+            f.write('model_checkpoint_path: "gone.ckpt"\n')
+        assert train.latest_checkpoint(d, "other_state") is None  # its files are gone
+        e = raises(FileNotFoundError, lambda: train.load_checkpoint(os.path.join(d, "missing")))
+        assert isinstance(e, tfckpt.Error) and isinstance(e, train.NotFoundError)
+
+
+# ---------------------------------------------------------------------------------------
+# 4. nested=True.
+
+@test(needs_data=True)
+def nested_dicts_by_name_path_for_jax():
+    flat = tfckpt.load(case("keras_tf2_adam_2shards"), drop_optimizer=True)
+    tree = tfckpt.load(case("keras_tf2_adam_2shards"), drop_optimizer=True, nested=True)
+    assert tree["layer-1"]["kernel"].shape == flat["layer-1/kernel/.ATTRIBUTES/VARIABLE_VALUE"].shape
+    leaves = {}
+
+    def walk(node, path):
+        for k, v in node.items():
+            if isinstance(v, dict):
+                walk(v, path + [k])
+            else:
+                leaves["/".join(path + [k])] = v
+    walk(tree, [])
+    assert len(leaves) == len(flat)
+    for k, v in flat.items():
+        short = k[:-len("/.ATTRIBUTES/VARIABLE_VALUE")] if k.endswith("/.ATTRIBUTES/VARIABLE_VALUE") else k
+        assert np.array_equal(leaves[short], v), k
+    # A tensor that is also a prefix of others (a variable and its optimizer slots).
+    e = raises(tfckpt.UsageError, lambda: tfckpt.load(case("keras_tf2_adam_2shards"), nested=True), "drop_optimizer")
+    assert isinstance(e, ValueError)
+
+
+@test()
+def nested_bfloat16_is_float32_unless_raw():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        tree = tfckpt.load(prefix, nested=True)
+        assert tree["wide_deep"]["dnn"]["projection_bf16"].dtype == np.float32
+        bits = tfckpt.load(prefix, nested=True, raw=True)["wide_deep"]["dnn"]["projection_bf16"]
+        assert bits.dtype == np.uint16
+
+
+# ---------------------------------------------------------------------------------------
+# 5. The defects.
+
+@test()
+def cast_keys_as_tf_or_numpy_name_them_and_unknown_ones_are_refused():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        k = "wide_deep/dnn/logits/kernel"
+        for cast in [{"float": "float16"}, {np.float32: np.float16}, {"f4": "f2"}, {np.dtype("float32"): "float16"},
+                     "float=float16", ["float32=half"]]:
+            assert tfckpt.load(prefix, include=k, cast=cast)[k].dtype == np.float16, cast
+        for bad in [{"floaty": "float16"}, {"float32": "nodtype"}, {"float32": "bfloat16"}, "float32=x"]:
+            e = raises(tfckpt.UsageError, lambda: tfckpt.load(prefix, cast=bad))
+            assert isinstance(e, ValueError)
+        raises(TypeError, lambda: tfckpt.load(prefix, cast=3), "cast")
+
+
+@test(needs_data=True)
+def cast_double_of_a_real_float64_checkpoint():
+    name = case("tf2_float64_variant_pinn")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = tfckpt.load(name)
+        assert any(v.dtype == np.float64 for v in plain.values())
+        for cast in [{"double": "float32"}, {np.float64: np.float32}, {float: "float32"}]:
+            got = tfckpt.load(name, cast=cast)
+            assert not any(v.dtype == np.float64 for v in got.values()), cast
+
+
+def flip_byte(prefix, name):
+    listing = json.loads(subprocess.run([TFCKPT, "inspect", prefix, "--json"], check=True, capture_output=True,
+                                        text=True).stdout)
+    entry = next(x for x in listing["tensors"] if x["name"] == name)
+    offset = entry["slices"][0]["offset"] if "slices" in entry and "offset" in entry["slices"][0] else entry["offset"]
+    with tfckpt.open(prefix) as c:
+        data = c.info(name).slices[0].data_file
+    with open(data, "r+b") as f:
+        f.seek(offset + 1)
+        b = f.read(1)
+        f.seek(offset + 1)
+        f.write(bytes([b[0] ^ 0x10]))
+    return data
+
+
+@test()
+def get_slice_checks_the_crc_of_pieces_it_reads_whole():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        name = "wide_deep/dnn/logits/kernel"
+        data = flip_byte(prefix, name)
+        with tfckpt.open(prefix) as c:
+            view = c.get_slice(name)
+            for key in [slice(None), Ellipsis, (slice(None), slice(None)), slice(0, None)]:
+                e = raises(tfckpt.CorruptInputError, lambda: view[key])
+                assert e.check_id == "data.crc" and e.key == name and e.file == data, vars(e)
+            raises(tfckpt.CorruptInputError, lambda: np.asarray(view))
+            view[0:1]  # a part of a piece cannot be checked: read as stored
+            c.get_slice(name, verify=False)[:]
+        # A partitioned tensor: the damaged piece read whole fails, the others not.
+        prefix2 = example(os.path.join(d, "p"))
+        with tfckpt.open(prefix2) as c:
+            pieces = c.info(EMB).slices
+        first = pieces[0]
+        listing = json.loads(subprocess.run([TFCKPT, "inspect", prefix2, "--json"], check=True,
+                                            capture_output=True, text=True).stdout)
+        entry = next(x for x in listing["tensors"] if x["name"] == EMB)
+        offset = entry["slices"][0]["offset"]
+        with open(first.data_file, "r+b") as f:
+            f.seek(offset + 5)
+            b = f.read(1)
+            f.seek(offset + 5)
+            f.write(bytes([b[0] ^ 0x01]))
+        with tfckpt.open(prefix2) as c:
+            v = c.get_slice(EMB)
+            n0 = first.shape[0]
+            raises(tfckpt.CorruptInputError, lambda: v[:n0])
+            raises(tfckpt.CorruptInputError, lambda: v[:])
+            v[n0:]  # other pieces, whole: fine
+
+
+@test(needs_data=True)
+def object_graph_keys_are_stored_names():
+    for name in ["tf2_iterator_variant_int32", "keras_tf2_adam_2shards", "savedmodel_keras_tfx_slots"]:
+        with tfckpt.open(case(name)) as c:
+            for path, attrs in c.object_graph().items():
+                for attr, key in attrs.items():
+                    assert key in c, (name, path, attr, key)
+    with tfckpt.open(case("tf2_iterator_variant_int32")) as c:
+        g = c.object_graph()
+        keys = [k for attrs in g.values() for k in attrs.values() if "ITERATOR" in k]
+        assert keys and all(k.endswith("ITERATOR_STATE") for k in keys), keys
+
+
+@test()
+def close_makes_every_later_call_raise_the_same_error():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        c = tfckpt.open(prefix)
+        c.keys(), c.tensors(), len(c), c.info(EMB)  # answered before close: cached
+        view = c.get_slice(EMB)
+        c.close()
+        c.close()  # twice is fine
+        calls = [c.keys, c.tensors, lambda: len(c), lambda: EMB in c, lambda: list(c), lambda: c.info(EMB),
+                 lambda: c[EMB], lambda: c.read(EMB), lambda: c.get_slice(EMB), c.object_graph, lambda: view[0],
+                 lambda: c.__enter__()]
+        messages = set()
+        for call in calls:
+            e = raises(tfckpt.UsageError, call, "closed")
+            assert isinstance(e, ValueError)
+            messages.add(str(e))
+        assert len(messages) == 1, messages
+
+
+@test()
+def paths_that_do_not_exist_are_file_not_found_errors():
+    with tempfile.TemporaryDirectory() as d:
+        missing = os.path.join(d, "missing")
+        for call in [lambda: tfckpt.open(missing), lambda: tfckpt.load(missing), lambda: tfckpt.validate(missing),
+                     lambda: tfckpt.inspect(missing), lambda: train.load_checkpoint(missing)]:
+            e = raises(FileNotFoundError, call, "missing")
+            assert isinstance(e, tfckpt.Error) and isinstance(e, tfckpt.NotFoundError), repr(e)
+            assert e.errno == 2 and e.check_id == "not-found", vars(e)
+
+
+@test()
+def wrong_types_name_the_public_parameter():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        cases = [
+            (lambda: tfckpt.load(prefix, raw="yes"), "raw"),
+            (lambda: tfckpt.load(prefix, drop_optimizer="yes"), "drop_optimizer"),
+            (lambda: tfckpt.load(prefix, include=b"dnn"), "include"),
+            (lambda: tfckpt.load(prefix, exclude=3), "exclude"),
+            (lambda: tfckpt.load(prefix, rename=[1]), "rename"),
+            (lambda: tfckpt.load(prefix, verify=None), "verify"),
+            (lambda: tfckpt.load(prefix, nested=1), "nested"),
+            (lambda: tfckpt.load(42), "ckpt"),
+            (lambda: tfckpt.open(prefix, mmap="no"), "mmap"),
+            (lambda: tfckpt.open(prefix, framework=1), "framework"),
+            (lambda: tfckpt.validate(prefix, jobs="2"), "jobs"),
+            (lambda: tfckpt.validate(prefix, endpoint_url=3), "endpoint_url"),
+            (lambda: tfckpt.merge(prefix, os.path.join(d, "o"), include=b"x"), "include"),
+            (lambda: tfckpt.convert(prefix, 7), "output"),
+        ]
+        for call, param in cases:
+            e = raises(TypeError, call, param)
+            assert isinstance(e, tfckpt.Error), repr(e)
+            assert "pybind11" not in str(e) and "incompatible" not in str(e), str(e)
+        # Only the man page's long names: j is not one.
+        raises(TypeError, lambda: tfckpt.validate(prefix, j=2), "j")
+        assert tfckpt.validate(prefix, jobs=2)["ok"]
+        with tfckpt.open(prefix) as c:
+            raises(TypeError, lambda: c.read(EMB, raw="yes"), "raw")
+            raises(TypeError, lambda: c.get_slice(EMB, raw=1), "raw")
+
+
+@test()
+def rename_takes_python_and_command_line_group_references():
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        dollar = tfckpt.load(prefix, include="^wide_deep/dnn", rename=r"^wide_deep/(.*)=model.$1")
+        backslash = tfckpt.load(prefix, include="^wide_deep/dnn", rename=r"^wide_deep/(.*)=model.\1")
+        named = tfckpt.load(prefix, include="^wide_deep/dnn", rename=r"^wide_deep/(.*)=model.\g<1>")
+        assert set(dollar) == set(backslash) == set(named) and all(k.startswith("model.dnn") for k in dollar), \
+            sorted(backslash)
+        literal = tfckpt.load(prefix, include="^wide_deep/dnn/logits/bias", rename=r"bias=b\\1")
+        assert list(literal) == ["wide_deep/dnn/logits/b\\1"], list(literal)
+        out = os.path.join(d, "m")
+        tfckpt.merge(prefix, out, include="^wide_deep/dnn", rename=r"^wide_deep/(.*)=model.\1")
+        with tfckpt.open(out) as m:
+            assert set(m.keys()) - {"_CHECKPOINTABLE_OBJECT_GRAPH"} == set(backslash), m.keys()
+
+
+@test()
+def get_slice_is_array_like_with_numpys_indexing():
+    rng = random.Random(25)
+    with tempfile.TemporaryDirectory() as d:
+        prefix = example(d)
+        with tfckpt.open(prefix) as c:
+            v = c.get_slice(EMB)
+            whole = c[EMB]
+            assert v.get_shape() == [1000, 16] and v.get_dtype() == "float32" and len(v) == 1000
+            a = np.asarray(v)
+            assert a.dtype == np.float32 and np.array_equal(a, whole)
+            assert np.array_equal(np.asarray(v, dtype=np.float64), whole.astype(np.float64))
+            for _ in range(300):
+                ids = [rng.randrange(-1000, 1000) for _ in range(rng.randrange(0, 12))]
+                kind = rng.randrange(5)
+                if kind == 0:
+                    key = ids
+                elif kind == 1:
+                    key = (np.array(ids, dtype=np.int64), slice(rng.randrange(16), None, rng.choice([1, 2, -1, -3])))
+                elif kind == 2:
+                    key = (np.array(ids, dtype=np.int32).reshape(-1, 1) if ids else np.array(ids, dtype=np.int32),
+                           rng.randrange(-16, 16))
+                elif kind == 3:
+                    key = (slice(rng.randrange(-1100, 1100), rng.randrange(-1100, 1100), rng.choice([-1, -2, -7, -250])),
+                           slice(None, None, rng.choice([-1, -5])))
+                else:
+                    mask = np.array([rng.random() < 0.01 for _ in range(1000)])
+                    key = (mask, slice(3, 5))
+                got, want = v[key], whole[key]
+                assert np.shape(got) == np.shape(want) and got.dtype == want.dtype, (key, np.shape(got), np.shape(want))
+                assert np.array_equal(got, want), key
+                assert got.flags.writeable
+            raises(IndexError, lambda: v[[1000]], "out of bounds")
+            raises(IndexError, lambda: v[[0.5]])
+            raises(IndexError, lambda: v[0, [1, 2]], "first axis")
+
+
+@test()
+def rows_by_id_read_only_those_rows():
+    """Rows of a 1 GiB table by id (its data file sparse): under 1 MiB read."""
+    with tempfile.TemporaryDirectory() as d:
+        prefix = os.path.join(d, "big")
+        subprocess.run([GEN_CHECKPOINT, "index-only", prefix, "1", "1", "1"], check=True, capture_output=True)
+        with tfckpt.open(prefix) as c:
+            table = max(c.tensors(), key=lambda t: t.bytes)
+
+            def read_bytes():
+                for line in open("/proc/self/io"):
+                    if line.startswith("rchar:"):
+                        return int(line.split()[1])
+            ids = [7, table.shape[0] - 1, 123456, 7, 99999]
+            before = read_bytes()
+            rows = c.get_slice(table.name)[ids]
+            used = read_bytes() - before
+            assert rows.shape == (5,) + table.shape[1:], rows.shape
+            assert used < 1 << 20, f"read {used} bytes for {len(ids)} rows"
+            v = c.get_slice(table.name)
+            for i, r in zip(ids, rows):
+                assert np.array_equal(r, v[i])
+
+
+# ---------------------------------------------------------------------------------------
+# 6. Stubs, version and man pages that cannot drift.
+
+def stub_signatures(path):
+    """{qualified name: ast.arguments} of the functions in a .pyi (module level and in
+    classes), and the set of names it defines."""
+    tree = ast.parse(open(path).read())
+    out, names = {}, set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            out[node.name] = node.args
+            names.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            names.add(node.name)
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and not any(
+                        isinstance(dec, ast.Name) and dec.id == "property" for dec in item.decorator_list):
+                    out[f"{node.name}.{item.name}"] = item.args
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom) and node.module in ("", None, "train") or (
+                isinstance(node, ast.ImportFrom) and node.level == 1):
+            names.update(a.asname or a.name for a in node.names if a.asname)
+    return out, names
+
+
+def compare_signature(where, stub_args, runtime):
+    sig = pyinspect.signature(runtime)
+    params = [p for p in sig.parameters.values()]
+    stub = []
+    positional = stub_args.posonlyargs + stub_args.args
+    defaults = [None] * (len(positional) - len(stub_args.defaults)) + list(stub_args.defaults)
+    for a, dflt in zip(positional, defaults):
+        stub.append((a.arg, "POSITIONAL_OR_KEYWORD", dflt))
+    if stub_args.vararg:
+        stub.append((stub_args.vararg.arg, "VAR_POSITIONAL", None))
+    for a, dflt in zip(stub_args.kwonlyargs, stub_args.kw_defaults):
+        stub.append((a.arg, "KEYWORD_ONLY", dflt))
+    if stub_args.kwarg:
+        stub.append((stub_args.kwarg.arg, "VAR_KEYWORD", None))
+    if stub and stub[0][0] == "self":
+        stub = stub[1:]
+    if params and params[0].name == "self":
+        params = params[1:]
+    got = [(p.name, p.kind.name) for p in params]
+    assert [(n, k) for n, k, _ in stub] == got, f"{where}: stub {[(n, k) for n, k, _ in stub]} != runtime {got}"
+    for (name, _, dflt), p in zip(stub, params):
+        has = p.default is not pyinspect.Parameter.empty
+        assert (dflt is not None) == has, f"{where}({name}): default in stub {dflt is not None}, runtime {has}"
+        if dflt is not None and not (isinstance(dflt, ast.Constant) and dflt.value is Ellipsis):
+            assert ast.literal_eval(dflt) == p.default, f"{where}({name}): stub {ast.unparse(dflt)} != {p.default!r}"
+
+
+def check_stub(module, stub_path):
+    sigs, names = stub_signatures(stub_path)
+    public = set(module.__all__)
+    missing = public - names - {"__version__"} - {n for n in sigs}
+    assert not missing, f"{stub_path}: not in the stub: {missing}"
+    for qual, args in sigs.items():
+        parts = qual.split(".")
+        obj = module
+        for p in parts:
+            assert hasattr(obj, p), f"{stub_path}: {qual} is not in the runtime module"
+            obj = getattr(obj, p)
+        if pyinspect.isclass(obj):
+            continue
+        compare_signature(qual, args, obj)
+        if not parts[-1].startswith("__") and not qual.split(".")[0].endswith("Error"):
+            assert obj.__doc__ and obj.__doc__.strip(), f"{qual} has no docstring"
+    for name in public:
+        obj = getattr(module, name)
+        if callable(obj) and not pyinspect.ismodule(obj):
+            assert obj.__doc__ and obj.__doc__.strip(), f"{name} has no docstring"
+            if pyinspect.isfunction(obj):
+                assert name in sigs, f"{name}: no signature in {stub_path}"
+        if pyinspect.isclass(obj):
+            for attr, member in vars(obj).items():
+                if pyinspect.isfunction(member) and not attr.startswith("_"):
+                    assert f"{name}.{attr}" in sigs, f"{name}.{attr}: not in {stub_path}"
+                    assert member.__doc__, f"{name}.{attr} has no docstring"
+
+
+@test()
+def stubs_match_the_runtime_signatures_and_docstrings():
+    package = os.path.dirname(tfckpt.__file__)
+    check_stub(tfckpt, os.path.join(package, "__init__.pyi"))
+    check_stub(train, os.path.join(package, "train.pyi"))
+    # The stubs shipped are the sources' (the build copies them).
+    src = os.path.join(HERE, "..", "python", "tfckpt")
+    for f in ["__init__.pyi", "train.pyi"]:
+        assert open(os.path.join(src, f)).read() == open(os.path.join(package, f)).read(), f
+
+
+@test()
+def version_is_the_command_lines():
+    out = subprocess.run([TFCKPT, "--version"], capture_output=True, text=True, check=True).stdout.split()
+    assert out[-1] == tfckpt.__version__, (out, tfckpt.__version__)
+
+
+def man_long_options(command):
+    """The long options a man page documents: those of its SYNOPSIS and of its option
+    lists (the tag line of each .TP item)."""
+    lines = open(os.path.join(HERE, "..", "man", f"tfckpt-{command}.1.in")).read().splitlines()
+    found, section, prev = set(), "", ""
+    for line in lines:
+        if line.startswith(".SH"):
+            section = line[3:].strip().strip('"')
+        elif section == "SYNOPSIS" or prev == ".TP":
+            for m in re.finditer(r"\\-\\-([a-z][a-z0-9]*(?:\\-[a-z0-9]+)*)", line):
+                found.add(m.group(1).replace("\\-", "-"))
+        prev = line
+    return found
+
+
+@test()
+def command_functions_take_the_long_options_of_their_man_pages():
+    functions = {"inspect": tfckpt.inspect, "validate": tfckpt.validate, "reshard": tfckpt.reshard,
+                 "merge": tfckpt.merge, "convert": tfckpt.convert}
+    # Positional operands, as the man pages name them (-o OUT is `output`).
+    operands = {"ckpt", "ckpts", "src", "output"}
+    for command, fn in functions.items():
+        documented = {o.replace("-", "_") for o in man_long_options(command)} - {"json", "quiet"}
+        accepted = set(pyinspect.signature(fn).parameters) - operands
+        assert documented - {"output"} == accepted - {"output"}, (command, "man only:", documented - accepted,
+                                                                  "python only:", accepted - documented)
+        # And the command line accepts each (its --help).
+        helptext = subprocess.run([TFCKPT, command, "--help"], capture_output=True, text=True).stdout
+        for o in documented:
+            assert "--" + o.replace("_", "-") in helptext, (command, o)
+
+
+# ---------------------------------------------------------------------------------------
+# 7. Ctrl-C during long reads.
+
+@test()
+def ctrl_c_during_a_long_read_raises_keyboard_interrupt():
+    """load(), ckpt[name] and get_slice reading a 64 MiB tensor, stopped by SIGINT at the
+    second chunk of the read (fault point read-chunk#2): KeyboardInterrupt, and the same
+    interpreter goes on (and reads the tensor whole afterwards)."""
+    from fault_points import HANG
+    with tempfile.TemporaryDirectory() as d:
+        prefix = os.path.join(d, "big")
+        subprocess.run([GEN_CHECKPOINT, "tables", prefix, "64", "1", "1"], check=True, capture_output=True)
+        with tfckpt.open(prefix) as c:
+            big = max(c.tensors(), key=lambda t: t.bytes)
+        assert big.bytes >= 32 << 20, big
+        for call in [f"tfckpt.load({prefix!r})", f"tfckpt.open({prefix!r})[{big.name!r}]",
+                     f"tfckpt.open({prefix!r}).get_slice({big.name!r})[1:]"]:
+            script = ("import os, tfckpt\n"
+                      f"try:\n    {call}\n    print('finished')\n"
+                      "except KeyboardInterrupt:\n    print('interrupted')\n"
+                      "os.environ.pop('TFCKPT_FAULT_PAUSE_AT')  # (the next open would pause there too)\n"
+                      f"print('alive', tfckpt.open({prefix!r})[{big.name!r}].shape)\n")
+            p = python(script, point="read-chunk#2")
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=HANG)
+            assert p.returncode == 0 and out == f"interrupted\nalive {big.shape}\n", (call, p.returncode, out, err)
+
+
+# ---------------------------------------------------------------------------------------
+# Issue 28 A7: object store settings per open; 403 is a permission error.
+
+class _Store(BaseHTTPRequestHandler):
+    status = 403
+
+    def _answer(self):
+        body = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>"
+                f"{'AccessDenied' if self.status == 403 else 'NoSuchKey'}</Code><Message>no</Message></Error>").encode()
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body) if self.command != "HEAD" else 0))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_PUT = do_POST = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+def serve(status):
+    handler = type(f"Store{status}", (_Store,), {"status": status})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+class _Environment:
+    """os.environ with `values` for the object store tests, restored afterwards."""
+
+    def __init__(self, **values):
+        self.values = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
+                       "AWS_REGION": "us-east-1", "TFCKPT_S3_MAX_RETRIES": "0", "AWS_CONFIG_FILE": "/nonexistent",
+                       "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", **values}
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in list(self.values) + ["AWS_ENDPOINT_URL"]}
+        os.environ.update(self.values)
+        return self
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+URL = "s3://tfckpt-test/run/model.ckpt-1"
+
+
+@test()
+def an_object_stores_403_is_a_permission_error():
+    refusing = serve(403)
+    endpoint = f"http://127.0.0.1:{refusing.server_address[1]}"
+    try:
+        with _Environment(AWS_ENDPOINT_URL=endpoint):
+            for call in [lambda: tfckpt.open(URL), lambda: tfckpt.load(URL), lambda: tfckpt.inspect(URL),
+                         lambda: train.load_checkpoint(URL)]:
+                e = raises(PermissionError, call, "403")
+                assert isinstance(e, tfckpt.Error) and isinstance(e, tfckpt.PermissionDeniedError), repr(e)
+    finally:
+        refusing.shutdown()
+
+
+@test()
+def object_store_settings_are_read_at_each_open():
+    """The environment changed between two opens: the second uses the new endpoint (the
+    first open's settings used to stay for the rest of the process); options given to open
+    and to the commands override the environment."""
+    refusing, missing = serve(403), serve(404)
+    a = f"http://127.0.0.1:{refusing.server_address[1]}"
+    b = f"http://127.0.0.1:{missing.server_address[1]}"
+    try:
+        with _Environment(AWS_ENDPOINT_URL=a):
+            raises(tfckpt.Error, lambda: tfckpt.open(URL), "HTTP 403")
+            os.environ["AWS_ENDPOINT_URL"] = b
+            raises(tfckpt.Error, lambda: tfckpt.open(URL), "HTTP 404")
+            raises(tfckpt.Error, lambda: tfckpt.open(URL, endpoint_url=a), "HTTP 403")
+            raises(tfckpt.Error, lambda: tfckpt.load(URL, endpoint_url=a), "HTTP 403")
+            raises(tfckpt.Error, lambda: tfckpt.inspect(URL, endpoint_url=a), "HTTP 403")
+            raises(tfckpt.Error, lambda: tfckpt.open(URL), "HTTP 404")
+    finally:
+        refusing.shutdown()
+        missing.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main("python_api"))
