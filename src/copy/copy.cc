@@ -101,10 +101,11 @@ absl::Status PositionalSink::Append(std::string_view bytes) {
 }
 
 absl::Status PositionalSink::AppendFrom(const ReadableFile& src, uint64_t src_offset, std::string_view bytes) {
-  // (Where the file cannot move them in-kernel, the bytes at hand are written: reading
-  // them again would cost a second read.)
-  TFCKPT_RETURN_IF_ERROR(file_.MovesInKernel() ? file_.CopyAt(at_, src, src_offset, bytes.size())
-                                               : file_.WriteAt(at_, bytes));
+  // (Where the file cannot move them in-kernel, or the source is not a local file (not
+  // mapped: an object store's, whose bytes a copy would fetch a second time), the bytes at
+  // hand are written: reading them again would cost a second read.)
+  const bool in_kernel = file_.MovesInKernel() && src.mapping().has_value();
+  TFCKPT_RETURN_IF_ERROR(in_kernel ? file_.CopyAt(at_, src, src_offset, bytes.size()) : file_.WriteAt(at_, bytes));
   at_ += bytes.size();
   return absl::OkStatus();
 }

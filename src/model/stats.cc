@@ -331,7 +331,13 @@ absl::StatusOr<TensorStats> ComputeStats(const Checkpoint& c, const TensorEntry&
   }
   std::vector<Partial> parts(chunks.size());
   std::vector<uint32_t> chunk_crcs(chunks.size(), 0);
-  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(chunks.size(), std::max(1, Jobs(jobs)),
+  // An object store's data (not a local file) is read by one thread in order: it streams
+  // each large piece to its end ahead of the reads (s3_storage.h FileLayout), which chunks
+  // of the same piece read by other threads would fetch a second time. (The summaries do
+  // not depend on the number of threads.)
+  const bool remote = std::any_of(ci.data_files.begin(), ci.data_files.end(),
+                                  [](const std::string& f) { return f.find("://") != std::string::npos; });
+  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(chunks.size(), remote ? 1 : std::max(1, Jobs(jobs)),
                                            [&](size_t i, const std::atomic<bool>&) -> absl::Status {
     thread_local std::string buffer;
     const Chunk& ch = chunks[i];
