@@ -864,6 +864,8 @@ def object_store_settings_are_read_at_each_open():
     """The environment changed between two opens: the second uses the new endpoint (the
     first open's settings used to stay for the rest of the process); options given to open
     and to the commands override the environment."""
+    # (The 404 endpoint answers NoSuchKey to everything: the bucket is there, the checkpoint
+    # is not; the 403 one AccessDenied: a refusal.)
     refusing, missing = serve(403), serve(404)
     a = f"http://127.0.0.1:{refusing.server_address[1]}"
     b = f"http://127.0.0.1:{missing.server_address[1]}"
@@ -871,11 +873,11 @@ def object_store_settings_are_read_at_each_open():
         with _Environment(AWS_ENDPOINT_URL=a):
             raises(tfckpt.Error, lambda: tfckpt.open(URL), "HTTP 403")
             os.environ["AWS_ENDPOINT_URL"] = b
-            raises(tfckpt.Error, lambda: tfckpt.open(URL), "HTTP 404")
+            raises(tfckpt.NotFoundError, lambda: tfckpt.open(URL), "no checkpoint found")
             raises(tfckpt.Error, lambda: tfckpt.open(URL, endpoint_url=a), "HTTP 403")
             raises(tfckpt.Error, lambda: tfckpt.load(URL, endpoint_url=a), "HTTP 403")
             raises(tfckpt.Error, lambda: tfckpt.inspect(URL, endpoint_url=a), "HTTP 403")
-            raises(tfckpt.Error, lambda: tfckpt.open(URL), "HTTP 404")
+            raises(tfckpt.NotFoundError, lambda: tfckpt.open(URL), "no checkpoint found")
     finally:
         refusing.shutdown()
         missing.shutdown()

@@ -658,9 +658,10 @@ absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {
   const ObjectUrl dir{t.url.scheme, t.url.bucket, DirectoryPrefix(t.url.key)};
   absl::StatusOr<Client::Listing> some = t.client->ListLevel(dir, "/", 1, /*first_page_only=*/true);
   if (!some.ok() && absl::IsPermissionDenied(some.status()) && !t.url.key.empty() && t.url.key.back() != '/') {
-    // Not an object, and the prefix may not be listed: nothing is known to be there.
-    return absl::NotFoundError(StrCat(path, ": no such object (or not allowed to read it), and ", dir.ToString(),
-                                      " cannot be listed: ", some.status().message()));
+    // Not an object that may be read, and the prefix may not be listed: missing, or refused
+    // (S3 answers both alike to a caller without s3:ListBucket); a refusal is the error.
+    return absl::PermissionDeniedError(StrCat(path, ": no such object, or not allowed to read it; and ",
+                                              some.status().message()));
   }
   if (!some.ok()) return Named(some.status(), path);
   if (some->objects.empty() && some->common_prefixes.empty() && !t.url.key.empty()) {
