@@ -607,6 +607,32 @@ def an_interrupt_does_not_wait_for_a_request_the_store_holds():
     uploads_aborted_before_exit(out)
 
 
+@test(needs_data=True)
+def an_interrupt_does_not_wait_for_a_stalled_part_and_completes_nothing():
+    # A part's PUT answered with its headers and half its body, then nothing for longer than
+    # HANG (the proxy's stall): SIGINT or SIGTERM cuts it short, every upload is aborted
+    # before the exit and none is completed (a completion after the signal, deleted again,
+    # was seen before). Had the run waited for the stalled answer, communicate() would time
+    # out and the test fail: no clock is read.
+    out = f"{ROOT}/stalled/m"
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        clear_proxy_log()
+        faults(f"when PUT partNumber=2 stall {HANG * 3}")
+        try:
+            proc = subprocess.Popen([TFCKPT, "reshard", big(), "-o", out, "--policy", "shards:2"],
+                                    env={**os.environ, **PROXY}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            wait_for_fault("stall")
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=HANG)
+        finally:
+            faults()
+        assert proc.returncode == 128 + sig and "interrupted" in err, (sig, proc.returncode, err)
+        assert listing(out + ".") == {}, listing(out + ".")
+        log = proxy_log()
+        assert not [l for l in log if l.startswith("POST ") and "uploadId=" in l], log
+        uploads_aborted_before_exit(out)
+
+
 @test()
 def bad_output_urls_credentials_and_endpoints_are_one_line_exit_3_before_any_work():
     with tempfile.TemporaryDirectory() as d:

@@ -11,7 +11,8 @@ test writes it) and applies it instead of, or to, that request:
   status CODE [S3CODE]  answer CODE with an S3 <Error> body, do not forward
   reset                 close the connection at once (RST), no answer
   reset-mid-body        forward, send the headers and half the body, then RST
-  stall SECONDS         forward, send the headers and half the body, wait, then close
+  stall SECONDS         forward, send the headers and half the body (no body: half the
+                        headers), wait, then close
   hold                  do not forward, do not answer: keep the request waiting until the
                         test releases it (then close the connection) or the client gives up
   delay SECONDS         wait, then forward and answer as usual (a slow server, no failure)
@@ -233,7 +234,9 @@ def handle(conn):
                 conn.close()
                 return
             if action and action[0] in ("reset-mid-body", "stall"):
-                conn.sendall(head + data[: len(data) // 2])
+                # (an answer without a body, a part's PUT say: half its headers, so that it
+                # is unfinished too)
+                conn.sendall(head + data[: len(data) // 2] if data else head[: len(head) // 2])
                 note_fired(action[0])
                 if action[0] == "stall":
                     time.sleep(float(action[1]))
