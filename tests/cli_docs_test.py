@@ -51,6 +51,27 @@ def every_option_of_help_is_in_the_man_page_and_back():
 
 
 @test()
+def every_example_url_names_a_bucket_tfckpt_accepts():
+    """Bucket names are 3 to 63 characters (tfckpt refuses others): an example that a user
+    copies must run. Man pages, README, docs and every command's --help."""
+    texts = {}
+    for d in ("man", "docs"):
+        for name in sorted(os.listdir(os.path.join(ROOT, d))):
+            with open(os.path.join(ROOT, d, name)) as f:
+                texts[f"{d}/{name}"] = f.read().replace("\\-", "-")
+    with open(os.path.join(ROOT, "README.md")) as f:
+        texts["README.md"] = f.read()
+    for c in COMMANDS:
+        texts[f"{c} --help"] = run(c, "--help", code=0).stdout
+    bad = []
+    for where, text in texts.items():
+        for bucket in re.findall(r"\b(?:s3|gs)://([A-Za-z0-9._-]+)", text):
+            if not 3 <= len(bucket) <= 63 and bucket.isascii() and bucket.upper() != bucket:
+                bad.append((where, bucket))
+    assert not bad, bad
+
+
+@test()
 def the_version_is_meson_builds_everywhere():
     with open(os.path.join(ROOT, "meson.build")) as f:
         version = re.search(r"version : '([^']+)'", f.read()).group(1)

@@ -236,7 +236,14 @@ def validate_reports_unfinished_saves_and_aborts_their_uploads():
     assert errors == {("files.no-index", prefix + ".data-00000-of-00001"),
                       ("files.upload-in-progress", prefix + ".index")}, p.stdout
     assert "tfckpt validate --abort-uploads " + prefix in p.stdout, p.stdout
+    # An upload started within the hour may be a writer still running: left alone unless
+    # --older-than says otherwise.
     p = run("validate", prefix, "--abort-uploads", code=1)
+    assert "aborted" not in p.stderr and "files.upload-in-progress" in p.stdout, (p.stderr, p.stdout)
+    p = run("validate", prefix, "--abort-uploads", "--older-than", "2m", code=1)
+    assert "aborted" not in p.stderr and "files.upload-in-progress" in p.stdout, (p.stderr, p.stdout)
+    one_error_line(run("validate", prefix, "--abort-uploads", "--older-than", "soon", code=2), "--older-than", "soon")
+    p = run("validate", prefix, "--abort-uploads", "--older-than", "0", code=1)
     assert "aborted the upload in progress of " + prefix + ".index" in p.stderr, p.stderr
     assert "files.upload-in-progress" not in p.stdout and "files.no-index" in p.stdout, p.stdout
     # Beside a complete checkpoint, an upload in progress under its prefix is a warning.
@@ -246,8 +253,10 @@ def validate_reports_unfinished_saves_and_aborts_their_uploads():
     p = run("validate", complete, code=0)
     assert "files.upload-in-progress" in p.stdout and "1 warning" in p.stdout, p.stdout
     run("validate", complete, "--strict", code=1)
-    run("validate", complete, "--abort-uploads", code=0)
+    run("validate", complete, "--abort-uploads", "--older-than", "0", code=0)
     assert "files.upload-in-progress" not in run("validate", complete, "--strict", code=0).stdout
+    # A local path has no uploads: a usage error, not a silent no-op.
+    one_error_line(run("validate", data(T2T), "--abort-uploads", code=2), data(T2T), "--abort-uploads")
 
 
 @test(needs_data=True)

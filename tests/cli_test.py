@@ -781,7 +781,11 @@ def merge_recover_distributed_save():
         assert shard["global_step"] == 0 and shard["bias_0"] == 0 and shard["bias_1"] == 1 and shard["bias_2"] == 2
         emb = [t for t in j["tensors"] if t["name"] == "emb"][0]
         assert [(s["spec"], s["shard"]) for s in emb["slices"]] == [("0,3:0,2", 0), ("3,3:0,2", 1), ("6,3:0,2", 2)]
-        # Inputs untouched without --move.
+        # Inputs untouched without --move; validate calls the parts merged (not "unmerged ...
+        # can finish it") and says how to be rid of them.
+        debris = [f for f in validate_json(prefix, code=0)["warnings"] if f["check"] == "files.debris" and "part-" in f["file"]]
+        assert len(debris) >= 3 and all("merged into" in f["message"] and "--move" in f["message"] and
+                                        "unmerged" not in f["message"] for f in debris), debris
         after = tree_digest(d)
         assert {k: v for k, v in after.items() if k in before} == before
         # With --move: TensorFlow's behaviour, the temporary directory goes away.

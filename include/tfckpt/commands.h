@@ -74,6 +74,7 @@ struct ValidateRequest {
   bool quick = false;                  // metadata only: no data read, no tensor checksums
   bool report = false;                 // with `against`: the numbers of each differing tensor
   bool abort_uploads = false;          // first abort the uploads in progress under CKPT (a store)
+  int64_t older_than_seconds = 3600;   // abort_uploads: only those started this long ago or more
   std::optional<double> tolerance;     // with `against`: absolute tolerance of floats
 };
 

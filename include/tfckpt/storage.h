@@ -253,8 +253,11 @@ class Storage : public std::enable_shared_from_this<Storage> {
   virtual absl::StatusOr<std::vector<std::string>> UnfinishedWrites(const std::string& /*prefix*/) {
     return std::vector<std::string>{};
   }
-  // Abandons them (aborts the uploads); the names abandoned.
-  virtual absl::StatusOr<std::vector<std::string>> AbortUnfinishedWrites(const std::string& /*prefix*/) {
+  // Abandons those started at least `min_age_seconds` ago (aborts the uploads: a younger
+  // one may be a writer still running); the names abandoned. A write whose start the store
+  // does not say is taken as old.
+  virtual absl::StatusOr<std::vector<std::string>> AbortUnfinishedWrites(const std::string& /*prefix*/,
+                                                                        int64_t /*min_age_seconds*/) {
     return std::vector<std::string>{};
   }
 

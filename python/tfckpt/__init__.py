@@ -905,17 +905,19 @@ def inspect(ckpt, *, filter=None, tensor=None, all_values=False, stats=False, tr
                                                stats="flag", tree="flag", index_only="flag", **_COMMON)))
 
 
-def validate(ckpt, *, against=None, strict=False, quick=False, abort_uploads=False, tolerance=None, report=False,
-             jobs=None, connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
+def validate(ckpt, *, against=None, strict=False, quick=False, abort_uploads=False, older_than=None, tolerance=None,
+             report=False, jobs=None, connections=None, endpoint_url=None, profile=None, region=None,
+             no_sign_request=False):
     """`tfckpt validate CKPT --json`: every check, or with against=OLD logical equality
     (tolerance=0.01 for floats, report=True for the numbers of each difference). Returns
-    the report; raises CheckFailedError (with .report) when a check fails."""
+    the report; raises CheckFailedError (with .report) when a check fails. older_than:
+    with abort_uploads, only uploads started at least this many seconds ago (default 3600)."""
     return _command("validate", _request("validate", dict(
-        ckpt=ckpt, against=against, strict=strict, quick=quick, abort_uploads=abort_uploads, tolerance=tolerance,
-        report=report, jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
+        ckpt=ckpt, against=against, strict=strict, quick=quick, abort_uploads=abort_uploads, older_than=older_than,
+        tolerance=tolerance, report=report, jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
         no_sign_request=no_sign_request), dict(
-        ckpt="path", against="path", strict="flag", quick="flag", abort_uploads="flag", tolerance="number",
-        report="flag", **_COMMON)))
+        ckpt="path", against="path", strict="flag", quick="flag", abort_uploads="flag", older_than="int",
+        tolerance="number", report="flag", **_COMMON)))
 
 
 def reshard(ckpt=None, output=None, *, partition=None, policy=None, dry_run=False, force=False, no_verify=False,

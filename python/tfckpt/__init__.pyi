@@ -100,7 +100,8 @@ def inspect(ckpt: _Path, *, filter: Optional[str] = None, tensor: Union[None, st
             jobs: Optional[int] = None, connections: Optional[int] = None, endpoint_url: Optional[str] = None, profile: Optional[str] = None,
             region: Optional[str] = None, no_sign_request: bool = False) -> dict[str, Any]: ...
 def validate(ckpt: _Path, *, against: Optional[_Path] = None, strict: bool = False, quick: bool = False,
-             abort_uploads: bool = False, tolerance: Optional[float] = None, report: bool = False,
+             abort_uploads: bool = False, older_than: Optional[int] = None, tolerance: Optional[float] = None,
+             report: bool = False,
              jobs: Optional[int] = None, connections: Optional[int] = None, endpoint_url: Optional[str] = None,
              profile: Optional[str] = None, region: Optional[str] = None,
              no_sign_request: bool = False) -> dict[str, Any]: ...

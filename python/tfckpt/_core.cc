@@ -640,6 +640,7 @@ Job ValidateJob(const py::dict& d) {
   f.Flag("quick", &r.quick);
   f.Flag("report", &r.report);
   f.Flag("abort_uploads", &r.abort_uploads);
+  f.Number("older_than", &r.older_than_seconds);
   f.Optional("tolerance", &r.tolerance);
   return [r](const RunOptions& run) {
     absl::StatusOr<ValidateCommandReport> report = ValidateCommand(r, run);

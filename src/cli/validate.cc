@@ -2,6 +2,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "commands.h"
@@ -78,7 +79,24 @@ std::function<int()> AddValidate(CLI::App& app) {
   sub->add_flag("--quick", r.quick, "Metadata only: skip reading data and checking tensor checksums");
   sub->add_flag("--abort-uploads", r.abort_uploads,
                 "First abort the uploads in progress under an s3:// or gs:// CKPT (left by killed writers; "
-                "validate lists them), then validate, e.g. validate --abort-uploads s3://b/run/ckpt-100");
+                "validate lists them), then validate, e.g. validate --abort-uploads s3://my-bucket/run/ckpt-100");
+  sub->add_option_function<std::string>(
+         "--older-than",
+         [&r](const std::string& v) {
+           // A whole number of seconds, minutes, hours or days: 90s, 30m, 2h, 7d (0: all).
+           int64_t n = 0;
+           const char unit = v.empty() ? 's' : v.back();
+           const std::string digits = (unit == 's' || unit == 'm' || unit == 'h' || unit == 'd') ? v.substr(0, v.size() - 1) : v;
+           const int64_t scale = unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : 1;
+           if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos ||
+               !absl::SimpleAtoi(digits, &n)) {
+             throw CLI::ValidationError("--older-than", v + ": not a duration such as 90s, 30m, 2h, 7d or 0");
+           }
+           r.older_than_seconds = n * scale;
+         },
+         "With --abort-uploads: only uploads started at least this long ago (default 1h: a younger one may be a "
+         "writer still running; 0: all)")
+      ->type_name("DURATION");
   AddJobsOption(sub, &args->jobs, "Threads for data checks");
   AddConnectionsOption(sub);
   sub->add_option("--tolerance", r.tolerance,

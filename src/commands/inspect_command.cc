@@ -1,4 +1,5 @@
 // inspect: list tensors, their values and statistics, the object graph (commands.h).
+#include "absl/strings/cord.h"
 #include "commands/command_util.h"
 #include "run/run.h"
 #include "tfckpt/commands.h"
@@ -15,7 +16,8 @@ namespace {
 
 // Data files that are missing or shorter than the index says, one message each. Listing
 // needs only the index, but a checkpoint whose bytes are not all there is not intact.
-std::vector<std::string> DataFileProblems(const Checkpoint& c) {
+// `*first_problem`: the first one as a status (its code and check id: the JSON error id).
+std::vector<std::string> DataFileProblems(const Checkpoint& c, absl::Status* first_problem) {
   const CheckpointInfo& info = c.info();
   std::vector<uint64_t> need(info.data_files.size(), 0);
   for (const auto& t : c.tensors()) {
@@ -29,8 +31,14 @@ std::vector<std::string> DataFileProblems(const Checkpoint& c) {
   std::vector<std::string> problems;
   for (size_t i = 0; i < info.data_files.size(); ++i) {
     auto st = Storage::For(info.data_files[i]).Stat(info.data_files[i]);
-    if (!st.ok()) {
+    if (absl::IsNotFound(st.status())) {
       problems.push_back(StrCat(info.data_files[i], ": data file missing; values cannot be read"));
+      if (first_problem->ok()) {
+        *first_problem = Locate(absl::NotFoundError("data file missing"), "files.missing-data", info.data_files[i], "", -1);
+      }
+    } else if (!st.ok()) {
+      problems.push_back(StrCat(st.status().message(), "; values cannot be read"));
+      if (first_problem->ok()) *first_problem = st.status();
     } else if (st->size < need[i]) {
       problems.push_back(StrCat(info.data_files[i], ": ", st->size, " bytes, but the index needs ", need[i],
                                 " (truncated?)"));
@@ -84,14 +92,23 @@ absl::StatusOr<InspectReport> InspectRun(const InspectRequest& r) {
   for (const auto& t : c.tensors()) report.total_bytes += t.bytes;
   // Listings check that the data files hold what the index describes (values and statistics
   // read the bytes and fail on their own).
+  absl::Status first_problem;
   if (info.format == Format::kV2 && !r.index_only && r.tensors.empty() && !r.stats) {
-    report.data_file_problems = DataFileProblems(c);
+    report.data_file_problems = DataFileProblems(c, &first_problem);
   }
   if (!report.data_file_problems.empty()) {
     const size_t more = report.data_file_problems.size() - 1;
-    report.problem = absl::DataLossError(
+    const std::string message =
         StrCat(report.data_file_problems[0], more ? StrCat(" (and ", Count(more, "more data file problem"), ")") : "",
-               "; --index-only lists without checking data files"));
+               "; --index-only lists without checking data files");
+    // A missing data file is not-found (check id files.missing-data), as for the other
+    // commands; a short one corrupt.
+    report.problem = first_problem.ok() ? absl::DataLossError(message) : absl::Status(first_problem.code(), message);
+    if (!first_problem.ok()) {
+      first_problem.ForEachPayload([&](absl::string_view type, const absl::Cord& payload) {
+        report.problem.SetPayload(type, payload);
+      });
+    }
   }
   if (r.stats) {
     for (InspectedTensor& t : report.tensors) {

@@ -18,7 +18,11 @@ absl::StatusOr<ValidateCommandReport> ValidateRun(const ValidateRequest& r) {
   ValidateCommandReport report;
   if (r.abort_uploads) {
     if (!r.against.empty()) return absl::InvalidArgumentError("--abort-uploads takes no --against");
-    TFCKPT_ASSIGN_OR_RETURN(report.aborted_uploads, Storage::For(r.ckpt).AbortUnfinishedWrites(r.ckpt));
+    if (r.ckpt.find("://") == std::string::npos) {
+      return absl::InvalidArgumentError(
+          StrCat(r.ckpt, ": --abort-uploads is for an object store's prefix (s3://, gs://); a local path has no uploads"));
+    }
+    TFCKPT_ASSIGN_OR_RETURN(report.aborted_uploads, Storage::For(r.ckpt).AbortUnfinishedWrites(r.ckpt, r.older_than_seconds));
   }
   ValidateReport v;
   if (r.against.empty()) {

@@ -53,7 +53,8 @@ void CheckUnfinishedWrites(const std::string& prefix, Severity severity, std::ve
   for (const std::string& name : unfinished.ok() ? *unfinished : std::vector<std::string>{}) {
     out->push_back(Make("files.upload-in-progress", severity, name, "", -1,
                         StrCat("upload in progress, never completed (its writer was killed, or still runs); "
-                               "abort it with: tfckpt validate --abort-uploads ", prefix)));
+                               "abort it with: tfckpt validate --abort-uploads ", prefix,
+                               " (one started within the hour: add --older-than 0 once its writer is gone)")));
   }
 }
 
@@ -111,7 +112,10 @@ void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
       for (const DirEntry& p : inner.ok() ? *inner : std::vector<DirEntry>{}) {
         if (p.name.rfind("part-", 0) == 0) {
           out->push_back(Make("files.debris", Severity::kWarning, JoinPath(sub, p.name), "", -1,
-                              "part of an unmerged distributed save (tfckpt merge --recover can finish it)"));
+                              StrCat("part of a distributed save, beside the index it was merged into (",
+                                     Basename(info.index_path), " is there: merge --recover ran without --move, "
+                                     "or the save was finished another way); not needed to read the checkpoint: "
+                                     "remove ", sub, " (tfckpt merge --recover --move merges and removes the parts)")));
         }
       }
       continue;

@@ -8,7 +8,7 @@
 // pool and returns it, so N threads calling at once use N connections and reuse them.
 // Every method is thread-safe.
 //
-// Errors are absl::Status naming the operation and the object URL ("GET s3://b/k:
+// Errors are absl::Status naming the operation and the object URL ("GET s3://bkt/k:
 // HTTP 404 NoSuchKey: …"), never a credential: NotFound (404), PermissionDenied
 // (401/403), FailedPrecondition (412: If-Match failed), AlreadyExists (If-None-Match),
 // OutOfRange (416 or a short object), InvalidArgument (other 4xx, e.g. EntityTooSmall),

@@ -16,7 +16,7 @@ namespace tfckpt::s3 {
 struct RetryNotice {
   absl::Status status;  // the failure that starts the burst (names the request and URL)
   int max_retries = 0;  // the retries each request may make
-  // "GET s3://b/k: HTTP 503 SlowDown: …; retrying (up to 10 times)".
+  // "GET s3://bkt/k: HTTP 503 SlowDown: …; retrying (up to 10 times)".
   std::string Line() const;
 };
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "kvstore/s3/credentials.h"
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
 #include "kvstore/s3/store_options.h"
@@ -750,12 +751,18 @@ absl::StatusOr<std::vector<std::string>> S3Storage::UnfinishedWrites(const std::
   return out;
 }
 
-absl::StatusOr<std::vector<std::string>> S3Storage::AbortUnfinishedWrites(const std::string& prefix) {
+absl::StatusOr<std::vector<std::string>> S3Storage::AbortUnfinishedWrites(const std::string& prefix,
+                                                                          int64_t min_age_seconds) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(prefix));
   absl::StatusOr<std::vector<MultipartUpload>> uploads = t.client->ListMultipartUploads(t.url);
   if (!uploads.ok()) return Named(uploads.status(), prefix);
+  const SystemTime now = std::chrono::system_clock::now();
   std::vector<std::string> out;
   for (const MultipartUpload& u : *uploads) {
+    if (min_age_seconds > 0 && !u.initiated.empty()) {
+      const absl::StatusOr<SystemTime> started = ParseIso8601(u.initiated);
+      if (started.ok() && now - *started < std::chrono::seconds(min_age_seconds)) continue;  // perhaps still written
+    }
     const ObjectUrl url{t.url.scheme, t.url.bucket, u.key};
     absl::Status s = t.client->AbortMultipartUpload(url, u.upload_id);
     if (!s.ok() && !absl::IsNotFound(s)) return s;  // NotFound: finished or aborted meanwhile

@@ -151,7 +151,7 @@ class S3Storage final : public Storage {
   std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, const std::string& stem) override;
   absl::Status CheckAccess(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> UnfinishedWrites(const std::string& prefix) override;
-  absl::StatusOr<std::vector<std::string>> AbortUnfinishedWrites(const std::string& prefix) override;
+  absl::StatusOr<std::vector<std::string>> AbortUnfinishedWrites(const std::string& prefix, int64_t min_age_seconds) override;
 
   // The run changed or removed the object at `url` (or, with `under`, every object whose
   // URL starts with it): what HEAD said of it before is forgotten.

@@ -72,7 +72,7 @@ absl::StatusOr<UploadsPage> ParseListMultipartUploads(std::string_view body) {
   auto root = Root(doc, body, "ListMultipartUploadsResult");
   if (!root.ok()) return root.status();
   UploadsPage page;
-  for (pugi::xml_node u : root->children("Upload")) page.uploads.push_back({Text(u, "Key"), Text(u, "UploadId")});
+  for (pugi::xml_node u : root->children("Upload")) page.uploads.push_back({Text(u, "Key"), Text(u, "UploadId"), Text(u, "Initiated")});
   page.truncated = Truncated(*root);
   page.next_key_marker = Text(*root, "NextKeyMarker");
   page.next_upload_id_marker = Text(*root, "NextUploadIdMarker");

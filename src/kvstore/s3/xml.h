@@ -35,6 +35,7 @@ absl::StatusOr<ListPage> ParseListObjectsV2(std::string_view body);
 
 struct MultipartUpload {
   std::string key, upload_id;
+  std::string initiated;  // when it was created (ISO 8601), as the listing says; "" if it does not
 };
 struct UploadsPage {
   std::vector<MultipartUpload> uploads;
