@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the Debian packages (tfckpt, python3-tfckpt) with dpkg-buildpackage from a copy of
-# this tree, then unpacks them into an empty directory root and runs what was installed:
-# `tfckpt --version`, `man -w tfckpt`, `python3 -c "import tfckpt"` (Debian's python3).
+# Builds the Debian packages (tfckpt, python3-tfckpt, libtfckpt-dev) with dpkg-buildpackage
+# from a copy of this tree, then unpacks them into an empty directory root and runs what was
+# installed: `tfckpt --version`, `man -w tfckpt`, `python3 -c "import tfckpt"` (Debian's
+# python3), and examples/read_checkpoint.cc built with the flags `pkg-config --cflags --libs
+# tfckpt` gives for the unpacked libtfckpt-dev alone, run on real checkpoints.
 # The .deb files end up in build-deb/.
 # Usage: scripts/build-debs.sh      (root, or sudo, to install the build dependencies)
 set -euo pipefail
@@ -62,5 +64,50 @@ if [ -f "$example/model.ckpt.index" ]; then
   "$root/usr/bin/tfckpt" validate "$example/model.ckpt" >/dev/null
   (cd / && PYTHONPATH=$(dirname "$site") /usr/bin/python3 -c \
     "import tfckpt; c = tfckpt.open('$example/model.ckpt'); print('read', len(c), 'tensors from the installed package')")
+fi
+
+# The C++ library as a program sees it (docs/LIBRARY.md): pkg-config alone supplies the flags.
+pc=$(find "$root/usr/lib" -path '*/pkgconfig/tfckpt.pc' | head -1)
+[ -n "$pc" ] || { echo "build-debs: libtfckpt-dev holds no tfckpt.pc" >&2; exit 1; }
+flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --define-variable=prefix="$root/usr" --cflags --libs tfckpt)
+# shellcheck disable=SC2086  # (the flags are words)
+c++ -std=c++20 examples/read_checkpoint.cc -o "$work/read_checkpoint" $flags || {
+  echo "build-debs: examples/read_checkpoint.cc does not build against libtfckpt-dev" >&2
+  exit 1
+}
+# Every installed header compiles with those flags alone (none needs a header the package
+# does not ship).
+for h in "$root"/usr/include/tfckpt/*.h; do echo "#include \"tfckpt/${h##*/}\""; done >"$work/all_headers.cc"
+# shellcheck disable=SC2086
+c++ -std=c++20 -fsyntax-only "$work/all_headers.cc" $flags || {
+  echo "build-debs: the headers of libtfckpt-dev do not compile on their own" >&2
+  exit 1
+}
+testdata=$here/../shared/testdata/tf
+if [ -d "$testdata" ]; then
+  expect() {  # CKPT LINE...: each LINE is a whole line of the example's output on CKPT
+    local ckpt=$1 out line
+    shift
+    out=$("$work/read_checkpoint" "$testdata/$ckpt") || { echo "build-debs: read_checkpoint $ckpt failed" >&2; exit 1; }
+    for line in "$@"; do
+      grep -qxF -- "$line" <<<"$out" || { printf 'build-debs: read_checkpoint %s printed no line "%s":\n%s\n' "$ckpt" "$line" "$out" >&2; exit 1; }
+    done
+    printf '%s\n' "$out" | sed -n '1p;$p'
+  }
+  tab=$'\t'
+  expect keras_tf2_adam_2shards "_CHECKPOINTABLE_OBJECT_GRAPH${tab}string${tab}[]" \
+    "layer-1/kernel/.ATTRIBUTES/VARIABLE_VALUE${tab}float32${tab}[4, 128]" \
+    "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE${tab}int64${tab}[]" \
+    "layer-1/bias/.ATTRIBUTES/VARIABLE_VALUE[0] = 0"
+  [ "$("$work/read_checkpoint" "$testdata/keras_tf2_adam_2shards" | wc -l)" -eq 19 ] || {
+    echo "build-debs: read_checkpoint keras_tf2_adam_2shards did not list 18 tensors and a value" >&2
+    exit 1
+  }
+  expect savedmodel_tf1_snappy_index/variables/variables "a${tab}float32${tab}[]" "a[] = 0.5"
+elif [ "${CI:-}" = "true" ]; then
+  echo "build-debs: ../shared/testdata/tf is missing under CI=true" >&2
+  exit 1
+else
+  echo "build-debs: no ../shared/testdata/tf: read_checkpoint built, not run" >&2
 fi
 echo "build-debs: ok"
