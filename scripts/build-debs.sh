@@ -66,6 +66,22 @@ if [ -f "$example/model.ckpt.index" ]; then
     "import tfckpt; c = tfckpt.open('$example/model.ckpt'); print('read', len(c), 'tensors from the installed package')")
 fi
 
+# libtfckpt-dev ships every public header (include/tfckpt/*.h and the generated version.h),
+# and no other package ships any of its files.
+installed=$(cd "$root/usr/include/tfckpt" && ls | sort)
+public=$( (cd include/tfckpt && ls -- *.h; echo version.h) | sort)
+[ "$installed" = "$public" ] || {
+  printf 'build-debs: libtfckpt-dev installs these headers:\n%s\nbut include/tfckpt holds:\n%s\n' "$installed" "$public" >&2
+  exit 1
+}
+for deb in build-deb/*.deb; do
+  case $deb in *libtfckpt-dev_*) continue ;; esac
+  if dpkg-deb -c "$deb" | grep -E ' \./usr/(include/|lib/.*/(libtfckpt\.a|pkgconfig/))'; then
+    echo "build-debs: $deb ships files of libtfckpt-dev" >&2
+    exit 1
+  fi
+done
+
 # The C++ library as a program sees it (docs/LIBRARY.md): pkg-config alone supplies the flags.
 pc=$(find "$root/usr/lib" -path '*/pkgconfig/tfckpt.pc' | head -1)
 [ -n "$pc" ] || { echo "build-debs: libtfckpt-dev holds no tfckpt.pc" >&2; exit 1; }
@@ -85,25 +101,24 @@ c++ -std=c++20 -fsyntax-only "$work/all_headers.cc" $flags || {
 }
 testdata=$here/../shared/testdata/tf
 if [ -d "$testdata" ]; then
-  expect() {  # CKPT LINE...: each LINE is a whole line of the example's output on CKPT
-    local ckpt=$1 out line
-    shift
+  expect() {  # CKPT N LINE...: the example prints N lines on CKPT, each LINE among them
+    local ckpt=$1 n=$2 out line
+    shift 2
     out=$("$work/read_checkpoint" "$testdata/$ckpt") || { echo "build-debs: read_checkpoint $ckpt failed" >&2; exit 1; }
+    [ "$(wc -l <<<"$out")" -eq "$n" ] || { printf 'build-debs: read_checkpoint %s printed not %s lines:\n%s\n' "$ckpt" "$n" "$out" >&2; exit 1; }
     for line in "$@"; do
       grep -qxF -- "$line" <<<"$out" || { printf 'build-debs: read_checkpoint %s printed no line "%s":\n%s\n' "$ckpt" "$line" "$out" >&2; exit 1; }
     done
+    echo "read_checkpoint $ckpt (built against libtfckpt-dev): $n lines, the first and the last:"
     printf '%s\n' "$out" | sed -n '1p;$p'
   }
   tab=$'\t'
-  expect keras_tf2_adam_2shards "_CHECKPOINTABLE_OBJECT_GRAPH${tab}string${tab}[]" \
+  # 18 tensors and the first element of the first float32 tensor.
+  expect keras_tf2_adam_2shards 19 "_CHECKPOINTABLE_OBJECT_GRAPH${tab}string${tab}[]" \
     "layer-1/kernel/.ATTRIBUTES/VARIABLE_VALUE${tab}float32${tab}[4, 128]" \
     "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE${tab}int64${tab}[]" \
     "layer-1/bias/.ATTRIBUTES/VARIABLE_VALUE[0] = 0"
-  [ "$("$work/read_checkpoint" "$testdata/keras_tf2_adam_2shards" | wc -l)" -eq 19 ] || {
-    echo "build-debs: read_checkpoint keras_tf2_adam_2shards did not list 18 tensors and a value" >&2
-    exit 1
-  }
-  expect savedmodel_tf1_snappy_index/variables/variables "a${tab}float32${tab}[]" "a[] = 0.5"
+  expect savedmodel_tf1_snappy_index/variables/variables 6 "a${tab}float32${tab}[]" "a[] = 0.5"
 elif [ "${CI:-}" = "true" ]; then
   echo "build-debs: ../shared/testdata/tf is missing under CI=true" >&2
   exit 1
