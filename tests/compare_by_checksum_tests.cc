@@ -11,7 +11,7 @@
 #include "tfckpt/open.h"
 #include "format/safetensors/safetensors.h"
 #include "tfckpt/status.h"
-#include "validate/validate.h"
+#include "validate/compare.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
-#include "validate/validate.h"
+#include "validate/compare.h"
 
 namespace {
 

@@ -328,7 +328,7 @@ TEST_CASE("object graphs: every attribute's key is in the bundle and matches its
 #include "copy/copy.h"
 #include "reshard/partition.h"
 #include "reshard/reshard.h"
-#include "validate/validate.h"
+#include "validate/compare.h"
 
 TEST_CASE("reshard every real case: float tensors with >= 2 rows to fixed:3, back with none") {
   int cases = 0;

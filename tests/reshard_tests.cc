@@ -17,6 +17,7 @@
 #include "reshard/partition.h"
 #include "reshard/reshard.h"
 #include "reshard/scale_out.h"
+#include "validate/compare.h"
 #include "validate/validate.h"
 #include "verify/verify.h"
 

@@ -126,6 +126,47 @@ TEST_CASE("a stop is an error at the run's points until its point of no return, 
   run.Keep();
 }
 
+TEST_CASE("progress: each phase's counter until the next call; the run ends its last phase before it goes") {
+  struct Call {
+    std::string phase;
+    uint64_t total;
+    const std::atomic<uint64_t>* done;
+    uint64_t before;  // the previous phase's counter, read when this call came (it must still be valid)
+  };
+  std::vector<Call> calls;
+  RunOptions o;
+  o.progress = [&](std::string_view phase, uint64_t total, const std::atomic<uint64_t>* done) {
+    const uint64_t before = calls.empty() || calls.back().done == nullptr ? 0 : calls.back().done->load();
+    calls.push_back({std::string(phase), total, done, before});
+  };
+  {
+    Run run(o);
+    RunScope scope(&run);
+    std::atomic<uint64_t>* copying = tfckpt::StartPhase("copying", 10);
+    REQUIRE(copying != nullptr);
+    *copying += 10;
+    std::atomic<uint64_t>* verifying = tfckpt::StartPhase("verifying", 4);
+    REQUIRE(verifying != nullptr);
+    *verifying += 3;
+    run.Keep();
+  }
+  REQUIRE(calls.size() == 3);
+  CHECK(calls[0].phase == "copying");
+  CHECK(calls[0].total == 10);
+  CHECK(calls[1].phase == "verifying");
+  CHECK(calls[1].before == 10);
+  CHECK(calls[2].phase.empty());
+  CHECK(calls[2].done == nullptr);
+  CHECK(calls[2].before == 3);
+  // A run without a phase makes no call.
+  calls.clear();
+  {
+    Run run(o);
+    run.Keep();
+  }
+  CHECK(calls.empty());
+}
+
 TEST_CASE("a backoff's wait ends at a stop, but not past the point of no return") {
   std::stop_source stop;
   RunOptions o;

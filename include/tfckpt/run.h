@@ -39,7 +39,9 @@ struct RunOptions {
   // Progress: called when the run begins a phase of its work ("copying", "verifying",
   // "writing", "uploading") with the phase's size in bytes and the counter of bytes done,
   // which the run advances from then on. Read the counter from any thread; it is valid
-  // until the next phase begins or the call returns.
+  // until the next call of `progress`. Once a phase has begun, the call ends with one more
+  // call, before it returns: `progress("", 0, nullptr)` — the last phase is over (its
+  // counter no longer valid).
   std::function<void(std::string_view phase, uint64_t total, const std::atomic<uint64_t>* done)> progress;
 
   // Called with each note of the run, something to tell the user while it runs (a burst of

@@ -249,16 +249,11 @@ RunOptions CommandRun(std::string_view command, bool show_progress, int jobs) {
   if (show_progress) {
     o.progress = [](std::string_view phase, uint64_t total, const std::atomic<uint64_t>* done) {
       std::lock_guard<std::mutex> lock(progress_mu);
-      progress.reset();  // (ends the line of the phase before)
-      progress = std::make_unique<Progress>(total, true, phase, done);
+      progress.reset();  // (ends the line of the phase before; its counter goes after this call)
+      if (done != nullptr) progress = std::make_unique<Progress>(total, true, phase, done);
     };
   }
   return o;
-}
-
-void EndProgress() {
-  std::lock_guard<std::mutex> lock(progress_mu);
-  progress.reset();
 }
 
 int ReportWriteError(std::string_view command, const absl::Status& s) {

@@ -105,10 +105,9 @@ std::string HumanBytes(uint64_t bytes);
 // The RunOptions of `command` (tfckpt/run.h): the stop the first signal requests
 // (interrupts.h), the test hook (run/fault_hook.h), `jobs`, the --connections and object
 // store options given, the run's notes one line each on stderr, and, when `show_progress`
-// and stderr is a terminal, a progress bar per phase of the run.
+// and stderr is a terminal, a progress bar per phase of the run (its line ended when the run
+// ends its last phase, before the call returns).
 RunOptions CommandRun(std::string_view command, bool show_progress, int jobs);
-// Ends the progress bar's line (the last phase drawn whole). Called once the call returned.
-void EndProgress();
 
 // The exit code of a failed command call, after its one error line (ReportError): 1 when
 // the output it wrote did not verify (check id output.mismatch: nothing was published).

@@ -20,7 +20,6 @@ struct ConvertArgs {
 int RunConvert(const ConvertArgs& a) {
   const char* cmd = "convert";
   absl::StatusOr<ConvertCommandReport> r = Convert(a.request, CommandRun(cmd, !a.quiet && !a.json, a.jobs));
-  EndProgress();
   if (!r.ok()) return ReportWriteError(cmd, r.status());
   if (a.json) {
     PrintJson(ToJson(*r));

@@ -58,7 +58,6 @@ void PrintCombined(const MergeCommandReport& r, bool drop_optimizer) {
 int RunMerge(const MergeArgs& a) {
   const char* cmd = "merge";
   absl::StatusOr<MergeCommandReport> r = Merge(a.request, CommandRun(cmd, !a.quiet && !a.json, a.jobs));
-  EndProgress();
   if (!r.ok()) return ReportWriteError(cmd, r.status());
   if (!r->mismatches.empty()) return ReportMismatches(*r);
   if (a.json) {

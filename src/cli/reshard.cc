@@ -55,7 +55,6 @@ void PrintPlan(const ReshardReport& r) {
 int RunReshard(const ReshardArgs& a) {
   const char* cmd = "reshard";
   absl::StatusOr<ReshardReport> r = Reshard(a.request, CommandRun(cmd, !a.quiet && !a.json, a.jobs));
-  EndProgress();
   if (!r.ok()) return ReportWriteError(cmd, r.status());
   if (a.json) {
     PrintJson(ToJson(*r));

@@ -4,6 +4,7 @@
 #include "tfckpt/commands.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
+#include "validate/compare.h"
 #include "validate/validate.h"
 
 namespace tfckpt {

@@ -20,7 +20,7 @@
 #include "model/object_graph.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
-#include "validate/validate.h"
+#include "validate/compare.h"
 #include "model/values.h"
 
 namespace tfckpt {

@@ -19,7 +19,6 @@
 #include "reshard/sharding.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
-#include "validate/validate.h"
 #include "verify/verify.h"
 
 namespace tfckpt {

@@ -16,6 +16,13 @@ absl::Status StoppedError() { return absl::CancelledError("interrupted"); }
 Run::Run(RunOptions options) : options_(std::move(options)) {}
 
 Run::~Run() {
+  bool phases;
+  {
+    std::lock_guard<std::mutex> lock(phase_mu_);
+    phases = !phases_.empty();
+  }
+  // (Before the counters go: RunOptions::progress.)
+  if (phases && options_.progress) options_.progress({}, 0, nullptr);
   if (!done_) Undo();
 }
 

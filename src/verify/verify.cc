@@ -11,6 +11,7 @@
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
+#include "validate/compare.h"
 #include "validate/validate.h"
 
 namespace tfckpt {

@@ -1,5 +1,5 @@
 // A .safetensors file or a sharded set read as a Checkpoint: one stored piece per tensor,
-// no CRCs (the layout is in tfckpt/safetensors.h).
+// no CRCs (the layout is in format/safetensors/safetensors.h).
 #pragma once
 
 #include <memory>
