@@ -32,6 +32,7 @@
 #include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
+#include "tfckpt/read.h"
 #include "tfckpt/region.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
@@ -83,91 +84,6 @@ std::string NumpyType(int32_t dtype, bool raw) {
       return raw ? "u1" : "";
     default: return "";
   }
-}
-
-// Appends copied bytes to a preallocated array buffer; a stop request of the current run
-// (Ctrl-C) ends the copy between two appends.
-class BufferSink : public PieceSink {
- public:
-  BufferSink(char* out, size_t capacity) : out_(out), capacity_(capacity) {}
-  absl::Status Append(std::string_view bytes) override {
-    TFCKPT_RETURN_IF_ERROR(Reached("read-chunk"));
-    if (bytes.size() > capacity_ - used_) return absl::InternalError("bug: region larger than its array");
-    std::memcpy(out_ + used_, bytes.data(), bytes.size());
-    used_ += bytes.size();
-    return absl::OkStatus();
-  }
-  size_t used() const { return used_; }
-
- private:
-  char* out_;
-  size_t capacity_;
-  size_t used_ = 0;
-};
-
-// The bytes of `region` of the fixed-size tensor `t`, in row-major order, into `out`
-// (`capacity` bytes). Where the region and the stored pieces it touches are whole rows (a
-// tensor stored whole, or partitioned on axis 0: nearly every checkpoint), each piece's
-// part is read straight into its place (Checkpoint::ReadInto: no other copy), and each
-// piece read whole has its CRC checked when `verify`. Other layouts, and bfloat16 widened
-// to float32 (`widen`), go through the copy engine (CopyRegion), which checks pieces read
-// whole as well; the pieces inside a region that is not the whole tensor are then checked
-// beforehand (a second read of those) so that every piece read whole is checked.
-absl::Status ReadBox(const Checkpoint& c, const TensorEntry& t, const Region& region, bool widen, bool verify,
-                     char* out, size_t capacity) {
-  if (region.empty()) return absl::OkStatus();
-  const int64_t esize = LookupDType(t.dtype)->element_size;
-  if (!widen && static_cast<uint64_t>(region.num_elements() * esize) == capacity) {
-    bool rows = region.rank() == 0 || region.WholeRowsOf(t.shape);
-    std::vector<const StoredSlice*> sources;
-    int64_t covered = 0;
-    for (const StoredSlice& s : t.slices) {
-      if (region.rank() == 0) {
-        sources.push_back(&s);
-        covered = 1;
-        break;
-      }
-      auto inter = Intersect(s.region, region);
-      if (!inter) continue;
-      if (!s.region.WholeRowsOf(t.shape)) rows = false;
-      sources.push_back(&s);
-      covered += inter->num_elements();
-    }
-    if (rows && covered == region.num_elements()) {
-      const int64_t row_bytes = region.rank() == 0 ? esize : (region.num_elements() / region.shape[0]) * esize;
-      for (const StoredSlice* s : sources) {
-        int64_t lo = 0, hi = 1, s0 = 0, r0 = 0;
-        if (region.rank() > 0) {
-          s0 = s->region.start[0];
-          r0 = region.start[0];
-          lo = std::max(s0, r0);
-          hi = std::min(s0 + s->region.shape[0], r0 + region.shape[0]);
-        }
-        TFCKPT_RETURN_IF_ERROR(c.ReadInto(t, *s, static_cast<uint64_t>((lo - s0) * row_bytes),
-                                          static_cast<uint64_t>((hi - s0) * row_bytes), out + (lo - r0) * row_bytes,
-                                          verify));
-      }
-      return absl::OkStatus();
-    }
-  }
-  const bool whole = region.Covers(t.shape);
-  std::string buffer;
-  if (verify && !whole) {
-    for (const StoredSlice& s : t.slices) {
-      auto inter = Intersect(s.region, region);
-      if (inter && *inter == s.region) TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, s, &buffer));
-    }
-  }
-  BufferSink sink(out, capacity);
-  absl::Status st;
-  if (widen) {
-    CastSink cast(t.dtype, static_cast<int32_t>(DType::kFloat), sink);
-    st = CopyRegion(c, t, region, cast, &buffer, nullptr, verify && whole);
-  } else {
-    st = CopyRegion(c, t, region, sink, &buffer, nullptr, verify && whole);
-  }
-  if (st.ok() && sink.used() != capacity) st = absl::InternalError("bug: region copy left the array short");
-  return st;
 }
 
 // The run a Python Checkpoint's reads are made in (RunScope around each): the object store
@@ -371,7 +287,10 @@ class PyCheckpoint {
     const size_t capacity = static_cast<size_t>(out.nbytes());
     const bool widen = static_cast<DType>(t.dtype) == DType::kBFloat16 && !raw;
     const absl::Status s = Interruptible(*session_, remote_ || capacity >= kInlineReadBytes, [&] {
-      return ReadBox(*c_, t, region, widen, verify, dst, capacity);
+      ReadOptions o;
+      o.verify = verify;
+      o.bfloat16_as_float32 = widen;
+      return ReadTensor(*c_, t, region, dst, capacity, o);
     });
     if (!s.ok()) Throw(s);
     if (mapped) py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
