@@ -625,6 +625,12 @@ absl::Status S3Storage::CheckAccess(const std::string& path) {
   const std::string code = S3ErrorCode(s);
   if (absl::IsNotFound(s) && code != "NoSuchBucket") return absl::OkStatus();
   if (absl::IsPermissionDenied(s) && code == "AccessDenied") return absl::OkStatus();
+  if (absl::IsInvalidArgument(s) && code.empty()) {
+    // A 400 that says nothing (Swift's to an unsigned GET, where the listing this check used
+    // to send got 403): the store's answer, not a usage error of the command (exit 3). One
+    // with a code stays a usage error: AuthorizationHeaderMalformed names a wrong --region.
+    return Named(absl::FailedPreconditionError(s.message()), path);
+  }
   return Named(s, path);
 }
 
