@@ -1117,6 +1117,14 @@ def a_callback_may_cut_tensors_anew_as_max_shard_size_does():
         tfckpt.validate(out, against=src)
         with tfckpt.open(src) as a, tfckpt.open(out) as b:
             assert np.array_equal(a[EMB], b[EMB])
+        # As a scale-out plan: the same pieces, task by task.
+        plan = os.path.join(d, "plan.json")
+        p = tfckpt.reshard(src, os.path.join(d, "so"), policy=MaxRows(100 * 16 * 4), plan=plan)
+        assert p["num_tasks"] == 16, p
+        for task in range(16):
+            tfckpt.reshard(execute=plan, task=task)
+        assert tfckpt.reshard(finalize=plan)["verified"]
+        tfckpt.validate(os.path.join(d, "so"), against=out)
         # The stand-in's slicing: TF's spec of the part, within the piece, steps of 1 only.
         piece = tfckpt.TensorStandIn((250, 16), "float32", "/job:worker/task:1", (1000, 16), (500, 0))
         assert piece[10:20].slice_spec == "1000 16 510,10:0,16" and piece[10:20, 4:].shape == (10, 12)
