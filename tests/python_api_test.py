@@ -6,6 +6,7 @@ settings read per open (issue 28 A7). Run with Debian's /usr/bin/python3 (numpy,
 Usage: python_api_test.py PACKAGE_DIR TFCKPT MAKE_EXAMPLE GEN_CHECKPOINT"""
 
 import ast
+import dataclasses
 import inspect as pyinspect
 import json
 import os
@@ -881,6 +882,257 @@ def object_store_settings_are_read_at_each_open():
     finally:
         refusing.shutdown()
         missing.shutdown()
+
+
+# ---------------------------------------------------------------------------------------
+# 9. The user's own sharding callback (issue 27 A1): reshard(policy=callable), TF's
+# ShardingCallback (tensorflow/python/checkpoint/sharding/sharding_util.py), every rule of
+# its validate_shards with TF's wording.
+
+AFTER = "After executing the checkpoint sharding callback, "
+
+
+class AllInOnePolicy:
+    """ShardingCallback's docstring example (TF calls it once per task)."""
+
+    def __init__(self):
+        self.calls = []
+
+    @property
+    def description(self):
+        return "Place all tensors in a single shard."
+
+    def __call__(self, shardable_tensors):
+        self.calls.append(shardable_tensors)
+        tensors = {}
+        for shardable_tensor in shardable_tensors:
+            tensor = shardable_tensor.tensor
+            checkpoint_key = shardable_tensor.checkpoint_key
+            slice_spec = shardable_tensor.slice_spec
+            tensors.setdefault(checkpoint_key, {})[slice_spec] = tensor
+        return [tensors]
+
+
+@test(needs_data=True)
+def sharding_callback_all_in_one_policy_example():
+    with tempfile.TemporaryDirectory() as d:
+        # One task (data file): one call, one shard; the output equals the input.
+        src = case("savedmodel_keras_tfx_slots/variables/variables")
+        policy = AllInOnePolicy()
+        out = os.path.join(d, "one")
+        j = tfckpt.reshard(src, out, policy=policy)
+        assert j["verified"] and j["num_files"] == 1 and j["policy"].startswith("file:"), j
+        assert len(policy.calls) == 1 and len(policy.calls[0]) == 28, [len(c) for c in policy.calls]
+        s = policy.calls[0][0]
+        assert isinstance(s, tfckpt.ShardableTensor) and isinstance(s.tensor, tfckpt.TensorStandIn)
+        assert s.name == s.checkpoint_key and s.device == "/job:worker/task:0" and s.slice_spec == ""
+        assert s.tensor.shape == s.shape and s.tensor.dtype == s.dtype and s.dtype.name == s.dtype
+        assert policy.calls[0][-1].checkpoint_key == "_CHECKPOINTABLE_OBJECT_GRAPH"  # TF adds it last
+        assert not [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("tfckpt-shards-")]
+        tfckpt.validate(out, against=src)
+        # Two tasks: TF calls the policy once per task, a shard each (the object graph is
+        # task 0's, the variables task 1's).
+        src = case("keras_tf2_adam_2shards/model.ckpt")
+        policy = AllInOnePolicy()
+        j = tfckpt.reshard(src, os.path.join(d, "two"), policy=policy)
+        assert j["num_files"] == 2 and [len(c) for c in policy.calls] == [1, 17], [len(c) for c in policy.calls]
+        assert {s.device for s in policy.calls[1]} == {"/job:worker/task:1"}
+        tfckpt.validate(os.path.join(d, "two"), against=src)
+        # The generated example: its embedding's 4 slices in 2 files; resliced by partition=
+        # into 5, the pieces go to the tasks in turn.
+        src = example(d)
+        policy = AllInOnePolicy()
+        tfckpt.reshard(src, os.path.join(d, "ex"), policy=policy, partition=[EMB + "=fixed:5"])
+        emb = [s for c in policy.calls for s in c if s.checkpoint_key == EMB]
+        assert [(s.slice_spec, s.device[-1]) for s in emb] == [
+            ("1000 16 %d,200:0,16" % (200 * i), "01010"[i]) for i in (0, 2, 4, 1, 3)], emb
+        tfckpt.validate(os.path.join(d, "ex"), against=src)
+        # The README's callback, as written.
+        readme = open(os.path.join(HERE, "..", "README.md")).read()
+        code = readme[readme.index("class AllInOnePolicy:"):readme.index('tfckpt.reshard("model.ckpt-1000", "one/')]
+        scope = {}
+        exec(code, scope)
+        j = tfckpt.reshard(src, os.path.join(d, "readme"), policy=scope["AllInOnePolicy"]())
+        assert j["verified"] and j["num_files"] == 2, j
+
+
+def by_task(shardable_tensors):
+    """ShardByTaskPolicy: the task's tensors in one shard."""
+    shard = {}
+    for s in shardable_tensors:
+        shard.setdefault(s.checkpoint_key, {})[s.slice_spec] = s.tensor
+    return [shard]
+
+
+class Changed:
+    """A callback of `description` that returns by_task's shards changed by `change`
+    (shards, shardable tensors), called once per task."""
+
+    def __init__(self, description, change):
+        self.description, self.change = description, change
+
+    def __call__(self, shardable_tensors):
+        shards = by_task(shardable_tensors)
+        return self.change(shards, shardable_tensors)
+
+
+@test()
+def each_validate_shards_rule_through_a_python_callback():
+    # sharding_util.validate_shards, rule by rule (its message, the description, the key,
+    # the slice, the original and new values), each a UsageError (a ValueError); nothing
+    # is written.
+    with tempfile.TemporaryDirectory() as d:
+        src = example(d)
+        out = os.path.join(d, "out")
+        step = "global_step"
+        emb0 = "1000 16 0,250:0,16"
+
+        def refused(description, change, *needles):
+            e = raises(tfckpt.UsageError, lambda: tfckpt.reshard(src, out, policy=Changed(description, change)),
+                       AFTER, "callback_description: " + description, *needles)
+            assert isinstance(e, ValueError) and e.check_id == "usage", e
+            assert not [n for n in os.listdir(d) if n.startswith("out")], os.listdir(d)
+
+        def first_task(f):
+            return lambda shards, tensors: f(shards, tensors) if tensors[0].device.endswith(":0") else shards
+
+        def at(key, **changes):
+            def change(shards, tensors):
+                for shard in shards:
+                    for spec, t in shard.get(key, {}).items():
+                        shard[key][spec] = dataclasses.replace(t, **changes)
+                return shards
+            return change
+
+        tasks = {}
+        for s in tfckpt._shardable_tensors(tfckpt.reshard(src, out, dry_run=True)).values():
+            for x in s:
+                tasks[(x.checkpoint_key, x.slice_spec)] = int(x.device[-1])
+        bf16 = "wide_deep/dnn/projection_bf16"
+        assert tasks[(EMB, emb0)] == 0 and tasks[(step, "")] == 0 and tasks[(bf16, "")] == 1, tasks
+
+        def duplicate(shards, tensors):
+            return shards + [{EMB: {emb0: shards[0][EMB][emb0]}}]
+        refused("duplicate tensor callback", first_task(duplicate),
+                "multiple tensors with the same checkpoint key and slice spec were found: callback_description: "
+                "duplicate tensor callback; checkpoint_key: " + EMB + "; slice_spec: " + emb0)
+
+        def added(shards, tensors):
+            shards[0]["ADDED_TENSOR_ABC123"] = {"": tensors[0].tensor}
+            return shards
+        refused("added tensor callback", added,
+                "a tensor not originally in the object graph was found in the checkpoint shards: callback_description: "
+                "added tensor callback; checkpoint_key: ADDED_TENSOR_ABC123; slice_spec: ")
+        refused("shape change callback", at(step, shape=(1,)),
+                "a tensor was found with an altered shape: callback_description: shape change callback; "
+                "checkpoint_key: global_step; slice_spec: ; original tensor_shape: (); new tensor_shape: (1,)")
+        refused("dtype change callback", at(step, dtype="int32"),
+                "a tensor was found with an altered dtype: callback_description: dtype change callback; "
+                "checkpoint_key: global_step; slice_spec: ; original tensor_dtype: <dtype: 'int64'>; "
+                "new tensor_dtype: <dtype: 'int32'>")
+        refused("task change callback", at(bf16, device="/job:worker/task:0/device:CPU:0"),
+                "a tensor was found with an altered task: callback_description: task change callback; "
+                "checkpoint_key: " + bf16 + "; slice_spec: ; original tensor_task: 1; new tensor_task: 0")
+
+        class Mixing:
+            """Keeps task 0's tensors for the shard of task 1's."""
+            description = "different tasks callback"
+
+            def __init__(self):
+                self.kept = {}
+
+            def __call__(self, tensors):
+                shard = by_task(tensors)[0]
+                if tensors[0].device.endswith(":0"):
+                    self.kept = shard
+                    return []
+                return [{**self.kept, **shard}]
+
+        raises(tfckpt.UsageError, lambda: tfckpt.reshard(src, out, policy=Mixing()),
+               AFTER + "tensors with different tasks were found in the same shard: callback_description: "
+               "different tasks callback; tensor #1: checkpoint_key: ", "; task: 0; tensor #2: checkpoint_key: ",
+               "; task: 1")
+
+        def removed(shards, tensors):
+            del shards[0][EMB][emb0]
+            return shards
+        refused("tensor removal callback", first_task(removed),
+                "tensors in the object graph were not found in the checkpoint shards: callback_description: "
+                "tensor removal callback; tensor: checkpoint_key: " + EMB + "; slice_spec: " + emb0)
+
+        # A plain function: its name is the description. Bad returns name the callback.
+        def drop_all(tensors):
+            return []
+        raises(tfckpt.UsageError, lambda: tfckpt.reshard(src, out, policy=drop_all),
+               "callback_description: drop_all; tensor: ")
+        raises(tfckpt.UsageError, lambda: tfckpt.reshard(src, out, policy=lambda t: {"a": 1}),
+               "sharding callback '<lambda>' returned a dict, not a list of shards")
+        raises(tfckpt.UsageError, lambda: tfckpt.reshard(src, out, policy=lambda t: [{t[0].checkpoint_key: {"": 3}}]),
+               "the tensor is a int, which has no shape and dtype")
+        assert not [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("tfckpt-shards-")]
+        # The same callback with no violation writes the checkpoint back.
+        tfckpt.reshard(src, out, policy=Changed("by task", lambda shards, tensors: shards))
+        tfckpt.validate(out, against=src)
+
+
+class MaxRows:
+    """A MaxShardSizePolicy-like callback: float32 pieces of more than `max_bytes` cut along
+    axis 0 into parts of at most that many bytes, each part in a shard of its own after
+    the task's other tensors (TF's _add_partition: array_ops.slice, SaveSliceInfo.spec)."""
+    description = "Split float32 tensors into parts of at most max_bytes."
+
+    def __init__(self, max_bytes):
+        self.max_bytes = max_bytes
+
+    def __call__(self, shardable_tensors):
+        rest, parts = {}, []
+        for s in shardable_tensors:
+            size = int(np.prod(s.shape)) * 4
+            if s.dtype.name != "float32" or not s.shape or size <= self.max_bytes:
+                rest.setdefault(s.checkpoint_key, {})[s.slice_spec] = s.tensor
+                continue
+            rows = max(1, self.max_bytes // (size // s.shape[0]))
+            for a in range(0, s.shape[0], rows):
+                part = s.tensor[a:a + rows]
+                parts.append({s.checkpoint_key: {part.slice_spec: part}})
+        return [rest] + parts
+
+
+@test()
+def a_callback_may_cut_tensors_anew_as_max_shard_size_does():
+    with tempfile.TemporaryDirectory() as d:
+        src = example(d)
+        out = os.path.join(d, "cut")
+        j = tfckpt.reshard(src, out, policy=MaxRows(100 * 16 * 4))
+        assert j["verified"], j
+        t = [t for t in j["tensors"] if t["name"] == EMB][0]
+        # Each input slice (task 0: rows 0 and 500, task 1: 250 and 750) in parts of 100 rows,
+        # a file each, after its task's shard of the rest (task 0's: the hidden layer 1
+        # kernel, 8 KiB, also in 2 parts).
+        assert t["resliced"] and [(n["spec"], n["file"]) for n in t["new"]] == [
+            ("%d,%d:0,16" % (start + a, min(100, 250 - a)), file) for start, first in ((0, 3), (500, 6), (250, 10),
+                                                                                       (750, 13))
+            for a, file in zip((0, 100, 200), range(first, first + 3))], t["new"]
+        k = [t for t in j["tensors"] if t["name"] == "wide_deep/dnn/hiddenlayer_1/kernel"][0]
+        assert [(n["spec"], n["file"]) for n in k["new"]] == [("0,50:0,32", 1), ("50,14:0,32", 2)] \
+            and j["num_files"] == 16, (k["new"], j["num_files"])
+        tfckpt.validate(out, against=src)
+        with tfckpt.open(src) as a, tfckpt.open(out) as b:
+            assert np.array_equal(a[EMB], b[EMB])
+        # As a scale-out plan: the same pieces, task by task.
+        plan = os.path.join(d, "plan.json")
+        p = tfckpt.reshard(src, os.path.join(d, "so"), policy=MaxRows(100 * 16 * 4), plan=plan)
+        assert p["num_tasks"] == 16, p
+        for task in range(16):
+            tfckpt.reshard(execute=plan, task=task)
+        assert tfckpt.reshard(finalize=plan)["verified"]
+        tfckpt.validate(os.path.join(d, "so"), against=out)
+        # The stand-in's slicing: TF's spec of the part, within the piece, steps of 1 only.
+        piece = tfckpt.TensorStandIn((250, 16), "float32", "/job:worker/task:1", (1000, 16), (500, 0))
+        assert piece[10:20].slice_spec == "1000 16 510,10:0,16" and piece[10:20, 4:].shape == (10, 12)
+        assert piece[:].slice_spec == "1000 16 500,250:0,16" and tfckpt.TensorStandIn((3,), "int64").slice_spec == ""
+        raises(IndexError, lambda: piece[3], "slices of step 1")
+        raises(IndexError, lambda: piece[::2], "slices of step 1")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import json as _json
 import operator as _operator
 import os as _os
 import re as _re
+import tempfile as _tempfile
 import warnings as _warnings
 from dataclasses import dataclass as _dataclass
 
@@ -40,7 +41,8 @@ from . import _core
 __version__ = _core.__version__
 
 __all__ = ["open", "load", "inspect", "validate", "reshard", "merge", "convert", "Checkpoint", "TensorInfo", "SliceInfo",
-           "TensorSlice", "Error", "UsageError", "CorruptInputError", "CheckFailedError", "NotFoundError",
+           "TensorSlice", "ShardableTensor", "TensorStandIn", "Error", "UsageError", "CorruptInputError",
+           "CheckFailedError", "NotFoundError",
            "PermissionDeniedError", "ArgumentTypeError", "DTypeError", "train", "__version__"]
 
 
@@ -925,7 +927,27 @@ def reshard(ckpt=None, output=None, *, partition=None, policy=None, dry_run=Fals
             connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
     """`tfckpt reshard CKPT -o OUTPUT --json`: partition=["fixed:3"], policy="shards:4",
     dry_run=True, ...; the scale-out steps plan="plan.json", execute="plan.json" with
-    task=0 (or "auto"), finalize="plan.json". Returns what --json prints."""
+    task=0 (or "auto"), finalize="plan.json". Returns what --json prints.
+
+    `policy` may also be your own sharding callback, as TensorFlow's
+    tf.train.experimental.ShardingCallback: any callable (a class with `description` and
+    `__call__`). As TF's MultiDeviceSaver does, it is called once per task (input data
+    file) with that task's pieces, as `partition` cuts them, as ShardableTensor objects,
+    and returns a list of shards, each {checkpoint_key: {slice_spec: tensor}}; shard N is
+    data file N. `tensor` is the piece's TensorStandIn (or anything with .shape and
+    .dtype); index it (t[0:4]) to cut the tensor anew, under that part's `slice_spec`, as
+    MaxShardSizePolicy does. The shards are checked by every rule of TF's validate_shards,
+    a violation a UsageError in TF's words (description, key, slice, original and new
+    values): they are resharded as `policy="file:SHARDS.json"` (man tfckpt-reshard)."""
+    if callable(policy):
+        if execute is not None or finalize is not None:
+            raise UsageError("reshard(): a sharding callback as policy plans a reshard; execute= and finalize= run "
+                             "a plan already made", "usage")
+        return _reshard_by_callback(policy, dict(
+            ckpt=ckpt, output=output, partition=partition, dry_run=dry_run, force=force, no_verify=no_verify,
+            allow_any_dtype=allow_any_dtype, bytes_per_string=bytes_per_string, plan=plan, task=task, jobs=jobs,
+            connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
+            no_sign_request=no_sign_request))
     if isinstance(task, (int, _np.integer)) and not isinstance(task, bool):
         task = str(int(task))
     return _command("reshard", _request("reshard", dict(
@@ -936,6 +958,203 @@ def reshard(ckpt=None, output=None, *, partition=None, policy=None, dry_run=Fals
         ckpt="path", output="path", partition="texts", policy="text", dry_run="flag", force="flag", no_verify="flag",
         allow_any_dtype="flag", bytes_per_string="int", plan="path", execute="path", task="text", finalize="path",
         **_COMMON)))
+
+
+# ---------------------------------------------------------------------------------------
+# The user's own sharding callback (reshard(policy=callable)): TensorFlow's ShardableTensor
+# and ShardingCallback (tensorflow/python/checkpoint/sharding/sharding_util.py), offline.
+
+class _DTypeName(str):
+    """A dtype as TensorFlow names it ("float32"), with `.name` as a tf.DType has it."""
+
+    @property
+    def name(self):
+        return str(self)
+
+
+def _spec(full_shape, offset, shape):
+    """TF's slice spec (Variable.SaveSliceInfo.spec, stripped): "10 3 0,4:0,3"; "" whole."""
+    if tuple(offset) == (0,) * len(shape) and tuple(shape) == tuple(full_shape):
+        return ""
+    return (" ".join("%d" % d for d in full_shape) + " " +
+            ":".join("%d,%d" % (o, s) for o, s in zip(offset, shape))).strip()
+
+
+@_dataclass(frozen=True)
+class TensorStandIn:
+    """What a sharding callback's ShardableTensor.tensor is (tfckpt moves bytes, it holds
+    no tensors): the `shape`, `dtype` and `device` of a piece at `offset` in a tensor of
+    `full_shape`. Index it with slices (t[0:4], t[:, 2:]) for a part of the piece, as
+    MaxShardSizePolicy cuts one with array_ops.slice (which keeps every axis); the part's
+    `slice_spec` is the key to put it under. dataclasses.replace(t, dtype=..., device=...)
+    gives another; numpy arrays and torch tensors may stand in as well."""
+    shape: tuple
+    dtype: str
+    device: str = ""
+    full_shape: tuple = None  # None: `shape` (the piece is the whole tensor)
+    offset: tuple = None      # None: zeros
+
+    def __post_init__(self):
+        shape = tuple(int(d) for d in self.shape)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", _DTypeName(getattr(self.dtype, "name", self.dtype)))
+        full, offset = self.full_shape, self.offset
+        object.__setattr__(self, "full_shape", shape if full is None else tuple(int(d) for d in full))
+        object.__setattr__(self, "offset", (0,) * len(shape) if offset is None else tuple(int(o) for o in offset))
+
+    @property
+    def slice_spec(self):
+        """TF's slice spec of this piece in its tensor ("10 3 0,4:0,3"; "" whole)."""
+        return _spec(self.full_shape, self.offset, self.shape)
+
+    def __getitem__(self, key):
+        keys = key if isinstance(key, tuple) else (key,)
+        if len(keys) > len(self.shape):
+            raise IndexError(f"too many indices: the tensor is {len(self.shape)}-dimensional, {len(keys)} were given")
+        offset, shape = list(self.offset), list(self.shape)
+        for axis, k in enumerate(keys):
+            if not isinstance(k, slice) or k.step not in (None, 1):
+                raise IndexError("a piece is cut with slices of step 1 (t[3:4], not t[3]), as array_ops.slice keeps "
+                                 "every axis")
+            begin, end, _ = k.indices(shape[axis])
+            offset[axis] += begin
+            shape[axis] = max(0, end - begin)
+        return TensorStandIn(tuple(shape), self.dtype, self.device, self.full_shape, tuple(offset))
+
+
+@_dataclass(frozen=True)
+class ShardableTensor:
+    """What a sharding callback receives, one per piece, with the fields of TensorFlow's
+    tf.train.experimental.ShardableTensor: `checkpoint_key`, `slice_spec` (TF's form,
+    "10 3 0,4:0,3", or "" for a whole tensor), `shape` (of the piece), `dtype` (TF's name,
+    with .name), `device` ("/job:worker/task:K", K the input data file the piece is in, as
+    --policy by-task treats it), `name` (the key), `tensor` (a TensorStandIn); no
+    trackable or save spec (None)."""
+    _tensor_save_spec: object
+    tensor: TensorStandIn
+    dtype: str
+    device: str
+    name: str
+    shape: tuple
+    slice_spec: str
+    checkpoint_key: str
+    trackable: object
+
+
+def _extents(spec, shape):
+    """(offset, shape) of a piece from its spec as --dry-run --json prints it ("0,5:-")."""
+    if not spec:
+        return (0,) * len(shape), tuple(shape)
+    offset, size = [], []
+    for axis, part in enumerate(spec.split(":")):
+        if part == "-":
+            offset.append(0)
+            size.append(shape[axis])
+        else:
+            start, length = part.split(",")
+            offset.append(int(start))
+            size.append(int(length))
+    return tuple(offset), tuple(size)
+
+
+_OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def _shardable_tensors(plan):
+    """The ShardableTensors of a --dry-run --json plan made with policy "by-task", by task:
+    {task: [ShardableTensor]} in the order TF hands them to a policy (the object graph
+    last). A piece stored as it is keeps its data file's task; the pieces of tensors the
+    rules cut anew go to the tasks in turn (as PieceTasks in src/reshard/reshard.cc)."""
+    tasks = max(1, plan["num_files"])
+    following = 0
+    by_task, graph = {}, []
+    for t in plan["tensors"]:
+        full = tuple(t["shape"])
+        shards = {o["spec"]: o["shard"] for o in t["old"] if "shard" in o}
+        for piece in t["new"]:
+            if not t["resliced"] and piece["spec"] in shards:
+                task = shards[piece["spec"]] % tasks
+            else:
+                task, following = following % tasks, following + 1
+            offset, shape = _extents(piece["spec"], full)
+            device = f"/job:worker/task:{task}"
+            dtype = _DTypeName(t["dtype"])
+            stand_in = TensorStandIn(shape, dtype, device, full, offset)
+            spec = "" if shape == full else " ".join("%d" % d for d in full) + " " + piece["spec"]
+            s = ShardableTensor(None, stand_in, dtype, device, t["name"], shape, spec, t["name"], None)
+            (graph if t["name"] == _OBJECT_GRAPH else by_task.setdefault(task, [])).append((task, s))
+    for task, s in graph:
+        by_task.setdefault(task, []).append((task, s))
+    return {task: [s for _, s in pieces] for task, pieces in sorted(by_task.items())}
+
+
+def _callback_description(callback):
+    description = getattr(callback, "description", None)
+    if description is None:
+        description = getattr(callback, "__name__", None) or type(callback).__name__
+    return str(description)
+
+
+def _shard_entry(where, key, spec, tensor):
+    """One entry of SHARDS.json (man tfckpt-reshard, file:) from what a callback returned."""
+    if not isinstance(key, str) or not isinstance(spec, str):
+        raise UsageError(f"{where}: checkpoint keys and slice specs are str, not {type(key).__name__} and "
+                         f"{type(spec).__name__} ({key!r}: {{{spec!r}: ...}})", "usage")
+    entry = {"key": key, "slice": spec}
+    shape, dtype = getattr(tensor, "shape", None), getattr(tensor, "dtype", None)
+    if shape is None or dtype is None:
+        raise UsageError(f"{where}: {key!r} slice {spec!r}: the tensor is a {type(tensor).__name__}, which has no "
+                         "shape and dtype (return the ShardableTensor's .tensor, or a part of it: tensor[a:b])",
+                         "usage")
+    try:
+        entry["shape"] = [int(d) for d in shape]
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}: {key!r} slice {spec!r}: shape {shape!r} is not a list of ints", "usage") from None
+    name = _dtype_key(dtype)
+    if name is None and isinstance(getattr(dtype, "name", None), str):
+        name = _dtype_key(dtype.name)
+    if name is None:
+        raise UsageError(f"{where}: {key!r} slice {spec!r}: dtype {dtype!r} names no dtype", "usage")
+    entry["dtype"] = name
+    device = getattr(tensor, "device", None)
+    if hasattr(device, "to_string"):  # a tf.DeviceSpec
+        device = device.to_string()
+    if isinstance(device, str) and device.startswith("/"):  # not numpy's "cpu"
+        entry["device"] = device
+    return entry
+
+
+def _reshard_by_callback(callback, options):
+    """reshard(policy=callback): the pieces of a dry run, the callback once per task, its
+    shards resharded as policy="file:SHARDS.json" (checked there by validate_shards)."""
+    description = _callback_description(callback)
+    probe = {k: v for k, v in options.items() if k not in ("dry_run", "force", "no_verify", "plan", "task")}
+    plan = reshard(**probe, policy="by-task", dry_run=True)
+    where = f"sharding callback {description!r}"
+    shards = []
+    for tensors in _shardable_tensors(plan).values():
+        got = callback(tensors)
+        if isinstance(got, (str, bytes, dict)) or not hasattr(got, "__iter__"):
+            raise UsageError(f"{where} returned a {type(got).__name__}, not a list of shards "
+                             "[{checkpoint_key: {slice_spec: tensor}}, ...]", "usage")
+        for shard in got:
+            if not hasattr(shard, "items"):
+                raise UsageError(f"{where} returned a shard that is a {type(shard).__name__}, not a dict "
+                                 "{checkpoint_key: {slice_spec: tensor}}", "usage")
+            entries = []
+            for key, slices in shard.items():
+                if not hasattr(slices, "items"):
+                    raise UsageError(f"{where}: {key!r} maps to a {type(slices).__name__}, not a dict "
+                                     "{slice_spec: tensor}", "usage")
+                entries.extend(_shard_entry(where, key, spec, tensor) for spec, tensor in slices.items())
+            shards.append(entries)
+    fd, path = _tempfile.mkstemp(prefix="tfckpt-shards-", suffix=".json")
+    try:
+        with _os.fdopen(fd, "w") as f:
+            _json.dump({"description": description, "shards": shards}, f)
+        return reshard(**options, policy="file:" + path)
+    finally:
+        _os.unlink(path)
 
 
 def merge(ckpts, output=None, *, recover=False, allow_missing=False, move=False, force=False, no_verify=False,

@@ -2,7 +2,7 @@
 # compares them with the runtime: every public name, every signature (names, kinds, defaults).
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -70,6 +70,33 @@ class TensorSlice:
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray: ...
     def __getitem__(self, key: Any) -> _Array: ...
 
+@dataclass(frozen=True)
+class TensorStandIn:
+    shape: tuple[int, ...]
+    dtype: str
+    device: str = ""
+    full_shape: Optional[tuple[int, ...]] = None
+    offset: Optional[tuple[int, ...]] = None
+    @property
+    def slice_spec(self) -> str: ...
+    def __getitem__(self, key: Any) -> "TensorStandIn": ...
+
+@dataclass(frozen=True)
+class ShardableTensor:
+    _tensor_save_spec: Any
+    tensor: TensorStandIn
+    dtype: str
+    device: str
+    name: str
+    shape: tuple[int, ...]
+    slice_spec: str
+    checkpoint_key: str
+    trackable: Any
+
+# A shard as a sharding callback returns it: {checkpoint_key: {slice_spec: tensor}}.
+_Shard = Mapping[str, Mapping[str, Any]]
+_ShardingCallback = Callable[[list[ShardableTensor]], Sequence[_Shard]]
+
 class Checkpoint:
     def __enter__(self) -> "Checkpoint": ...
     def __exit__(self, *exc: Any) -> bool: ...
@@ -106,7 +133,8 @@ def validate(ckpt: _Path, *, against: Optional[_Path] = None, strict: bool = Fal
              profile: Optional[str] = None, region: Optional[str] = None,
              no_sign_request: bool = False) -> dict[str, Any]: ...
 def reshard(ckpt: Optional[_Path] = None, output: Optional[_Path] = None, *,
-            partition: Union[None, str, Sequence[str]] = None, policy: Optional[str] = None, dry_run: bool = False,
+            partition: Union[None, str, Sequence[str]] = None,
+            policy: Union[None, str, _ShardingCallback] = None, dry_run: bool = False,
             force: bool = False, no_verify: bool = False, allow_any_dtype: bool = False,
             bytes_per_string: Optional[int] = None, plan: Optional[_Path] = None, execute: Optional[_Path] = None,
             task: Union[None, int, str] = None, finalize: Optional[_Path] = None, jobs: Optional[int] = None,

@@ -269,7 +269,9 @@ absl::StatusOr<std::pair<int64_t, int64_t>> StringSizes(const Checkpoint& c, con
 
 // The task of every piece, by tensor then piece: a piece stored as it is keeps its data
 // file (modulo `n`); the pieces of re-sliced tensors go to the tasks in turn, as TF's
-// round-robin device setter places variable partitions on parameter servers.
+// round-robin device setter places variable partitions on parameter servers. Python's
+// reshard(policy=callback) computes the same from --dry-run --json (_shardable_tensors in
+// python/tfckpt/__init__.py): change both.
 std::vector<std::vector<int64_t>> PieceTasks(const ReshardPlan& plan, int64_t n) {
   std::vector<std::vector<int64_t>> tasks;
   int64_t next = 0;
