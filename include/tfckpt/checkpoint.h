@@ -188,6 +188,9 @@ class Checkpoint {
   // REQUIRES: a fixed-size dtype, begin <= end <= payload size.
   absl::Status ReadInto(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end, char* out,
                         bool verify = true) const;
+  // The error every read of `t` gives when its index entry is defective (t.defect: DataLoss
+  // naming the index and the tensor); OK when it has none.
+  absl::Status DefectError(const TensorEntry& t) const;
   // A PayloadCheck of the piece when its format stores a checksum other than CRC-32C of
   // the payload (.npz: the member's CRC-32); nullptr otherwise (V2: the stored CRC-32C,
   // which a caller computes itself; safetensors: none). REQUIRES: t.defect is empty.
@@ -196,9 +199,6 @@ class Checkpoint {
   }
 
  private:
-  // The error reading `t` gives when it has a defect; OK when it has none.
-  absl::Status DefectError(const TensorEntry& t) const;
-
   CheckpointInfo info_;
   std::vector<TensorEntry> tensors_;  // sorted by name
   std::unique_ptr<PieceReader> reader_;

@@ -134,10 +134,7 @@ absl::StatusOr<size_t> ReadSize(const TensorEntry& t, const Region& box, const R
 
 absl::Status ReadTensor(const Checkpoint& c, const TensorEntry& t, const Region& box, char* out, size_t out_size,
                         const ReadOptions& options) {
-  if (!t.defect.empty()) {  // (the error Checkpoint's reads give)
-    const CheckpointInfo& ci = c.info();
-    return DataLossAt(t.defect_check, ci.format == Format::kV2 ? ci.index_path : ci.prefix, t.name, -1, t.defect);
-  }
+  TFCKPT_RETURN_IF_ERROR(c.DefectError(t));
   TFCKPT_ASSIGN_OR_RETURN(const size_t size, ReadSize(t, box, options));
   if (out_size != size) {
     return absl::InvalidArgumentError(StrCat("tensor \"", PrintableKey(t.name), "\": the box at ",
