@@ -11,6 +11,7 @@ waits until it is asked to stop; the test reads the pipe, a blocking read. The o
 limit is HANG, a generous bound against a test that would otherwise hang forever."""
 import os
 import select
+import shutil
 import subprocess
 
 HANG = 300  # seconds: a bound on hangs, never a measurement
@@ -22,6 +23,79 @@ def read_line(fd):
     return os.read(fd, 4096).decode() if ready else ""
 
 
+def _read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError as e:
+        return f"({e})"
+
+
+def _descendants(pid):
+    """The processes below `pid` (from /proc: parent ids), depth first."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _read(f"/proc/{entry}/stat")
+            if ")" in stat:
+                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        c = todo.pop()
+        out.append(c)
+        todo.extend(children.get(c, []))
+    return out
+
+
+def hang_report(pid):
+    """What a process that outlived HANG is doing, for the failure message: its state and
+    signal masks (an ignored or blocked signal shows there), each thread's kernel wait, the
+    user-space stacks when gdb is installed, and the processes below it (one that holds the
+    output pipes open keeps communicate() waiting after the run itself ended)."""
+    lines = []
+    for q in [pid, *_descendants(pid)]:
+        status = _read(f"/proc/{q}/status")
+        keep = [l for l in status.splitlines() if l.split(":")[0] in ("Name", "State", "SigPnd", "ShdPnd", "SigBlk",
+                                                                     "SigIgn", "SigCgt", "Threads")]
+        lines.append(f"process {q}: {_read(f'/proc/{q}/cmdline').replace(chr(0), ' ').strip()}")
+        lines += ["  " + l for l in keep]
+        task_dir = f"/proc/{q}/task"
+        for t in sorted(os.listdir(task_dir)) if os.path.isdir(task_dir) else []:
+            lines.append(f"  thread {t}: wchan {_read(f'{task_dir}/{t}/wchan')!r} "
+                         f"syscall {_read(f'{task_dir}/{t}/syscall').strip()!r}")
+        if shutil.which("gdb"):
+            try:
+                bt = subprocess.run(["gdb", "-p", str(q), "-batch", "-ex", "thread apply all bt 30"],
+                                    capture_output=True, text=True, timeout=120).stdout
+                lines += ["  " + l for l in bt.splitlines() if l.startswith(("#", "Thread"))]
+            except (OSError, subprocess.SubprocessError) as e:
+                lines.append(f"  gdb: {e}")
+    return "\n".join(lines)
+
+
+class Watched(subprocess.Popen):
+    """A Popen whose communicate() with a timeout, when the process outlives it, fails with
+    hang_report() and the output so far instead of a bare TimeoutExpired (the process and
+    everything below it killed)."""
+
+    def communicate(self, input=None, timeout=None):
+        try:
+            return super().communicate(input, timeout)
+        except subprocess.TimeoutExpired:
+            if timeout is None:
+                raise
+            report = hang_report(self.pid)
+            for q in [self.pid, *_descendants(self.pid)]:
+                try:
+                    os.kill(q, 9)
+                except OSError:
+                    pass
+            out, err = super().communicate()
+            raise AssertionError(f"{' '.join(map(str, self.args))}: still running after {timeout} s "
+                                 f"(exit {self.returncode} once killed)\n{report}\n"
+                                 f"stdout: {(out or '')[-2000:]}\nstderr: {(err or '')[-4000:]}") from None
+
+
 def paused_at(tfckpt, args, point, env=None, stdout=subprocess.PIPE, keep_pipe=False):
     """Starts `tfckpt ARGS` with the fault hook at POINT (or POINT#N) and returns the process
     once it is paused there (with keep_pipe, also the pipe's read end, for what the hook says
@@ -29,8 +103,8 @@ def paused_at(tfckpt, args, point, env=None, stdout=subprocess.PIPE, keep_pipe=F
     getting there."""
     read_end, write_end = os.pipe()
     full_env = {**os.environ, **(env or {}), "TFCKPT_FAULT_PAUSE_AT": point, "TFCKPT_FAULT_NOTIFY_FD": str(write_end)}
-    p = subprocess.Popen([tfckpt, *args], stdout=stdout, stderr=subprocess.PIPE, text=True, env=full_env,
-                         pass_fds=(write_end,))
+    p = Watched([tfckpt, *args], stdout=stdout, stderr=subprocess.PIPE, text=True, env=full_env,
+                pass_fds=(write_end,))
     os.close(write_end)
     try:
         line = read_line(read_end)
