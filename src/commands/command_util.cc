@@ -26,9 +26,7 @@ absl::StatusOr<std::string> OutputName(std::string_view option, const std::strin
 }
 
 absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
-                                const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
-                                bool* verified) {
-  options.progress = StartPhase("verifying", total);
+                                const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified) {
   options.written = &written;
   if (options.jobs == 0) options.jobs = RunJobs();
   TFCKPT_RETURN_IF_ERROR(VerifyWritten(out, {}, sources, options).status());

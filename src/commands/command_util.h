@@ -43,14 +43,13 @@ absl::StatusOr<Report> AsRun(const RunOptions& options, const std::function<absl
 absl::StatusOr<std::string> OutputName(std::string_view option, const std::string& out, bool tf_prefix);
 
 // Verification of a TF bundle before its commit (a writer's BeforeCommit, bundle_writer.h):
-// the bundle at `out` read through `written`, compared with `sources`, as the run's
-// "verifying" phase of `total` bytes. Sets *verified when it held.
+// the bundle at `out` read through `written`, compared with `sources` (VerifyWritten: the
+// run's "verifying" phase). Sets *verified when it held.
 absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
-                                const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
-                                bool* verified);
+                                const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified);
 
 // Verification of an output after its commit (safetensors, .npz, merge --move): removes
-// `files` when it fails (VerifyWritten).
+// `files` when it fails (VerifyWritten: the run's "verifying" phase).
 absl::Status VerifyCommitted(const std::string& out, const std::vector<std::string>& files,
                              const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified);
 

@@ -63,7 +63,7 @@ absl::Status ConvertPartitioned(const ConvertRequest& r, const std::string& out,
   if (!r.no_verify) {
     eo.read_back = true;
     eo.before_commit = [&](const WrittenOutput& written) {
-      return VerifyBeforeCommit(out, written, {{c.get()}}, {}, total, &report->verified);
+      return VerifyBeforeCommit(out, written, {{c.get()}}, {}, &report->verified);
     };
   }
   TFCKPT_RETURN_IF_ERROR(ExecutePlan(*c, plan, out, eo));
@@ -90,7 +90,7 @@ absl::Status ConvertToTf(const ConvertRequest& r, const std::string& out, const 
       TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(plan.inputs));
       VerifyOptions vo;
       vo.cast = !casts.empty();
-      return VerifyBeforeCommit(out, written, CombinedSources(plan, sources), vo, plan.bytes, &report->verified);
+      return VerifyBeforeCommit(out, written, CombinedSources(plan, sources), vo, &report->verified);
     };
   }
   TFCKPT_ASSIGN_OR_RETURN(CombineReport c, CombineCheckpoints({r.src}, out, o));

@@ -153,7 +153,7 @@ absl::StatusOr<ReshardReport> ReshardRun(const ReshardRequest& r) {
     // Before anything is published: an output that fails leaves OUT as it was.
     eo.read_back = true;  // each piece checked as it is written: the verification then reads none
     eo.before_commit = [&](const WrittenOutput& written) {
-      return VerifyBeforeCommit(out, written, ReshardSources(*c, plan), {}, total, &report.verified);
+      return VerifyBeforeCommit(out, written, ReshardSources(*c, plan), {}, &report.verified);
     };
   }
   TFCKPT_RETURN_IF_ERROR(ExecutePlan(*c, plan, out, eo));
