@@ -55,7 +55,7 @@ absl::Status ConvertPartitioned(const ConvertRequest& r, const std::string& out,
   ro.policy.kind = Policy::Kind::kSingle;
   TFCKPT_ASSIGN_OR_RETURN(ReshardPlan plan, PlanReshard(*c, ro));
   std::optional<std::vector<VerifySource>> sources;
-  if (!r.no_verify) sources = std::vector<VerifySource>{{c.get()}};
+  if (!r.no_verify) sources = std::vector<VerifySource>{{c.get(), std::nullopt}};
   TFCKPT_ASSIGN_OR_RETURN(const uint64_t total,
                           ExecuteVerified(*c, plan, out, r.force, "writing", std::move(sources), &report->verified));
   report->tensors = static_cast<int64_t>(plan.tensors.size());
