@@ -6,7 +6,7 @@
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  default 60 (env FUZZ_SECONDS also works); CI uses 10
 #   TARGET              table bundle slice_key specs state_file v1 safetensors payload
-#                       s3_xml url aws_config credential_json merge
+#                       s3_xml url aws_config credential_json merge npz
 # A crash stops with exit 1 and names the reproducer under build-fuzz/artifacts/; copy
 # it into tests/fuzz_regressions/TARGET/ (the normal test suite replays that folder).
 set -euo pipefail
@@ -15,7 +15,7 @@ seconds=${1:-${FUZZ_SECONDS:-60}}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(table bundle slice_key specs state_file v1 safetensors payload s3_xml url aws_config credential_json merge)
+  targets=(table bundle slice_key specs state_file v1 safetensors payload s3_xml url aws_config credential_json merge npz)
 fi
 
 scripts/install-deps.sh
@@ -78,6 +78,29 @@ PY
 elif [ "${CI:-}" = "true" ]; then
   echo "fuzz: $testdata is missing (CI=true: failure)" >&2
   exit 1
+fi
+# fuzz_npz: the real checkpoints of up to 64 KiB of data (-max_len below) converted by our
+# own `convert -o X.npz`, with the release build's binary (scripts/build.sh; CI builds it
+# before this runs). The hand-made edge cases are committed (fuzz/make_npz_seeds.py).
+mkdir -p "$seeds/npz"
+tfckpt=build/src/tfckpt
+if [[ " ${targets[*]} " == *" npz "* ]] && [ -d "$testdata" ]; then
+  if [ -x "$tfckpt" ]; then
+    while IFS= read -r -d '' index; do
+      prefix=${index%.index}
+      data=$({ cat "$prefix".data-?????-of-????? 2>/dev/null || true; } | wc -c)
+      [ "$data" -gt 0 ] && [ "$data" -le 65536 ] || continue
+      name=${prefix#"$testdata"/}
+      out="$seeds/npz/${name//\//_}.npz"
+      "$tfckpt" convert "$prefix" -o "$out" >/dev/null 2>&1 || continue
+      if [ "$(wc -c <"$out")" -gt 65536 ]; then rm -f "$out"; fi
+    done < <(find "$testdata" -name '*.index' -print0 | sort -z)
+  elif [ "${CI:-}" = "true" ]; then
+    echo "fuzz: $tfckpt is missing for the npz seeds (CI=true: failure)" >&2
+    exit 1
+  else
+    echo "fuzz: no npz seeds from the real checkpoints ($tfckpt is missing: scripts/build.sh makes it)" >&2
+  fi
 fi
 # A service account file with a real RSA key, made fresh each run (no private key is ever
 # committed): the JWT signing path behind the JSON.

@@ -3,6 +3,7 @@ progress phases, table alignment of wide names, shell completion."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -174,8 +175,13 @@ def progress_bar_names_its_phase():
         code, err = run_with_tty_stderr(["merge", prefix, "-o", os.path.join(d, "m"), "--drop-optimizer"], env)
         # Merging with edits verifies too (before publishing its output), with its own phase.
         assert code == 0 and err.index("copying") < err.index("verifying"), repr(err)
-        code, err = run_with_tty_stderr(["convert", prefix, "-o", os.path.join(d, "c.safetensors")], env)
-        assert code == 0 and "writing" in err, repr(err)
+        # A safetensors or .npz output is verified after it is written (issue 28 A8): its own
+        # phase too, every byte of the output counted.
+        for out in ("c.safetensors", "c.npz"):
+            code, err = run_with_tty_stderr(["convert", prefix, "-o", os.path.join(d, out)], env)
+            assert code == 0 and "writing" in err and err.rindex("writing") < err.index("verifying"), repr(err)
+            last = err.replace("\r", "\n").split("verifying")[-1]
+            assert re.match(r" +\[#{30}\] (\S+ \S+) / \1 ", last), repr(err)
 
 
 def display_width(text):

@@ -675,6 +675,29 @@ def progress_on_a_terminal_shows_bytes_and_throughput_of_remote_transfers():
 
 
 @test(needs_data=True)
+def every_remote_output_shows_its_verifying_phase_with_the_bytes_it_checks():
+    """Issue 28 A8: outputs on a store are verified once their data objects are complete
+    (convert's .npz and safetensors once the whole output is): the bar then shows
+    "verifying", after the writing phase, counting the output's bytes to their total."""
+    env = {**os.environ, "TFCKPT_PROGRESS_DELAY_MS": "0"}
+    src = data(T2T)
+    for args, first in ((["reshard", src, "-o", f"{ROOT}/verifying/r", "--policy", "shards:3"], "copying"),
+                        (["merge", src, "-o", f"{ROOT}/verifying/m", "--drop-optimizer"], "copying"),
+                        (["convert", src, "-o", f"{ROOT}/verifying/c.npz"], "writing"),
+                        (["convert", src, "-o", f"{ROOT}/verifying/c.safetensors"], "writing")):
+        code, err = run_with_tty_stderr(args, env)
+        assert code == 0, (args, err[-600:])
+        lines = [l.strip() for l in err.replace("\r", "\n").splitlines() if l.strip()]
+        phases = [l.split()[0] for l in lines]
+        assert "verifying" in phases and first in phases, (args, lines)
+        assert phases.index("verifying") > max(i for i, p in enumerate(phases) if p == first), (args, lines)
+        # Its last line: every byte of the output counted, and the total is not nothing.
+        last = [l for l in lines if l.startswith("verifying")][-1]
+        m = re.match(r"verifying +\[#{30}\] (\S+ \S+) / \1 ", last)
+        assert m and m.group(1) != "0 B", (args, last)
+
+
+@test(needs_data=True)
 def between_the_data_and_the_index_an_interrupt_deletes_the_data_and_a_kill_leaves_them_reported():
     src = big()
     # Interrupted once the data objects are complete and before the index: they are deleted

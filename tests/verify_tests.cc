@@ -3,6 +3,7 @@
 // removed with one output.mismatch error naming the file and the tensor.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "model/tensor_encoding.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
+#include "run/run.h"
+#include "tfckpt/run.h"
 #include "verify/verify.h"
 
 namespace {
@@ -74,6 +77,48 @@ TEST_CASE("VerifyWritten keeps an output equal to its input") {
   CHECK(r->tensors == 2);
   CHECK(r->bytes_compared == 60);
   for (const std::string& f : files) CHECK(fs::exists(f));
+}
+
+TEST_CASE("VerifyWritten is its run's verifying phase: the output's bytes, each counted once when checked") {
+  // Issue 28 A8: whoever verifies (before a commit, after it: an object store's output, a
+  // safetensors or .npz file, --finalize), the run shows the phase with its real total.
+  TempDir dir;
+  WriteBundle(dir / "in");
+  WriteBundle(dir / "out");
+  auto in = Open(dir / "in");
+  struct Phase {
+    std::string name;
+    uint64_t total = 0;
+    const std::atomic<uint64_t>* done = nullptr;
+    uint64_t final_done = 0;  // the counter when the next call came
+  };
+  std::vector<Phase> phases;
+  tfckpt::RunOptions o;
+  o.progress = [&](std::string_view phase, uint64_t total, const std::atomic<uint64_t>* done) {
+    if (!phases.empty()) phases.back().final_done = phases.back().done->load();
+    if (done != nullptr) phases.push_back({std::string(phase), total, done, 0});
+  };
+  // "a" compared with one source, "b" with another: both counted once, as is the report's
+  // count of bytes compared; and with no source naming "b", it is counted when checked alone.
+  const tfckpt::VerifySource only_a{in.get(), std::map<std::string, std::string>{{"a", "a"}}};
+  const tfckpt::VerifySource only_b{in.get(), std::map<std::string, std::string>{{"b", "b"}}};
+  for (const auto& sources : {std::vector<tfckpt::VerifySource>{only_a, only_b}, std::vector<tfckpt::VerifySource>{only_a}}) {
+    phases.clear();
+    absl::StatusOr<tfckpt::VerifyReport> r;
+    {
+      tfckpt::Run run(o);
+      tfckpt::RunScope scope(&run);
+      r = tfckpt::VerifyWritten(dir / "out", tfckpt::BundleFiles(dir / "out", 1), sources, {});
+      run.Keep();
+    }
+    CAPTURE(sources.size());
+    REQUIRE(r.ok());
+    CHECK(r->bytes_compared == (sources.size() == 2 ? 60 : 48));
+    REQUIRE(phases.size() == 1);
+    CHECK(phases[0].name == "verifying");
+    CHECK(phases[0].total == 60);
+    CHECK(phases[0].final_done == 60);
+  }
 }
 
 TEST_CASE("VerifyWritten removes an output whose values differ from the input") {

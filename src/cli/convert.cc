@@ -67,7 +67,7 @@ std::function<int()> AddConvert(CLI::App& app) {
   AddJsonOption(sub, &args->json);
   AddJobsOption(sub, &args->jobs, "Threads copying (the output does not depend on it)");
   AddConnectionsOption(sub);
-  AddQuietOption(sub, &args->quiet, "labelled 'writing'");
+  AddQuietOption(sub, &args->quiet, "labelled 'writing', then 'verifying', the comparison with the input");
   sub->footer(
       "Examples:\n"
       "  tfckpt convert model.ckpt-1000 -o model.safetensors\n"

@@ -132,7 +132,7 @@ std::function<int()> AddMerge(CLI::App& app) {
   AddDryRunOption(sub, &r.dry_run, "each output tensor and its source; with --json as JSON")->group(edits);
   AddJobsOption(sub, &args->jobs, "Output data files written in parallel")->group(edits);
   AddConnectionsOption(sub);
-  AddQuietOption(sub, &args->quiet, "labelled 'copying'")->group(edits);
+  AddQuietOption(sub, &args->quiet, "labelled 'copying', then 'verifying', the comparison with the inputs")->group(edits);
   sub->footer(
       "Examples:\n"
       "  tfckpt merge part0/model part1/model part2/model -o merged/model\n"

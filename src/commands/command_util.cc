@@ -26,14 +26,32 @@ absl::StatusOr<std::string> OutputName(std::string_view option, const std::strin
 }
 
 absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
-                                const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
-                                bool* verified) {
-  options.progress = StartPhase("verifying", total);
+                                const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified) {
   options.written = &written;
   if (options.jobs == 0) options.jobs = RunJobs();
   TFCKPT_RETURN_IF_ERROR(VerifyWritten(out, {}, sources, options).status());
   *verified = true;
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ExecuteVerified(const Checkpoint& c, const WritePlan& plan, const std::string& out,
+                                         bool overwrite, std::string_view phase,
+                                         std::optional<std::vector<VerifySource>> sources, bool* verified) {
+  uint64_t total = 0;
+  for (uint64_t b : plan.file_bytes) total += b;
+  ExecuteOptions eo;
+  eo.jobs = RunJobs();
+  eo.overwrite = overwrite;
+  eo.progress = StartPhase(phase, total);
+  if (sources.has_value()) {
+    // Before anything is published: an output that fails leaves OUT as it was.
+    eo.read_back = true;  // each piece checked as it is written: the verification then reads none
+    eo.before_commit = [&](const WrittenOutput& written) {
+      return VerifyBeforeCommit(out, written, *sources, {}, verified);
+    };
+  }
+  TFCKPT_RETURN_IF_ERROR(ExecutePlan(c, plan, out, eo));
+  return total;
 }
 
 absl::Status VerifyCommitted(const std::string& out, const std::vector<std::string>& files,

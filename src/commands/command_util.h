@@ -4,11 +4,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "copy/copy.h"
 #include "run/run.h"
 #include "format/bundle/bundle_writer.h"
 #include "tfckpt/run.h"
@@ -43,14 +45,22 @@ absl::StatusOr<Report> AsRun(const RunOptions& options, const std::function<absl
 absl::StatusOr<std::string> OutputName(std::string_view option, const std::string& out, bool tf_prefix);
 
 // Verification of a TF bundle before its commit (a writer's BeforeCommit, bundle_writer.h):
-// the bundle at `out` read through `written`, compared with `sources`, as the run's
-// "verifying" phase of `total` bytes. Sets *verified when it held.
+// the bundle at `out` read through `written`, compared with `sources` (VerifyWritten: the
+// run's "verifying" phase). Sets *verified when it held.
 absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
-                                const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
-                                bool* verified);
+                                const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified);
+
+// Writes `plan` of `c` as the TF checkpoint `out` (ExecutePlan; --force: `overwrite`), as
+// the run's `phase` ("copying", "writing") of the plan's bytes, and, unless `sources` is
+// nullopt (--no-verify), verifies it against them before its commit (VerifyBeforeCommit;
+// every piece read back as it is written). Sets *verified when that held. The bytes
+// written (the plan's data files).
+absl::StatusOr<uint64_t> ExecuteVerified(const Checkpoint& c, const WritePlan& plan, const std::string& out,
+                                         bool overwrite, std::string_view phase,
+                                         std::optional<std::vector<VerifySource>> sources, bool* verified);
 
 // Verification of an output after its commit (safetensors, .npz, merge --move): removes
-// `files` when it fails (VerifyWritten).
+// `files` when it fails (VerifyWritten: the run's "verifying" phase).
 absl::Status VerifyCommitted(const std::string& out, const std::vector<std::string>& files,
                              const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified);
 

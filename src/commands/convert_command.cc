@@ -54,19 +54,10 @@ absl::Status ConvertPartitioned(const ConvertRequest& r, const std::string& out,
   }
   ro.policy.kind = Policy::Kind::kSingle;
   TFCKPT_ASSIGN_OR_RETURN(ReshardPlan plan, PlanReshard(*c, ro));
-  uint64_t total = 0;
-  for (auto b : plan.file_bytes) total += b;
-  ExecuteOptions eo;
-  eo.jobs = RunJobs();
-  eo.overwrite = r.force;
-  eo.progress = StartPhase("writing", total);
-  if (!r.no_verify) {
-    eo.read_back = true;
-    eo.before_commit = [&](const WrittenOutput& written) {
-      return VerifyBeforeCommit(out, written, {{c.get()}}, {}, total, &report->verified);
-    };
-  }
-  TFCKPT_RETURN_IF_ERROR(ExecutePlan(*c, plan, out, eo));
+  std::optional<std::vector<VerifySource>> sources;
+  if (!r.no_verify) sources = std::vector<VerifySource>{{c.get(), std::nullopt}};
+  TFCKPT_ASSIGN_OR_RETURN(const uint64_t total,
+                          ExecuteVerified(*c, plan, out, r.force, "writing", std::move(sources), &report->verified));
   report->tensors = static_cast<int64_t>(plan.tensors.size());
   report->bytes = total;
   report->notes = plan.notes;
@@ -90,7 +81,7 @@ absl::Status ConvertToTf(const ConvertRequest& r, const std::string& out, const 
       TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(plan.inputs));
       VerifyOptions vo;
       vo.cast = !casts.empty();
-      return VerifyBeforeCommit(out, written, CombinedSources(plan, sources), vo, plan.bytes, &report->verified);
+      return VerifyBeforeCommit(out, written, CombinedSources(plan, sources), vo, &report->verified);
     };
   }
   TFCKPT_ASSIGN_OR_RETURN(CombineReport c, CombineCheckpoints({r.src}, out, o));

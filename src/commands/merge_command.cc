@@ -80,7 +80,7 @@ absl::Status Combine(const MergeRequest& r, const std::vector<std::string>& inpu
     // Before anything is published: an output that fails leaves OUT as it was.
     o.before_commit = [&](const WrittenOutput& written, const CombineReport& plan) -> absl::Status {
       TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(plan.inputs));
-      return VerifyBeforeCommit(out, written, CombinedSources(plan, sources), {}, plan.bytes, &report->verified);
+      return VerifyBeforeCommit(out, written, CombinedSources(plan, sources), {}, &report->verified);
     };
   }
   TFCKPT_ASSIGN_OR_RETURN(CombineReport c, CombineCheckpoints(inputs, out, o));
@@ -150,7 +150,7 @@ absl::StatusOr<MergeCommandReport> MergeRun(const MergeRequest& r) {
         if (FileExists(in + ".index")) present.push_back(in);
       }
       TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(present));
-      return VerifyBeforeCommit(out, written, MergedSources(sources), {}, 0, &report.verified);
+      return VerifyBeforeCommit(out, written, MergedSources(sources), {}, &report.verified);
     };
   }
   TFCKPT_ASSIGN_OR_RETURN(MergeReport m, MergeBundles(inputs, out, o));

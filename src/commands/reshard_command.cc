@@ -143,20 +143,9 @@ absl::StatusOr<ReshardReport> ReshardRun(const ReshardRequest& r) {
     report.mode = ReshardReport::Mode::kDryRun;
     return report;
   }
-  uint64_t total = 0;
-  for (uint64_t b : plan.file_bytes) total += b;
-  ExecuteOptions eo;
-  eo.jobs = RunJobs();
-  eo.overwrite = r.force;
-  eo.progress = StartPhase("copying", total);
-  if (!r.no_verify) {
-    // Before anything is published: an output that fails leaves OUT as it was.
-    eo.read_back = true;  // each piece checked as it is written: the verification then reads none
-    eo.before_commit = [&](const WrittenOutput& written) {
-      return VerifyBeforeCommit(out, written, ReshardSources(*c, plan), {}, total, &report.verified);
-    };
-  }
-  TFCKPT_RETURN_IF_ERROR(ExecutePlan(*c, plan, out, eo));
+  std::optional<std::vector<VerifySource>> sources;
+  if (!r.no_verify) sources = ReshardSources(*c, plan);
+  TFCKPT_RETURN_IF_ERROR(ExecuteVerified(*c, plan, out, r.force, "copying", std::move(sources), &report.verified).status());
   return report;
 }
 

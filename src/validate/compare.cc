@@ -512,8 +512,8 @@ absl::Status CompareCheckpoints(const Checkpoint& a, const Checkpoint& b,
     pairs.emplace_back(&t, o);
   }
   std::mutex mu;
-  std::atomic<uint64_t> own_bytes{0};
-  std::atomic<uint64_t>& bytes = options.progress != nullptr ? *options.progress : own_bytes;
+  // (This call's bytes apart from the progress counter, which may count other calls' too.)
+  std::atomic<uint64_t> bytes{0};
   ParallelFor(pairs.size(), Jobs(options.jobs), [&](size_t i) {
     const TensorEntry& t = *pairs[i].first;
     const TensorEntry& o = *pairs[i].second;
@@ -524,6 +524,7 @@ absl::Status CompareCheckpoints(const Checkpoint& a, const Checkpoint& b,
       return;
     }
     bytes += t.bytes;
+    if (options.progress != nullptr) *options.progress += t.bytes;
     if (d->differing == 0) return;
     const bool by_value = t.dtype != o.dtype || LookupDType(t.dtype)->kind == ValueKind::kFloat;
     out.push_back(Make("against.values", Severity::kError, where, t.name, -1, DifferenceMessage(*d, options, by_value)));

@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> OpenWritten(const std::string& out, 
 // sources): slice layout and every CRC (but of pieces the writer read back as it wrote
 // them, `read_back`: their CRC was computed on the bytes it wrote and read back).
 void CheckUncompared(const Checkpoint& written, const std::set<std::string>& compared, const WrittenOutput* output,
-                     int jobs, std::vector<Finding>* findings) {
+                     int jobs, std::atomic<uint64_t>* progress, std::vector<Finding>* findings) {
   std::vector<const TensorEntry*> left;
   for (const TensorEntry& t : written.tensors()) {
     if (compared.count(t.name) == 0) left.push_back(&t);
@@ -59,6 +59,7 @@ void CheckUncompared(const Checkpoint& written, const std::set<std::string>& com
       }
       if (absl::Status crc = written.VerifyCrc(t, s, &buffer); !crc.ok()) out->push_back(FindingOf(crc));
     }
+    if (progress != nullptr) *progress += t.bytes;
   });
   for (auto& f : found) findings->insert(findings->end(), f.begin(), f.end());
 }
@@ -68,9 +69,15 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
                                    const VerifyOptions& options, std::string_view removal) {
   ValidateReport report;
   TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> written, OpenWritten(out, options, &report.findings));
+  // The phase begins here, whoever verifies (a writer before its commit, a command after
+  // it, --finalize): its total is known only now, and each tensor is counted once when it
+  // is done, compared with a source (CompareCheckpoints) or checked alone (CheckUncompared).
+  uint64_t total = 0;
+  for (const TensorEntry& t : written->tensors()) total += t.bytes;
+  std::atomic<uint64_t>* progress = StartPhase("verifying", total);
   CompareOptions co;
   co.jobs = options.jobs;
-  co.progress = options.progress;
+  co.progress = progress;
   co.cast = options.cast;
   // Outputs are copies: where both sides are raw bytes cut on axis 0, the output's CRCs
   // over each input piece prove it (CompareOptions::by_checksum; casts never take it).
@@ -90,7 +97,7 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
       for (const TensorEntry& t : written->tensors()) compared.insert(t.name);
     }
   }
-  CheckUncompared(*written, compared, options.written, options.jobs, &report.findings);
+  CheckUncompared(*written, compared, options.written, options.jobs, progress, &report.findings);
   for (const Finding& f : report.findings) {
     if (f.severity != Severity::kError) continue;
     return DataLossAt("output.mismatch", f.file, f.key, -1, StrCat(f.check, ": ", f.message, removal));

@@ -32,8 +32,7 @@ struct VerifySource {
 };
 
 struct VerifyOptions {
-  int jobs = 0;                               // threads; 0 = one per core
-  std::atomic<uint64_t>* progress = nullptr;  // if given, advances by the bytes compared
+  int jobs = 0;  // threads; 0 = one per core
   bool cast = false;  // the command cast dtypes: a source's values are compared cast to the output's dtype
   // The output's format when its name may not say it (convert --to): kSafetensors or
   // kNpz; otherwise the output is opened as a CKPT argument (OpenCheckpoint).
@@ -60,6 +59,9 @@ struct VerifyReport {
 //    options.cast the source's values cast first), and every CRC on both sides holds;
 //  - every other output tensor (averaged, a rewritten object graph, a slice of a tensor
 //    no single source holds whole) has every CRC holding.
+// Within a run (run/run.h) it is the run's "verifying" phase, begun once the output is
+// open, whose total is the output's payload bytes (every tensor is checked, local or
+// remote, before or after a commit) and whose counter advances as each tensor is done.
 // On any failure, `files` (all the output's files) are removed: nothing is left under
 // the output's names (empty `files`: the output is kept, e.g. after merge --move consumed
 // its inputs, and the messages say nothing of a removal). A mismatch is DataLoss with the

@@ -12,6 +12,7 @@
 
 #include "npy.h"
 #include "format/npz/stored_zip.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
@@ -401,13 +402,20 @@ absl::StatusOr<TensorEntry> Member(Archive& a, zip_uint64_t index) {
   const DTypeInfo* info = dtype ? LookupDType(*dtype) : nullptr;
   t.bytes = payload;
   t.slices.push_back({Region::Full(t.shape), {}, st.name, StoredData{static_cast<int32_t>(index), h->size, payload}});
-  if (!dtype || info == nullptr) {
+  // Bytes per element: the dtype's, or a string's width (|S<n>).
+  uint64_t width = info != nullptr ? static_cast<uint64_t>(info->element_size) : 0;
+  if (dtype == static_cast<int32_t>(DType::kString) && !absl::SimpleAtoi(h->descr.substr(2), &width)) width = 0;
+  if (!dtype || info == nullptr || width == 0) {
     t.defect = StrCat("NumPy dtype ", h->descr, " has no TensorFlow dtype here");
   } else if (h->fortran_order && t.shape.size() > 1) {
     t.defect = "stored in Fortran order";
-  } else if (info->element_size > 0 && (elements < 0 || payload != static_cast<uint64_t>(elements) * info->element_size)) {
+  } else if (elements < 0 || payload % width != 0 || payload / width != static_cast<uint64_t>(elements)) {
+    // (Compared by division: elements * width may not fit in 64 bits, and its wrapped value
+    // could match the payload, letting a reader index past it.)
     t.defect = StrCat("member holds ", payload, " data bytes; ", h->descr, " ", ShapeString(t.shape), " needs ",
-                      elements * info->element_size);
+                      elements >= 0 && static_cast<uint64_t>(elements) <= UINT64_MAX / width
+                          ? StrCat(static_cast<uint64_t>(elements) * width)
+                          : std::string("more than 2^64"));
   }
   if (!t.defect.empty()) t.defect_check = "npz.member";
   return t;

@@ -15,6 +15,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "kvstore/s3/curl_method.h"
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
 #include "kvstore/s3/sigv4.h"
@@ -152,7 +153,7 @@ struct Transfer {
   CURL* handle = nullptr;
   const Request* request = nullptr;
   Response* response = nullptr;
-  size_t body_sent = 0;
+  UploadBody body;
 };
 
 size_t OnHeader(char* data, size_t size, size_t n, void* arg) {
@@ -181,25 +182,6 @@ size_t OnBody(char* data, size_t size, size_t n, void* arg) {
   }
   t->response->body.append(chunk);
   return chunk.size();
-}
-
-size_t OnUpload(char* buffer, size_t size, size_t n, void* arg) {
-  auto* t = static_cast<Transfer*>(arg);
-  const std::string_view body = t->request->body;
-  const size_t len = std::min(size * n, body.size() - t->body_sent);
-  std::memcpy(buffer, body.data() + t->body_sent, len);
-  t->body_sent += len;
-  return len;
-}
-
-// Lets curl rewind an upload (it resends a request whose reused connection had closed).
-int OnSeek(void* arg, curl_off_t offset, int origin) {
-  auto* t = static_cast<Transfer*>(arg);
-  if (origin != SEEK_SET || offset < 0 || static_cast<uint64_t>(offset) > t->request->body.size()) {
-    return CURL_SEEKFUNC_CANTSEEK;
-  }
-  t->body_sent = static_cast<size_t>(offset);
-  return CURL_SEEKFUNC_OK;
 }
 
 bool RetryableCurlCode(CURLcode c) {
@@ -322,7 +304,7 @@ struct Client::Impl {
 
     const Handle handle = pool.Get();
     CURL* h = handle.easy;
-    Transfer t{h, &r, &resp, 0};
+    Transfer t{h, &r, &resp, {r.body, 0}};
     char error[CURL_ERROR_SIZE] = {0};
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
@@ -336,22 +318,7 @@ struct Client::Impl {
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-    if (r.method == "HEAD") {
-      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    } else if (r.method == "PUT") {
-      curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt(h, CURLOPT_READFUNCTION, OnUpload);
-      curl_easy_setopt(h, CURLOPT_READDATA, &t);
-      curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, OnSeek);
-      curl_easy_setopt(h, CURLOPT_SEEKDATA, &t);
-      curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
-    } else if (r.method == "POST") {
-      curl_easy_setopt(h, CURLOPT_POST, 1L);
-      curl_easy_setopt(h, CURLOPT_POSTFIELDS, r.body.data());
-      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
-    } else if (r.method != "GET") {
-      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r.method.c_str());
-    }
+    SetRequestMethod(h, r.method.c_str(), &t.body);
     resp.curl = CutShortOnStop(r.method, r.query) ? RunTransfer(handle) : curl_easy_perform(h);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
     resp.curl_error = error[0] != 0 ? error : curl_easy_strerror(resp.curl);

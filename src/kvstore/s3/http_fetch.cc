@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "kvstore/s3/curl_method.h"
 #include "tfckpt/strings.h"
 
 namespace tfckpt::s3 {
@@ -13,8 +14,7 @@ namespace {
 constexpr size_t kMaxAnswerBytes = 1 << 20;
 
 struct Exchange {
-  const HttpRequest* request;
-  size_t sent = 0;
+  UploadBody body;
   HttpAnswer answer;
   bool too_large = false;
 };
@@ -29,15 +29,6 @@ size_t OnBody(char* data, size_t size, size_t n, void* arg) {
   return size * n;
 }
 
-size_t OnUpload(char* buffer, size_t size, size_t n, void* arg) {
-  auto* x = static_cast<Exchange*>(arg);
-  const std::string& body = x->request->body;
-  const size_t len = std::min(size * n, body.size() - x->sent);
-  body.copy(buffer, len, x->sent);
-  x->sent += len;
-  return len;
-}
-
 }  // namespace
 
 absl::StatusOr<HttpAnswer> HttpFetch(const HttpRequest& r) {
@@ -45,7 +36,7 @@ absl::StatusOr<HttpAnswer> HttpFetch(const HttpRequest& r) {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   CURL* h = curl_easy_init();
   if (h == nullptr) return absl::ResourceExhaustedError("cannot create a curl handle");
-  Exchange x{&r, 0, {}, false};
+  Exchange x{{r.body, 0}, {}, false};
   curl_slist* headers = curl_slist_append(nullptr, "Expect:");
   for (const auto& [name, value] : r.headers) headers = curl_slist_append(headers, StrCat(name, ": ", value).c_str());
   char error[CURL_ERROR_SIZE] = {0};
@@ -58,18 +49,7 @@ absl::StatusOr<HttpAnswer> HttpFetch(const HttpRequest& r) {
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
-  if (r.method == "PUT") {
-    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(h, CURLOPT_READFUNCTION, OnUpload);
-    curl_easy_setopt(h, CURLOPT_READDATA, &x);
-    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
-  } else if (r.method == "POST") {
-    curl_easy_setopt(h, CURLOPT_POST, 1L);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, r.body.data());
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
-  } else if (r.method != "GET") {
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r.method.c_str());
-  }
+  SetRequestMethod(h, r.method.c_str(), &x.body);
   const CURLcode rc = curl_easy_perform(h);
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x.answer.status);
   const std::string why = error[0] != 0 ? error : curl_easy_strerror(rc);
