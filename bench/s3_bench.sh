@@ -55,17 +55,6 @@ unset TFCKPT_S3_CONNECTIONS TFCKPT_S3_READ_AHEAD_KIB
 bucket="tfckpt-bench"
 url=s3://$bucket
 
-# Swift's native API: a tempauth token and the account's storage URL.
-auth=$(curl -sS -f -i -H "X-Auth-User: $S3_TEST_ACCESS_KEY" -H "X-Auth-Key: $S3_TEST_SECRET" \
-  "$S3_TEST_ENDPOINT/auth/v1.0" | tr -d '\r')
-storage_url=$(awk -F': ' 'tolower($1) == "x-storage-url" {print $2}' <<<"$auth")
-token=$(awk -F': ' 'tolower($1) == "x-auth-token" {print $2}' <<<"$auth")
-if [ -z "$storage_url" ] || [ -z "$token" ]; then
-  echo "s3_bench: tempauth gave no storage URL or token"
-  exit 1
-fi
-export storage_url token bucket
-
 # The sum of the sizes of the objects under a URL prefix.
 prefix_bytes() { "$s3_put" ls "$1" | awk '{s += $2} END {print s + 0}'; }
 
@@ -102,13 +91,22 @@ serverside_bench() {
   }
   # ss_input COMMAND: the bytes of its input.
   ss_input() { if [ "$1" = recover ]; then echo "$save"; else echo "$ckpt"; fi; }
-  # ss_remove PREFIX: deletes the objects under the URL prefix through Swift's own API (the
-  # outputs would otherwise fill the disk the server shares): not timed.
+  # ss_remove PREFIX: deletes the objects under the URL prefix (the outputs would otherwise
+  # fill the disk the server shares), not timed: through the S3 API (boto3, on the python3
+  # that runs the tests), which deletes a multipart object's segments with it.
   ss_remove() {
-    local key
-    for key in $("$s3_put" ls "$1" | awk '{print $1}'); do
-      curl -sS -f -o /dev/null -X DELETE -H "X-Auth-Token: $token" "$storage_url/$bucket/$key"
-    done
+    python3 - "$bucket" "${1#"$url"/}" <<'PY'
+import os, sys
+import boto3
+from botocore.config import Config
+bucket, prefix = sys.argv[1:]
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name=os.environ["AWS_REGION"],
+                  aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                  aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"], config=Config(s3={"addressing_style": "path"}))
+for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for o in page.get("Contents", []):
+        s3.delete_object(Bucket=bucket, Key=o["Key"])
+PY
   }
   # ss_run ENDPOINT COMMAND MODE OUT: one run; prints "SECONDS COPIED UPLOADED DOWNLOADED OUTPUT_INDEX_BYTES".
   ss_run() {
@@ -208,6 +206,17 @@ done
 objects=$(wc -l <"$work/objects")
 bytes=$(awk '{s += $2} END {print s}' "$work/objects")
 echo "checkpoint: $bytes bytes in $objects data objects; N = $n connections; $rounds rounds; $(nproc) cores; -j ${JOBS:-default}"
+
+# Swift's native API: a tempauth token and the account's storage URL.
+auth=$(curl -sS -f -i -H "X-Auth-User: $S3_TEST_ACCESS_KEY" -H "X-Auth-Key: $S3_TEST_SECRET" \
+  "$S3_TEST_ENDPOINT/auth/v1.0" | tr -d '\r')
+storage_url=$(awk -F': ' 'tolower($1) == "x-storage-url" {print $2}' <<<"$auth")
+token=$(awk -F': ' 'tolower($1) == "x-auth-token" {print $2}' <<<"$auth")
+if [ -z "$storage_url" ] || [ -z "$token" ]; then
+  echo "s3_bench: tempauth gave no storage URL or token"
+  exit 1
+fi
+export storage_url token bucket
 
 # The ranges curl transfers, "KEY FIRST LAST", each object cut in ceil(N / objects) so that
 # N transfers run at once (xargs -P N), as tfckpt's N connections would.
