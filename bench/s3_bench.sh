@@ -162,7 +162,11 @@ for line in open(results):
         report[key] = (copied, up, down, index)
     else:
         proxy[key] = json.loads(w[8])
-mib = lambda b: f"{b / 2**20:.1f} MiB"
+def mib(b):  # (named for the usual case; small counts in their own unit)
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.1f} {unit}"
+    return f"{b} B"
 print("| command | --server-side | wall (best) | copied in store | uploaded | downloaded | proxy: copied / uploaded / downloaded |")
 print("|---|---|---|---|---|---|---|")
 for cmd, what in (("reshard", "reshard s3→s3 --partition fixed:8"), ("recover", "merge --recover"),
