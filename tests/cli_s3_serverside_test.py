@@ -494,12 +494,9 @@ def uploads_aborted(store, out):
     """Every upload the run began (the proxy's log since it was cleared) was aborted or
     completed (its object deleted: the caller checks the listing), and none is left."""
     log = log_of(store)
-    target = lambda l: l.split()[1].split("?")[0]
-    begun = {target(l) for l in log if l.startswith("POST ") and "?uploads" in l}
-    aborted = {target(l) for l in log if l.startswith("DELETE ") and "uploadId=" in l}
-    completed = {target(l) for l in log if l.startswith("POST ") and "uploadId=" in l}
+    begun, unfinished = uploads_begun_and_unfinished(log)
     assert begun, log
-    assert begun <= aborted | completed, (sorted(begun - aborted - completed), log)
+    assert not unfinished, (unfinished, log)
     assert uploads(store, out) == [], uploads(store, out)
 
 
