@@ -117,6 +117,11 @@ def copies_with(store, fault):
     return [l for l in log_of(store) if re.search(r" copy-source=\S", l) and f" fault={fault}" in l]
 
 
+def requests(store):
+    """The proxy log's requests, shortly (for a failure's message): METHOD TARGET and the fault."""
+    return [l.split(" conn=")[0][:100] + " " + l.split(" copy-source=")[1] for l in log_of(store)]
+
+
 def log_of(store):
     with open(store["log"]) as f:
         return f.read().splitlines()
@@ -215,6 +220,21 @@ def local_run(*args):
         LOCAL_RUNS[key] = out
         assert transfer(p) == {"copied_in_store": 0, "uploaded": 0, "downloaded": 0}, p.stdout[-500:]
     return LOCAL_RUNS[key]
+
+
+def fetched(store, *args):
+    """tfckpt ARGS from `store` (the input a URL) to a fresh local output, once per store and ARGS:
+    the reference where the output names its input (a safetensors header's "source"). The
+    output path. Nothing was copied inside the store nor uploaded."""
+    runs = store.setdefault("fetched", {})
+    if args not in runs:
+        i = args.index("-o")
+        out = os.path.join(WORK, "fetched", store["name"], str(len(runs)), args[i + 1])
+        runs[args] = out
+        p = run_in(store, *args[:i + 1], out, *args[i + 2:], "--json", code=0)
+        t = transfer(p)
+        assert t["copied_in_store"] == 0 and t["uploaded"] == 0 and t["downloaded"] > 0, t
+    return runs[args]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,7 +377,7 @@ def a_real_checkpoint_of_small_pieces_is_copied_by_the_client_and_identical(stor
     same_bytes(store, out, local_run("reshard", data(T2T), "-o", "m", "--policy", "shards:3"))
     out = f"{ROOT}/t2t-conv/m.safetensors"
     run_in(store, "convert", src, "-o", out, code=0)
-    with open(local_run("convert", data(T2T), "-o", "m.safetensors"), "rb") as f:
+    with open(fetched(store, "convert", src, "-o", "m.safetensors"), "rb") as f:
         assert get(store, out) == f.read()
 
 
@@ -397,8 +417,9 @@ def safetensors_allowance(paths):
 @each_store
 def convert_to_safetensors_inside_the_store(store):
     src, ckpt = uploaded(store, "recovered", recovered())
-    # One file.
-    local = local_run("convert", recovered(), "-o", "m.safetensors")
+    # The reference is the same command with a local output: the header names the input (its
+    # "source"), a URL here. One file:
+    local = fetched(store, "convert", src, "-o", "m.safetensors")
     out = f"{ROOT}/conv1/m.safetensors"
     proxy_counts(store)
     p = run_in(store, "convert", src, "-o", out, "--json", code=0)
@@ -408,7 +429,7 @@ def convert_to_safetensors_inside_the_store(store):
     assert uploads(store, out) == []
     check_counters(store, p, seen, ckpt, 0, safetensors_allowance([local]))
     # A sharded set (a file per table, and the index of the set).
-    local = local_run("convert", recovered(), "-o", "m.safetensors", "--max-file-size", "16M")
+    local = fetched(store, "convert", src, "-o", "m.safetensors", "--max-file-size", "16M")
     local_dir = os.path.dirname(local)
     assert len(os.listdir(local_dir)) == 3, os.listdir(local_dir)
     proxy_counts(store)
@@ -441,7 +462,7 @@ def a_store_that_refuses_copies_gets_the_bytes_through_this_machine(store):
             seen = proxy_counts(store)
         finally:
             faults(store)
-        assert copies_with(store, f"status {status}"), f"no copy was asked for (the proxy refuses them): {log_of(store)[:20]}"
+        assert copies_with(store, f"status {status}"), ("no copy was asked for (the proxy refuses them)", requests(store))
         same_bytes(store, out, local)
         check_client_side(store, p, seen)
         notes = notes_of(p)
@@ -472,7 +493,7 @@ def a_copy_part_retried_then_refused_for_good(store):
         run_in(store, "reshard", src, "-o", out, *CUT, code=0)
     finally:
         faults(store)
-    assert copies_with(store, "status 503"), log_of(store)[:20]
+    assert copies_with(store, "status 503"), ("no copy was asked for", requests(store))
     same_bytes(store, out, local)
     # A 500 on the second copy part of an upload, every time: the retries run out. Exit 3, one
     # line naming the object; nothing under the output's names, no upload left.
@@ -485,7 +506,7 @@ def a_copy_part_retried_then_refused_for_good(store):
         p = run_in(store, "reshard", src, "-o", out, *CUT, code=3, env={"TFCKPT_S3_MAX_RETRIES": "2"})
     finally:
         faults(store)
-    assert len(copies_with(store, "status 500")) >= 3, log_of(store)[:30]  # the first attempt and 2 retries
+    assert len(copies_with(store, "status 500")) >= 3, requests(store)  # the first attempt and 2 retries
     one_error_line(p, f"{out}.data-", "500")
     nothing_left(store, out + ".")
 
