@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "run/run.h"
 #include "format/bundle/bundle_writer.h"
+#include "tfckpt/commands.h"
 #include "tfckpt/run.h"
 #include "verify/verify.h"
 
@@ -48,6 +49,15 @@ absl::StatusOr<std::string> OutputName(std::string_view option, const std::strin
 absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
                                 const std::vector<VerifySource>& sources, VerifyOptions options, uint64_t total,
                                 bool* verified);
+
+// --server-side always: InvalidArgument (one line) when the run cannot copy inside the
+// store: a local output or input, a gs:// store (its XML API has no ranged part copy), or
+// input and output in different stores. OK for the other modes.
+absl::Status CheckServerSide(ServerSideCopy mode, const std::vector<std::string>& inputs, const std::string& out);
+
+// Adds what the run's stores holding `paths` moved (each store once: Storage::Transfers)
+// to *report, and their notes to *notes.
+void AddTransfers(const std::vector<std::string>& paths, TransferReport* report, std::vector<std::string>* notes);
 
 // Verification of an output after its commit (safetensors, .npz, merge --move): removes
 // `files` when it fails (VerifyWritten).

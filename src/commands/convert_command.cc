@@ -60,6 +60,7 @@ absl::Status ConvertPartitioned(const ConvertRequest& r, const std::string& out,
   eo.jobs = RunJobs();
   eo.overwrite = r.force;
   eo.progress = StartPhase("writing", total);
+  eo.server_side = r.server_side;
   if (!r.no_verify) {
     eo.read_back = true;
     eo.before_commit = [&](const WrittenOutput& written) {
@@ -82,6 +83,7 @@ absl::Status ConvertToTf(const ConvertRequest& r, const std::string& out, const 
   o.renames = renames;
   o.casts = casts;
   o.overwrite = r.force;
+  o.server_side = r.server_side;
   o.jobs = RunJobs();
   o.start_progress = [](uint64_t total) { return StartPhase("writing", total); };
   if (!r.no_verify) {
@@ -129,6 +131,12 @@ absl::StatusOr<ConvertCommandReport> Convert(const ConvertRequest& r, const RunO
   return AsRun<ConvertCommandReport>(run, [&]() -> absl::StatusOr<ConvertCommandReport> {
     if (r.src.empty()) return absl::InvalidArgumentError("SRC is required");
     TFCKPT_ASSIGN_OR_RETURN(const std::string format, TargetFormat(r));
+    if (!r.out.empty()) TFCKPT_RETURN_IF_ERROR(CheckServerSide(r.server_side, {r.src}, r.out));
+    if (r.server_side == ServerSideCopy::kAlways && format != "tf") {
+      // (Their writers send every byte from here: nothing is copied inside the store yet.)
+      return absl::InvalidArgumentError(StrCat("--server-side always: convert to ", format,
+                                               " copies nothing inside the store; use auto or never"));
+    }
     TFCKPT_ASSIGN_OR_RETURN(std::string out, OutputName("-o", r.out, format == "tf"));
     if (absl::EndsWith(out, ".safetensors.index.json")) {  // a set is named by its index, as SRC may be
       out.resize(out.size() - std::string_view(".index.json").size());
@@ -178,6 +186,7 @@ absl::StatusOr<ConvertCommandReport> Convert(const ConvertRequest& r, const RunO
       o.overwrite = r.force;
       TFCKPT_RETURN_IF_ERROR(ConvertToFile(r, out, format, o, &report));
     }
+    AddTransfers({r.src, out}, &report.transfer, &report.notes);
     return report;
   });
 }

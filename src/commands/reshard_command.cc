@@ -102,6 +102,8 @@ absl::Status WriteTaskPlan(const Checkpoint& c, const ReshardPlan& plan, const R
 }
 
 absl::StatusOr<ReshardReport> ReshardRun(const ReshardRequest& r) {
+  // (First: --server-side always with a store that cannot is a usage error, whatever else.)
+  if (!r.ckpt.empty() && !r.out.empty()) TFCKPT_RETURN_IF_ERROR(CheckServerSide(r.server_side, {r.ckpt}, r.out));
   std::string out;
   if (!r.out.empty()) {
     TFCKPT_ASSIGN_OR_RETURN(out, OutputName("-o", r.out, true));
@@ -149,6 +151,7 @@ absl::StatusOr<ReshardReport> ReshardRun(const ReshardRequest& r) {
   eo.jobs = RunJobs();
   eo.overwrite = r.force;
   eo.progress = StartPhase("copying", total);
+  eo.server_side = r.server_side;
   if (!r.no_verify) {
     // Before anything is published: an output that fails leaves OUT as it was.
     eo.read_back = true;  // each piece checked as it is written: the verification then reads none
@@ -157,6 +160,7 @@ absl::StatusOr<ReshardReport> ReshardRun(const ReshardRequest& r) {
     };
   }
   TFCKPT_RETURN_IF_ERROR(ExecutePlan(*c, plan, out, eo));
+  AddTransfers({r.ckpt, out}, &report.transfer, &report.notes);
   return report;
 }
 
