@@ -355,6 +355,34 @@ def reshards_copy_inside_the_store_byte_identical_to_local_runs(store):
     assert "copied inside the store" not in p.stdout + p.stderr, (p.stdout, p.stderr)
 
 
+def written_by_tfckpt(store, name, local_prefix):
+    """The checkpoint at local_prefix written into the store by `tfckpt reshard` (no rules: the
+    same pieces in the same data files), once per store: its data objects are multipart
+    uploads, as most objects in buckets are (the ETag of such an object is not an MD5 of its
+    bytes). (its prefix, the bytes of its objects, the same checkpoint on local files)"""
+    done = store.setdefault("written", {})
+    if name not in done:
+        put(store, "mb", ROOT)
+        remote = f"{ROOT}/{name}/m"
+        clear_log(store)
+        run_in(store, "reshard", local_prefix, "-o", remote, code=0)
+        begun, _ = uploads_begun_and_unfinished(log_of(store))
+        assert len(begun) == 2, requests(store)  # both data objects (21 MiB) are multipart uploads
+        done[name] = (remote, sum(listing(store, remote + ".").values()), local_run("reshard", local_prefix, "-o", "m"))
+    return done[name]
+
+
+@each_store
+def a_source_uploaded_in_parts_is_copied_too(store):
+    src, ckpt, local_src = written_by_tfckpt(store, "multipart", table())
+    out = f"{ROOT}/from-multipart/m"
+    proxy_counts(store)
+    p = run_in(store, "reshard", src, "-o", out, *CUT, "--json", code=0)
+    seen = proxy_counts(store)
+    same_bytes(store, out, local_run("reshard", local_src, "-o", "m", *CUT))
+    check_counters(store, p, seen, ckpt, listing(store, out + ".index")[key_of(out) + ".index"])
+
+
 @each_store
 def server_side_never_copies_through_this_machine(store):
     src, ckpt = uploaded(store, "table", table())
