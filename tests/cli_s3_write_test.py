@@ -519,12 +519,9 @@ def uploads_aborted_before_exit(out):
     listing): a request for each in the log, and none left in progress under `out` -- at
     once, as the run waits for the answers to its aborts."""
     log = proxy_log()
-    target = lambda l: l.split()[1].split("?")[0]
-    begun = {target(l) for l in log if l.startswith("POST ") and "?uploads" in l}
-    aborted = {target(l) for l in log if l.startswith("DELETE ") and "uploadId=" in l}
-    completed = {target(l) for l in log if l.startswith("POST ") and "uploadId=" in l}
+    begun, unfinished = uploads_begun_and_unfinished(log)
     assert begun, log
-    assert begun <= aborted | completed, (sorted(begun - aborted - completed), log)
+    assert not unfinished, (unfinished, log)
     assert uploads(out) == [], uploads(out)
 
 
