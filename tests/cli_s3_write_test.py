@@ -32,19 +32,6 @@ atexit.register(shutil.rmtree, WORK, True)
 s3_put("mb", ROOT)
 
 
-def listing(prefix):
-    """{key: size} of the objects under the URL prefix."""
-    out = {}
-    for line in s3_put("ls", prefix).splitlines():
-        key, size = line.rsplit(" ", 1)
-        out[key] = int(size)
-    return out
-
-
-def uploads(prefix):
-    return s3_put("uploads", prefix).split()
-
-
 def get(url):
     path = os.path.join(WORK, "got")
     s3_put("get", url, path)
@@ -519,12 +506,9 @@ def uploads_aborted_before_exit(out):
     listing): a request for each in the log, and none left in progress under `out` -- at
     once, as the run waits for the answers to its aborts."""
     log = proxy_log()
-    target = lambda l: l.split()[1].split("?")[0]
-    begun = {target(l) for l in log if l.startswith("POST ") and "?uploads" in l}
-    aborted = {target(l) for l in log if l.startswith("DELETE ") and "uploadId=" in l}
-    completed = {target(l) for l in log if l.startswith("POST ") and "uploadId=" in l}
+    begun, unfinished = uploads_begun_and_unfinished(log)
     assert begun, log
-    assert begun <= aborted | completed, (sorted(begun - aborted - completed), log)
+    assert not unfinished, (unfinished, log)
     assert uploads(out) == [], uploads(out)
 
 

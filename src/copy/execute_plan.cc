@@ -9,6 +9,7 @@
 #include "copy_internal.h"
 #include "base/crc32c.h"
 #include "base/parallel.h"
+#include "base/path.h"
 #include "format/bundle/bundle_writer.h"
 #include "copy/copy.h"
 #include "tfckpt/dtype.h"
@@ -219,6 +220,23 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
       units.back().at.push_back(end[p.file]);
       units.back().bytes += size;
       end[p.file] += size;
+    }
+  }
+  // Bytes that move unchanged (single pieces CopyRegion moves in runs) may be copied inside
+  // the store: each data file is told which, with its size, before a byte of it is written.
+  if (options.server_side != ServerSideCopy::kNever && IsUrl(out_prefix)) {
+    std::vector<std::vector<PlannedCopy>> copies(static_cast<size_t>(plan.num_files));
+    for (const Unit& u : units) {
+      if (u.pieces.size() != 1) continue;
+      TFCKPT_ASSIGN_OR_RETURN(std::vector<PlannedCopy> some,
+                              PlannedCopiesOf(c, *u.tp->source, u.pieces[0]->region, u.at[0]));
+      std::vector<PlannedCopy>& to = copies[static_cast<size_t>(u.pieces[0]->file)];
+      to.insert(to.end(), some.begin(), some.end());
+    }
+    for (int32_t f = 0; f < plan.num_files; ++f) {
+      TFCKPT_RETURN_IF_ERROR(
+          writer->PlanCopies(f, end[static_cast<size_t>(f)], copies[static_cast<size_t>(f)], options.server_side)
+              .status());
     }
   }
   std::vector<WorkUnit> work;

@@ -15,6 +15,7 @@
 #include "base/parallel.h"
 #include "model/tensor_encoding.h"
 #include "format/bundle/bundle_writer.h"
+#include "base/path.h"
 #include "copy/copy.h"
 #include "tfckpt/dtype.h"
 #include "model/object_graph.h"
@@ -772,8 +773,9 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
   }
   std::vector<Work> work;
   std::vector<WorkUnit> units;
+  std::vector<uint64_t> ends(per_file.size(), 0);
   for (size_t f = 0; f < per_file.size(); ++f) {
-    uint64_t end = 0;
+    uint64_t& end = ends[f];
     for (const auto& [o, i] : per_file[f]) {
       const CombineSource& src = o->sources.back();
       uint64_t bytes = o->graph_payload.size();
@@ -789,6 +791,23 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
       work.push_back({o, i, static_cast<int32_t>(f), end});
       units.push_back({bytes, {static_cast<int32_t>(f)}});
       end += bytes;
+    }
+  }
+  // Pieces copied unchanged (no cast) may be copied inside the store: each data file is told
+  // which, before a byte of it is written (WritableFile::PlanCopies).
+  if (options.server_side != ServerSideCopy::kNever && IsUrl(out)) {
+    std::vector<std::vector<PlannedCopy>> copies(per_file.size());
+    for (const Work& w : work) {
+      const CombineSource& src = w.o->sources.back();
+      if (w.o->kind != Kind::kCopy || w.o->dtype != src.tensor->dtype) continue;
+      TFCKPT_ASSIGN_OR_RETURN(std::vector<PlannedCopy> some,
+                              PlannedCopiesOf(*plan.inputs[src.input], *src.tensor,
+                                              src.tensor->slices[w.slice].region, w.at));
+      copies[static_cast<size_t>(w.file)].insert(copies[static_cast<size_t>(w.file)].end(), some.begin(), some.end());
+    }
+    for (size_t f = 0; f < copies.size(); ++f) {
+      TFCKPT_RETURN_IF_ERROR(
+          writer->PlanCopies(static_cast<int32_t>(f), ends[f], copies[f], options.server_side).status());
     }
   }
   TFCKPT_RETURN_IF_ERROR(RunUnits(units, options.jobs, [&](size_t u, const std::atomic<bool>&) -> absl::Status {

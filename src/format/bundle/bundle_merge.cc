@@ -254,7 +254,8 @@ absl::Status MergedIndex::AddUnusedFiles() {
 // uncommitted, it removes the temporary.
 class LinkedOrCopied {
  public:
-  static absl::StatusOr<std::unique_ptr<LinkedOrCopied>> Create(const std::string& src, const std::string& dst) {
+  static absl::StatusOr<std::unique_ptr<LinkedOrCopied>> Create(const std::string& src, const std::string& dst,
+                                                               ServerSideCopy mode) {
     std::unique_ptr<LinkedOrCopied> f(new LinkedOrCopied());
     f->dst_ = dst;
     f->tmp_ = TemporaryName(dst);
@@ -264,6 +265,10 @@ class LinkedOrCopied {
     f->tracked_ = 0;
     TFCKPT_ASSIGN_OR_RETURN(auto in, Storage::For(src).OpenForRead(src));
     TFCKPT_ASSIGN_OR_RETURN(f->copy_, Storage::For(dst).Create(dst));
+    // Between objects of one store: copied inside it, where it can (`in` outlives Close).
+    if (mode != ServerSideCopy::kNever && in->size() > 0) {
+      TFCKPT_RETURN_IF_ERROR(f->copy_->PlanCopies(in->size(), {{0, in.get(), 0, in->size()}}, mode).status());
+    }
     TFCKPT_RETURN_IF_ERROR(f->copy_->AppendFrom(*in, 0, in->size()));
     TFCKPT_RETURN_IF_ERROR(f->copy_->Close());
     return f;
@@ -379,7 +384,8 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     }
   } else {
     for (int32_t i = 0; i < k; ++i) {
-      TFCKPT_ASSIGN_OR_RETURN(auto f, LinkedOrCopied::Create(files_in_order[i], DataFileName(out, i, k)));
+      TFCKPT_ASSIGN_OR_RETURN(auto f, LinkedOrCopied::Create(files_in_order[i], DataFileName(out, i, k),
+                                                                 IsUrl(out) ? options.server_side : ServerSideCopy::kNever));
       staged.push_back(std::move(f));
     }
   }

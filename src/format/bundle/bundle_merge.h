@@ -25,6 +25,9 @@ struct MergeOptions {
   // Called before anything is published (bundle_writer.h), e.g. verification; not with
   // `move`, whose renames cannot wait.
   BeforeCommit before_commit;
+  // Data files copied between objects of one store are copied inside it
+  // (WritableFile::PlanCopies).
+  ServerSideCopy server_side = ServerSideCopy::kAuto;
 };
 
 struct MergeReport {

@@ -163,6 +163,11 @@ class BundleWriter {
                                            const std::optional<Region>& region, int32_t shard, uint64_t offset,
                                            const SliceExtents* extents = nullptr);
 
+  // Data file `shard` will be `size` bytes, of which `copies` move unchanged from other
+  // files (WritableFile::PlanCopies); whether the file took the plan. REQUIRES: before any
+  // entry of that file is written.
+  absl::StatusOr<bool> PlanCopies(int32_t shard, uint64_t size, const std::vector<PlannedCopy>& copies,
+                                  ServerSideCopy mode);
   // Writes the index, calls options.before_commit, makes every file durable and renames
   // them into place (data files first, the index last). On an object store (data files
   // not ReadableBeforeCommit): the data objects are completed first, before_commit reads
