@@ -841,7 +841,16 @@ namespace {
 // tests/moto_server.sh as well (MOTO_ENDPOINT set): the two implementations differ.
 std::unique_ptr<Client> CopyServer() {
   const char* moto = std::getenv("MOTO_ENDPOINT");
-  if (moto != nullptr && *moto != '\0') return MakeClient(moto, Patient());
+  if (moto != nullptr && *moto != '\0') {
+    // (moto takes any key; its buckets need a region it knows)
+    auto c = Client::Create(ResolveFrom("s3", {{"AWS_ACCESS_KEY_ID", "testing"},
+                                               {"AWS_SECRET_ACCESS_KEY", Env("S3_TEST_SECRET")},
+                                               {"AWS_REGION", "us-east-1"},
+                                               {"AWS_ENDPOINT_URL", moto}}),
+                            Patient());
+    REQUIRE_OK(c);
+    return std::move(*c);
+  }
   return Direct();
 }
 
@@ -890,12 +899,16 @@ TEST_CASE("UploadPartCopy: ranges of other objects become parts, pinned to the s
   auto id2 = c->CreateMultipartUpload(out2);
   REQUIRE_OK(id2);
   REQUIRE_OK(c->Put(src2, RandomBytes(6 << 20, 34)));
-  auto stale = c->UploadPartCopy(out2, *id2, 1, src2, ib->etag, 0, 5 << 20);
-  REQUIRE_FALSE(stale.ok());
-  CHECK(stale.status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(Message(stale.status()).find(out2.ToString()) != std::string::npos);
-  CHECK(Message(stale.status()).find(src2.ToString()) != std::string::npos);
-  CHECK(Message(stale.status()).find(Env("S3_TEST_SECRET")) == std::string::npos);
+  // (moto ignores x-amz-copy-source-if-match: checked on Swift, which honours it as S3 does.)
+  const char* moto = std::getenv("MOTO_ENDPOINT");
+  if (moto == nullptr || *moto == '\0') {
+    auto stale = c->UploadPartCopy(out2, *id2, 1, src2, ib->etag, 0, 5 << 20);
+    REQUIRE_FALSE(stale.ok());
+    CHECK(stale.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(Message(stale.status()).find(out2.ToString()) != std::string::npos);
+    CHECK(Message(stale.status()).find(src2.ToString()) != std::string::npos);
+    CHECK(Message(stale.status()).find(Env("S3_TEST_SECRET")) == std::string::npos);
+  }
   // A missing source: NotFound, naming it; never a refusal of copies.
   auto missing = c->UploadPartCopy(out2, *id2, 1, In(bucket, "no/such"), "", 0, 5 << 20);
   REQUIRE_FALSE(missing.ok());
