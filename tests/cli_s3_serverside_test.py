@@ -500,11 +500,18 @@ def a_store_that_refuses_copies_gets_the_bytes_through_this_machine(store):
         check_client_side(store, p, seen)
         notes = notes_of(p)
         assert "server-side copy" in notes and status in notes, notes
-    # The note in the human output too.
+    # The note in the human output too; and merge --recover falls back the same way.
+    prefix, _ = remote_save(store)
     faults(store, "always COPY * status 501 NotImplemented")
     try:
         p = run_in(store, "reshard", src, "-o", f"{ROOT}/refused-text/m", *CUT, code=0)
         assert "server-side copy" in p.stdout + p.stderr and "501" in p.stdout + p.stderr, (p.stdout, p.stderr)
+        out = f"{ROOT}/refused-recover/ckpt-1"
+        proxy_counts(store)
+        p = run_in(store, "merge", "--recover", prefix, "-o", out, "--json", code=0)
+        check_client_side(store, p, proxy_counts(store))
+        assert "server-side copy" in notes_of(p), notes_of(p)
+        same_bytes(store, out, local_run("merge", "--recover", save()[1], "-o", "ckpt-1"))
         # --server-side always: the refusal is an error, and nothing is left.
         out = f"{ROOT}/refused-always/m"
         p = run_in(store, "reshard", src, "-o", out, *CUT, "--server-side", "always", code=3)
