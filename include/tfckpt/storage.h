@@ -180,9 +180,9 @@ class WritableFile {
   }
   // Places `bytes`, which are `src`'s at `src_offset` (the caller has read them: it checks
   // their CRC), at `offset`: where PlanCopies planned them as a copy inside the store, the
-  // store copies them (they are not sent); else they are written (WriteAt). Returns whether
-  // any of them is copied inside the store (not sent: a writer that counts its bytes as
-  // read back must not count these). REQUIRES: as WriteAt.
+  // store copies them (they are not sent), from the source pinned to the version they were
+  // read from, so that a CRC taken from `bytes` holds for the file; else they are written
+  // (WriteAt). Returns whether any of them is copied inside the store. REQUIRES: as WriteAt.
   virtual absl::StatusOr<bool> CopyInStoreAt(uint64_t offset, const ReadableFile& /*src*/, uint64_t /*src_offset*/,
                                              std::string_view bytes) {
     if (absl::Status s = WriteAt(offset, bytes); !s.ok()) return s;

@@ -132,7 +132,7 @@ absl::StatusOr<ConvertCommandReport> Convert(const ConvertRequest& r, const RunO
     if (r.src.empty()) return absl::InvalidArgumentError("SRC is required");
     TFCKPT_ASSIGN_OR_RETURN(const std::string format, TargetFormat(r));
     if (!r.out.empty()) TFCKPT_RETURN_IF_ERROR(CheckServerSide(r.server_side, {r.src}, r.out));
-    if (r.server_side == ServerSideCopy::kAlways && format != "tf") {
+    if (r.server_side == ServerSideCopy::kAlways && format == "npz") {
       // (Their writers send every byte from here: nothing is copied inside the store yet.)
       return absl::InvalidArgumentError(StrCat("--server-side always: convert to ", format,
                                                " copies nothing inside the store; use auto or never"));
@@ -184,6 +184,7 @@ absl::StatusOr<ConvertCommandReport> Convert(const ConvertRequest& r, const RunO
       o.max_file_size = max_file_size;
       o.strict = r.strict;
       o.overwrite = r.force;
+      o.server_side = r.server_side;
       TFCKPT_RETURN_IF_ERROR(ConvertToFile(r, out, format, o, &report));
     }
     AddTransfers({r.src, out}, &report.transfer, &report.notes);

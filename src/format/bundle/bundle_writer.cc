@@ -358,10 +358,12 @@ absl::Status BundleWriter::EntryStream::AppendFrom(const ReadableFile& src, uint
     TFCKPT_RETURN_IF_ERROR(f.CopyAt(at, src, src_offset, bytes.size()));
     return Checked(at, bytes);
   }
-  TFCKPT_ASSIGN_OR_RETURN(const bool in_store, f.CopyInStoreAt(at, src, src_offset, bytes));
-  // Bytes the store copies were not sent: whether they arrived is for the verification to
-  // read (the entry does not count as read back).
-  return in_store ? absl::OkStatus() : Checked(at, bytes);
+  // (Bytes the store copies, from the input object pinned to the ETag these were read at,
+  // are these bytes: the entry's CRC, taken from them, holds for the output as it does
+  // for bytes sent. A corrupt input then fails the verification by CRCs, which reads
+  // nothing: the output's CRCs chained over each input piece differ from the input's.)
+  TFCKPT_RETURN_IF_ERROR(f.CopyInStoreAt(at, src, src_offset, bytes).status());
+  return Checked(at, bytes);
 }
 
 absl::StatusOr<bool> BundleWriter::PlanCopies(int32_t shard, uint64_t size, const std::vector<PlannedCopy>& copies,

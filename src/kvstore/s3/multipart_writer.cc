@@ -128,8 +128,15 @@ absl::StatusOr<std::string> MultipartWriter::CopyPart(const std::string& upload_
       TFCKPT_RETURN_IF_ERROR(Reached("part-copied"));
       return etag;
     }
-    if (copies_required_ || !RefusesCopies(etag.status())) return etag.status();
-    refusal_->Refuse(etag.status());
+    if (absl::IsFailedPrecondition(etag.status()) && !copies_required_) {
+      // 412 to x-amz-copy-source-if-match: the source replaced, or a store that compares a
+      // multipart source's ETag otherwise than its HEAD gives it (Swift's SLO). The part is
+      // fetched instead, pinned to the same ETag: a replaced source fails the read.
+    } else if (copies_required_ || !RefusesCopies(etag.status())) {
+      return etag.status();
+    } else {
+      refusal_->Refuse(etag.status());
+    }
   }
   // The store does not copy: the part's bytes are fetched and sent (as one part in memory,
   // counted among the parts on their way).
