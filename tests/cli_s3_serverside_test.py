@@ -355,7 +355,7 @@ def reshards_copy_inside_the_store_byte_identical_to_local_runs(store):
     p = run_in(store, "reshard", src, "-o", f"{ROOT}/reshard-text/m", *CUT, code=0)
     assert re.search(r"transfer: .+ copied inside the store, .+ uploaded, .+ downloaded", p.stdout + p.stderr), \
         (p.stdout, p.stderr)
-    p = run("reshard", table(), "-o", os.path.join(WORK, "text", "m"), *CUT, code=0, timeout=RUN_TIMEOUT)
+    p = run("reshard", table(), "-o", os.path.join(WORK, "text", store["name"], "m"), *CUT, code=0, timeout=RUN_TIMEOUT)
     assert "copied inside the store" not in p.stdout + p.stderr, (p.stdout, p.stderr)
     assert not missed, "\n".join(f"{case}: {why}" for case, why in missed)
 
