@@ -32,19 +32,6 @@ atexit.register(shutil.rmtree, WORK, True)
 s3_put("mb", ROOT)
 
 
-def listing(prefix):
-    """{key: size} of the objects under the URL prefix."""
-    out = {}
-    for line in s3_put("ls", prefix).splitlines():
-        key, size = line.rsplit(" ", 1)
-        out[key] = int(size)
-    return out
-
-
-def uploads(prefix):
-    return s3_put("uploads", prefix).split()
-
-
 def get(url):
     path = os.path.join(WORK, "got")
     s3_put("get", url, path)

@@ -85,3 +85,17 @@ def uploads_begun_and_unfinished(log):
     aborted = {target(l) for l in log if l.startswith("DELETE ") and "uploadId=" in l}
     completed = {target(l) for l in log if l.startswith("POST ") and "uploadId=" in l}
     return begun, sorted(begun - aborted - completed)
+
+
+def listing(prefix):
+    """{key: size} of the objects under the URL prefix (tests/s3_put ls)."""
+    out = {}
+    for line in s3_put("ls", prefix).splitlines():
+        key, size = line.rsplit(" ", 1)
+        out[key] = int(size)
+    return out
+
+
+def uploads(prefix):
+    """The keys of the multipart uploads in progress under the URL prefix."""
+    return s3_put("uploads", prefix).split()

@@ -104,15 +104,7 @@ absl::Status MultipartWriter::SendCopy(std::unique_lock<std::mutex>& lock, int k
   TFCKPT_RETURN_IF_ERROR(status_);
   ++sending_;
   threads_.push_back(StartThread([this, k, id = upload_id_] {
-    absl::StatusOr<std::string> etag = CopyPart(id, k);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (etag.ok()) {
-      etags_[k] = *std::move(etag);
-    } else if (status_.ok()) {
-      status_ = etag.status();
-    }
-    --sending_;
-    cv_.notify_all();
+    PartDone(k, CopyPart(id, k));
   }));
   return absl::OkStatus();
 }
@@ -254,16 +246,20 @@ absl::Status MultipartWriter::Send(std::unique_lock<std::mutex>& lock, int k, st
     if (etag.ok()) {
       if (absl::Status s = Reached("part-uploaded"); !s.ok()) etag = s;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (etag.ok()) {
-      etags_[k] = *std::move(etag);
-    } else if (status_.ok()) {
-      status_ = etag.status();
-    }
-    --sending_;
-    cv_.notify_all();
+    PartDone(k, std::move(etag));
   }));
   return absl::OkStatus();
+}
+
+void MultipartWriter::PartDone(int k, absl::StatusOr<std::string> etag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (etag.ok()) {
+    etags_[k] = *std::move(etag);
+  } else if (status_.ok()) {
+    status_ = etag.status();
+  }
+  --sending_;
+  cv_.notify_all();
 }
 
 void MultipartWriter::WaitForAll(std::unique_lock<std::mutex>& lock) {

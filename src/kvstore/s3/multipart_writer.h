@@ -156,6 +156,8 @@ class MultipartWriter {
   // Sends part `k` (its bytes moved out of held_) in the background, first waiting while
   // in_flight_ parts are on their way. REQUIRES: lock held (released while waiting).
   absl::Status Send(std::unique_lock<std::mutex>& lock, int k, std::string bytes);
+  // The end of part `k`'s request (on its thread): its ETag kept, or the first error.
+  void PartDone(int k, absl::StatusOr<std::string> etag);
   // Copies part `k` (planned as a copy) inside the store in the background, like Send.
   absl::Status SendCopy(std::unique_lock<std::mutex>& lock, int k);
   // Part `k` copied inside the store, or fetched and sent where the store refuses copies.
