@@ -30,6 +30,8 @@
 #   the proxy, not timed; PROXY_COUNTS=0 skips it), as a markdown table.
 #   Targets (auto): uploaded <= 1 % of the input + the output's index; downloaded <= 1.05x the
 #   input; wall time <= 0.5x `never`. Fails at once on a tfckpt without --server-side.
+#   The inputs are written into the bucket by tfckpt (multipart objects); INPUT=put writes them
+#   with one PUT an object instead (an object's ETag is then its MD5).
 set -euo pipefail
 shopt -s inherit_errexit  # a failure inside $(…) ends the run too
 cd "$(dirname "$0")/.."
@@ -66,19 +68,55 @@ serverside_bench() {
     exit 1
   fi
   mib=$(python3 -c "print(max(4, int(float('$gib') * 1024)))")
-  # The input, uploaded by tfckpt (from local files: through this machine), then the local
-  # files are removed (GIB GiB less on the disk the server shares).
-  "$build/bench/gen_checkpoint" tables "$work/big" $((mib / 4)) 4 4 >/dev/null
+  # ss_s3 remove PREFIX: deletes the objects under the URL prefix (the outputs would otherwise
+  # fill the disk the server shares), not timed. ss_s3 put DIR PREFIX: uploads every file of
+  # DIR (and below) as PREFIX/PATH, one PUT an object. Through the S3 API with boto3 (the
+  # python3 that runs the tests has it), which deletes a multipart object's segments with it.
+  ss_s3() {
+    python3 - "$bucket" "$url" "$@" <<'PY'
+import os, sys
+import boto3
+from botocore.config import Config
+bucket, url, action, *args = sys.argv[1:]
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name=os.environ["AWS_REGION"],
+                  aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                  aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"], config=Config(s3={"addressing_style": "path"}))
+key = lambda u: u[len(url) + 1:]
+if action == "remove":
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key(args[0])):
+        for o in page.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=o["Key"])
+else:  # put DIR PREFIX
+    for root, _, files in os.walk(args[0]):
+        for f in files:
+            path = os.path.join(root, f)
+            with open(path, "rb") as body:
+                s3.put_object(Bucket=bucket, Key="/".join(filter(None, (key(args[1]), os.path.relpath(path, args[0])))),
+                              Body=body)
+PY
+  }
+  # The input and a distributed save left unmerged (two parts made of the input's tensors),
+  # made on local files and written into the bucket by tfckpt (multipart objects, as most
+  # objects in buckets are) or, with INPUT=put, one PUT an object; then the local files are
+  # removed (less on the disk the server shares).
+  "$build/bench/gen_checkpoint" tables "$work/in/big" $((mib / 4)) 4 4 >/dev/null
+  "$tfckpt" merge "$work/in/big" -o "$work/in/save/ckpt_temp/part-00000-of-00002" --include '^embedding_[01]/' -q
+  "$tfckpt" merge "$work/in/big" -o "$work/in/save/ckpt_temp/part-00001-of-00002" --exclude '^embedding_[01]/' -q
   "$s3_put" mb "$url"
-  "$tfckpt" reshard "$work/big" -o "$url/big" -q
-  rm -f "$work"/big.*
-  # A distributed save left unmerged in the bucket: two parts made of the input's tensors.
-  "$tfckpt" merge "$url/big" -o "$url/save/ckpt_temp/part-00000-of-00002" --include '^embedding_[01]/' -q
-  "$tfckpt" merge "$url/big" -o "$url/save/ckpt_temp/part-00001-of-00002" --exclude '^embedding_[01]/' -q
+  if [ "${INPUT:-tfckpt}" = put ]; then
+    ss_s3 put "$work/in" "$url"
+  else
+    "$tfckpt" reshard "$work/in/big" -o "$url/big" -q
+    local part
+    for part in 00000 00001; do
+      "$tfckpt" reshard "$work/in/save/ckpt_temp/part-$part-of-00002" -o "$url/save/ckpt_temp/part-$part-of-00002" -q
+    done
+  fi
+  rm -rf "$work/in"
   local ckpt save
   ckpt=$(prefix_bytes "$url/big.")
   save=$(prefix_bytes "$url/save/ckpt_temp/")
-  echo "checkpoint: $ckpt bytes ($(prefix_bytes "$url/big.data-") of data in 4 objects); the save's parts: $save bytes; $rounds rounds; $(nproc) cores"
+  echo "checkpoint: $ckpt bytes ($(prefix_bytes "$url/big.data-") of data in 4 objects); the save's parts: $save bytes; written by ${INPUT:-tfckpt}; $rounds rounds; $(nproc) cores"
 
   # ss_args COMMAND OUT: `args`, the command line of one benchmark run writing under OUT (a URL
   # prefix); `index`, its index's name.
@@ -91,23 +129,6 @@ serverside_bench() {
   }
   # ss_input COMMAND: the bytes of its input.
   ss_input() { if [ "$1" = recover ]; then echo "$save"; else echo "$ckpt"; fi; }
-  # ss_remove PREFIX: deletes the objects under the URL prefix (the outputs would otherwise
-  # fill the disk the server shares), not timed: through the S3 API (boto3, on the python3
-  # that runs the tests), which deletes a multipart object's segments with it.
-  ss_remove() {
-    python3 - "$bucket" "${1#"$url"/}" <<'PY'
-import os, sys
-import boto3
-from botocore.config import Config
-bucket, prefix = sys.argv[1:]
-s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name=os.environ["AWS_REGION"],
-                  aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
-                  aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"], config=Config(s3={"addressing_style": "path"}))
-for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-    for o in page.get("Contents", []):
-        s3.delete_object(Bucket=bucket, Key=o["Key"])
-PY
-  }
   # ss_run ENDPOINT COMMAND MODE OUT: one run; prints "SECONDS COPIED UPLOADED DOWNLOADED OUTPUT_INDEX_BYTES".
   ss_run() {
     local endpoint=$1 cmd=$2 mode=$3 out=$4 t0 t1 report args index index_bytes=0
@@ -124,7 +145,7 @@ if t is None:
     sys.exit("s3_bench: the --json report has no \"transfer\" (issue 29): " + sys.argv[3][:300])
 print(f"{float(sys.argv[2]) - float(sys.argv[1]):.2f}", t["copied_in_store"], t["uploaded"], t["downloaded"], sys.argv[4])
 ' "$t0" "$t1" "$report" "$index_bytes"
-    ss_remove "$out/"
+    ss_s3 remove "$out/"
   }
   # proxy_counts: the fault proxy's byte counts since the last call (and zeroes them).
   proxy_counts() { curl -sS -f "$S3_TEST_PROXY_ENDPOINT/__proxy__/counts?clear=1"; }
