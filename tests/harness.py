@@ -2,7 +2,17 @@
 python_test.py): a registry (@test), the real test data, and a runner that prints one line
 per test and 'LABEL: N passed, N failed, N skipped'."""
 import os
+import signal
 import traceback
+
+# The tests signal their runs (SIGINT, SIGTERM, SIGHUP), so those signals must reach them. A
+# shell starts background jobs with SIGINT ignored (and nohup ignores SIGHUP); an ignored
+# signal stays ignored across exec, and tfckpt, like other tools, keeps it so: every SIGINT
+# case would then wait out HANG. A handled signal is reset to its default at exec, so the
+# runs this process starts get the default whatever this process was started with.
+for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, signal.default_int_handler if _sig == signal.SIGINT else signal.SIG_DFL)
 
 # ../shared/testdata/tf, as meson passes it; tests that need it are skipped when it is
 # missing, except under CI=true, where that is a failure.
