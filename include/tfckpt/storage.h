@@ -189,6 +189,11 @@ class WritableFile {
     return false;
   }
 
+  // Of bytes [offset, offset + n), how many the plan PlanCopies took copies inside the
+  // store (0 without one; CopyAt reads and sends the others itself): a caller chooses
+  // between placing a range with CopyAt, unread, and reading it itself.
+  virtual uint64_t CopiedInStore(uint64_t /*offset*/, uint64_t /*n*/) const { return 0; }
+
   // Flushes and makes the bytes durable. REQUIRES: called at most once.
   virtual absl::Status Close() = 0;
   // Publishes the file under its name, atomically. REQUIRES: Close() succeeded. A failure

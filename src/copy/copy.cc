@@ -127,19 +127,26 @@ absl::Status PositionalSink::AppendFrom(const ReadableFile& src, uint64_t src_of
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<PlannedCopy>> PlannedCopiesOf(const Checkpoint& c, const TensorEntry& t,
-                                                         const Region& region, uint64_t at) {
+absl::StatusOr<RegionCopies> PlannedCopiesOf(const Checkpoint& c, const TensorEntry& t, const Region& region,
+                                             uint64_t at) {
   const DTypeInfo* info = LookupDType(t.dtype);
-  if (info == nullptr || info->element_size == 0) return std::vector<PlannedCopy>{};
+  if (info == nullptr || info->element_size == 0) return RegionCopies{};
   const std::vector<const StoredSlice*> sources = SourcesOf(t, region);
-  if (!MovesInKernel(c, t, sources, region)) return std::vector<PlannedCopy>{};
+  if (!MovesInKernel(c, t, sources, region)) return RegionCopies{};
   const uint64_t esize = static_cast<uint64_t>(info->element_size);
-  std::vector<PlannedCopy> out;
+  const bool has_crc = c.info().format == Format::kV2 && !c.info().big_endian;
+  RegionCopies out;
+  uint32_t crc = 0;
+  bool whole = has_crc;
   for (const copy_internal::KernelRun& r : copy_internal::KernelRuns(region, sources)) {
     TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, c.DataFile(r.s->data.shard));
-    out.push_back({at + static_cast<uint64_t>(r.dst) * esize, file,
-                   r.s->data.offset + static_cast<uint64_t>(r.src) * esize, static_cast<uint64_t>(r.n) * esize});
+    const uint64_t size = static_cast<uint64_t>(r.n) * esize;
+    out.copies.push_back({at + static_cast<uint64_t>(r.dst) * esize, file,
+                          r.s->data.offset + static_cast<uint64_t>(r.src) * esize, size});
+    whole = whole && r.src == 0 && r.n == r.s->region.num_elements();
+    if (whole) crc = crc32c::Concat(crc, crc32c::Unmask(r.s->data.masked_crc), size);
   }
+  if (whole && !out.copies.empty()) out.crc = crc;
   return out;
 }
 

@@ -98,10 +98,16 @@ class PositionalSink : public PieceSink {
 };
 
 // The copies CopyRegion makes when it copies `region` of `t` unchanged to offset `at` of a
-// file (its in-kernel runs, handed to the sink's AppendFrom): for WritableFile::PlanCopies.
-// None where it gathers the region (runs too short, V1, big-endian, strings).
-absl::StatusOr<std::vector<PlannedCopy>> PlannedCopiesOf(const Checkpoint& c, const TensorEntry& t,
-                                                         const Region& region, uint64_t at);
+// file (its in-kernel runs, handed to the sink's AppendFrom), in the region's order: for
+// WritableFile::PlanCopies and BundleWriter::AddCopiedAt. None where it gathers the region
+// (runs too short, V1, big-endian, strings). `crc`: the region's CRC-32C where the copies
+// are whole stored pieces with CRCs (theirs, concatenated).
+struct RegionCopies {
+  std::vector<PlannedCopy> copies;
+  std::optional<uint32_t> crc;
+};
+absl::StatusOr<RegionCopies> PlannedCopiesOf(const Checkpoint& c, const TensorEntry& t, const Region& region,
+                                             uint64_t at);
 
 // Converts whole elements of dtype `from` to `to` (see CastElements) on their way to `next`.
 class CastSink : public PieceSink {

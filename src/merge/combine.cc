@@ -794,16 +794,20 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
     }
   }
   // Pieces copied unchanged (no cast) may be copied inside the store: each data file is told
-  // which, before a byte of it is written (WritableFile::PlanCopies).
+  // which, before a byte of it is written (WritableFile::PlanCopies). A piece whose CRC is
+  // known (a whole stored piece: always, but for V1 inputs) and that the store copies for
+  // the most part is never read here (BundleWriter::AddCopiedAt).
+  std::vector<RegionCopies> work_copies(work.size());
   if (options.server_side != ServerSideCopy::kNever && IsUrl(out)) {
     std::vector<std::vector<PlannedCopy>> copies(per_file.size());
-    for (const Work& w : work) {
+    for (size_t k = 0; k < work.size(); ++k) {
+      const Work& w = work[k];
       const CombineSource& src = w.o->sources.back();
       if (w.o->kind != Kind::kCopy || w.o->dtype != src.tensor->dtype) continue;
-      TFCKPT_ASSIGN_OR_RETURN(std::vector<PlannedCopy> some,
-                              PlannedCopiesOf(*plan.inputs[src.input], *src.tensor,
-                                              src.tensor->slices[w.slice].region, w.at));
-      copies[static_cast<size_t>(w.file)].insert(copies[static_cast<size_t>(w.file)].end(), some.begin(), some.end());
+      TFCKPT_ASSIGN_OR_RETURN(work_copies[k], PlannedCopiesOf(*plan.inputs[src.input], *src.tensor,
+                                                              src.tensor->slices[w.slice].region, w.at));
+      std::vector<PlannedCopy>& to = copies[static_cast<size_t>(w.file)];
+      to.insert(to.end(), work_copies[k].copies.begin(), work_copies[k].copies.end());
     }
     for (size_t f = 0; f < copies.size(); ++f) {
       TFCKPT_RETURN_IF_ERROR(
@@ -823,6 +827,15 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
       return averager.Write(o, src.tensor->slices[w.slice].region, *writer, w.file, w.at);
     }
     const StoredSlice& sl = src.tensor->slices[w.slice];
+    if (const RegionCopies& rc = work_copies[u];
+        !rc.copies.empty() && rc.crc && writer->CopiedInStore(w.file, w.at, units[u].bytes) * 2 >= units[u].bytes) {
+      const std::optional<Region> region =
+          sl.region.Covers(src.tensor->shape) ? std::nullopt : std::optional<Region>(sl.region);
+      TFCKPT_RETURN_IF_ERROR(writer->AddCopiedAt(o.name, o.dtype, src.tensor->shape, region, w.file, w.at, rc.copies,
+                                                 rc.crc));
+      if (progress != nullptr) *progress += units[u].bytes;
+      return absl::OkStatus();
+    }
     PieceCopier copier(*plan.inputs[src.input], *writer, progress, options.casts, /*verify_sources=*/true);
     return copier.Write(*src.tensor, PlannedPiece{sl.region, w.file, sl.data.size, std::nullopt}, o.name, w.at);
   }));

@@ -359,9 +359,10 @@ absl::Status BundleWriter::EntryStream::AppendFrom(const ReadableFile& src, uint
     return Checked(at, bytes);
   }
   // Bytes the store copies were not sent from here, so no signed payload hash vouches for
-  // what arrived (AfterPositionalWrite): the entry does not count as read back, and the
-  // verification reads the copied range from the committed object (issue 29 asks for
-  // that, or the store's CRC-32C of the parts, which is not done yet).
+  // what arrived (AfterPositionalWrite): the entry does not count as read back, and a
+  // verification would read the copied range from the committed object. (The copy engine
+  // reads bytes it copies inside the store only for a run that does not verify and cuts a
+  // stored piece, to have the new piece's CRC: otherwise AddCopiedAt.)
   TFCKPT_ASSIGN_OR_RETURN(const bool in_store, f.CopyInStoreAt(at, src, src_offset, bytes));
   return in_store ? absl::OkStatus() : Checked(at, bytes);
 }
@@ -372,6 +373,87 @@ absl::StatusOr<bool> BundleWriter::PlanCopies(int32_t shard, uint64_t size, cons
     return absl::InvalidArgumentError(StrCat("bug: no data file ", shard));
   }
   return data_[static_cast<size_t>(shard)]->PlanCopies(size, copies, mode);
+}
+
+absl::Status BundleWriter::AddCopiedAt(std::string_view name, int32_t dtype, const Shape& full,
+                                       const std::optional<Region>& region, int32_t shard, uint64_t offset,
+                                       const std::vector<PlannedCopy>& copies, std::optional<uint32_t> crc,
+                                       const SliceExtents* extents) {
+  const DTypeInfo* info = LookupDType(dtype);
+  if (info == nullptr || info->element_size == 0) {
+    return absl::InvalidArgumentError(StrCat(name, ": a copied entry needs a fixed-size dtype"));
+  }
+  if (!crc && !WantsReadBack(name)) {
+    return absl::InternalError(StrCat("bug: ", name, ": a copied entry without a CRC and not read back"));
+  }
+  uint64_t size = 0;
+  for (const PlannedCopy& c : copies) {
+    if (c.offset != offset + size || c.src == nullptr) {
+      return absl::InternalError(StrCat("bug: ", name, ": the copies do not tile the entry"));
+    }
+    size += c.size;
+  }
+  const bool sliced = region.has_value() && !region->Covers(full);
+  TFCKPT_ASSIGN_OR_RETURN(std::string key,
+                          Register(name, dtype, full, sliced ? region : std::nullopt, shard, size, true, extents));
+  for (const PlannedCopy& c : copies) {
+    TFCKPT_RETURN_IF_ERROR(data_[static_cast<size_t>(shard)]->CopyAt(c.offset, *c.src, c.src_offset, c.size));
+  }
+  if (crc) return FinishEntry(key, offset, size, *crc, false);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Pending& p = *entries_.at(key);
+    p.entry.set_offset(static_cast<int64_t>(offset));
+    p.entry.set_size(static_cast<int64_t>(size));
+    p.done = true;  // (its CRC comes from TakeDeferredCrcs)
+    deferred_.push_back({key, shard, offset, size});
+  }
+  return Reached("piece-written");
+}
+
+absl::Status BundleWriter::TakeDeferredCrcs() {
+  if (deferred_.empty()) return absl::OkStatus();
+  // Each data file opened once (an object store's completed object); each entry read by
+  // one thread as an announced sequential scan (the store streams it ahead over its
+  // connections, each byte fetched once), the run's threads on different entries.
+  std::vector<std::unique_ptr<ReadableFile>> files(data_.size());
+  uint64_t total = 0;
+  for (const Deferred& d : deferred_) {
+    WritableFile& f = *data_[static_cast<size_t>(d.shard)];
+    if (!files[static_cast<size_t>(d.shard)] && !f.ReadableBeforeCommit()) {
+      TFCKPT_ASSIGN_OR_RETURN(files[static_cast<size_t>(d.shard)], f.OpenWritten());
+    }
+    total += d.size;
+  }
+  std::atomic<uint64_t>* progress = StartPhase("verifying", total);
+  std::vector<uint32_t> crcs(deferred_.size(), 0);
+  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(deferred_.size(), Jobs(0), [&](size_t e, const std::atomic<bool>& stop) {
+    constexpr uint64_t kChunk = 8ull << 20;
+    const Deferred& d = deferred_[e];
+    const ReadableFile* file = files[static_cast<size_t>(d.shard)].get();
+    if (file != nullptr) file->WillReadSequentially(d.offset, d.size);
+    thread_local std::string buffer;
+    uint32_t crc = 0;
+    for (uint64_t at = 0; at < d.size && !stop; at += kChunk) {
+      const uint64_t n = std::min(kChunk, d.size - at);
+      buffer.resize(static_cast<size_t>(n));
+      TFCKPT_RETURN_IF_ERROR(file != nullptr
+                                 ? file->ReadAt(d.offset + at, n, buffer.data())
+                                 : data_[static_cast<size_t>(d.shard)]->ReadBack(d.offset + at, n, buffer.data()));
+      crc = crc32c::Extend(crc, buffer.data(), buffer.size());
+      if (progress != nullptr) *progress += n;
+    }
+    crcs[e] = crc;
+    return absl::OkStatus();
+  }));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t e = 0; e < deferred_.size(); ++e) {
+    const Deferred& d = deferred_[e];
+    if (d.size > 0) read_back_.emplace(d.shard, d.offset, d.size);
+    entries_.at(d.key)->entry.set_crc32c(crc32c::Mask(crcs[e]));
+  }
+  deferred_.clear();
+  return absl::OkStatus();
 }
 
 absl::Status BundleWriter::EntryStream::Close() {
@@ -445,8 +527,9 @@ absl::Status BundleWriter::Finish() {
     if (!order.empty()) meta.set_shard_id(std::get<0>(order.front()));
   }
   TFCKPT_RETURN_IF_ERROR(CheckDisjoint());
-  TFCKPT_ASSIGN_OR_RETURN(auto index, Storage::For(prefix_).Create(prefix_ + ".index", kIndexWrite));
-  {
+  std::unique_ptr<WritableFile> index;
+  const auto write_index = [&]() -> absl::Status {
+    TFCKPT_ASSIGN_OR_RETURN(index, Storage::For(prefix_).Create(prefix_ + ".index", kIndexWrite));
     TableWriter table(index.get());
     std::string value;
     MakeHeader(options_.num_shards).SerializeToString(&value);
@@ -456,31 +539,41 @@ absl::Status BundleWriter::Finish() {
       p->entry.SerializeToString(&value);
       TFCKPT_RETURN_IF_ERROR(table.Add(key, value));
     }
-    TFCKPT_RETURN_IF_ERROR(table.Finish());
-  }
+    return table.Finish();
+  };
   // Fault injection for the verification test (tests/cli_verify_test.py): one bit of the
   // first data file flipped after it was written, as a failing disk or copy would.
   if (const char* at = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE"); at != nullptr && !data_.empty() && !fault_planted_) {
     TFCKPT_RETURN_IF_ERROR(FlipWrittenByte(*data_[0], std::strtoull(at, nullptr, 10)));
   }
   const auto commit_data = [&](size_t i) { return data_[i]->Commit(); };
-  const auto close_all = [&] {  // in parallel: with several files, the device sees their writes at once
-    return ParallelForStatus(data_.size() + 1, Jobs(0), [&](size_t i, const std::atomic<bool>&) {
+  const auto close_files = [&](bool with_index) {  // in parallel: the device sees their writes at once
+    return ParallelForStatus(data_.size() + (with_index ? 1 : 0), Jobs(0), [&](size_t i, const std::atomic<bool>&) {
       return i < data_.size() ? data_[i]->Close() : index->Close();
     });
   };
   const auto check = [&] { return options_.before_commit ? options_.before_commit(Written(*index)) : absl::OkStatus(); };
   if (!std::all_of(data_.begin(), data_.end(), [](const auto& f) { return f->ReadableBeforeCommit(); })) {
     // An object store: the data objects cannot be read before they are complete. They are
-    // completed first and checked then, and the index (kept in memory) goes up last: no
-    // reader finds an index before its data is whole and checked.
-    TFCKPT_RETURN_IF_ERROR(close_all());
-    return PublishBundle(prefix_, options_.overwrite, DataNames(), commit_data, [&] { return index->Commit(); }, check);
+    // completed first; then the CRCs of entries copied inside the store are read back from
+    // them, the index (kept in memory) is written, the output is checked, and the index
+    // goes up last: no reader finds an index before its data is whole and checked.
+    TFCKPT_RETURN_IF_ERROR(close_files(false));
+    const auto index_then_check = [&]() -> absl::Status {
+      TFCKPT_RETURN_IF_ERROR(TakeDeferredCrcs());
+      TFCKPT_RETURN_IF_ERROR(write_index());
+      TFCKPT_RETURN_IF_ERROR(index->Close());
+      return check();
+    };
+    return PublishBundle(prefix_, options_.overwrite, DataNames(), commit_data, [&] { return index->Commit(); },
+                         index_then_check);
   }
+  TFCKPT_RETURN_IF_ERROR(TakeDeferredCrcs());
+  TFCKPT_RETURN_IF_ERROR(write_index());
   // Everything is written and nothing published: the check before the commit (reading
   // what the kernel is still writing back), then all of it made durable.
   TFCKPT_RETURN_IF_ERROR(check());
-  TFCKPT_RETURN_IF_ERROR(close_all());  // (fsync)
+  TFCKPT_RETURN_IF_ERROR(close_files(true));  // (fsync)
   TFCKPT_RETURN_IF_ERROR(Reached("before-commit"));
   return PublishBundle(prefix_, options_.overwrite, DataNames(), commit_data, [&] { return index->Commit(); });
 }

@@ -163,17 +163,38 @@ class BundleWriter {
                                            const std::optional<Region>& region, int32_t shard, uint64_t offset,
                                            const SliceExtents* extents = nullptr);
 
+  // A positional entry whose bytes all move unchanged from other files (`copies`, which
+  // tile [offset, offset + its size) in order), into data file `shard`, which took a plan
+  // of them (PlanCopies): placed with WritableFile::CopyAt, which copies them inside the
+  // store (and reads and sends itself what it does not copy), so this process never holds
+  // them. Its CRC is `crc` where the caller knows it (the copies are whole stored pieces:
+  // their CRCs concatenated); otherwise it is taken once the data files are complete, by
+  // reading the entry back from the output (Finish: the run's "verifying" phase), and the
+  // entry counts as read back (WrittenOutput::read_back). REQUIRES: as BeginEntryAt; a
+  // fixed-size dtype; without `crc`, options.read_back accepts `name` (the read-back is the
+  // verification's reading: a run that does not verify reads the input instead).
+  absl::Status AddCopiedAt(std::string_view name, int32_t dtype, const Shape& full, const std::optional<Region>& region,
+                           int32_t shard, uint64_t offset, const std::vector<PlannedCopy>& copies,
+                           std::optional<uint32_t> crc, const SliceExtents* extents = nullptr);
+
   // Data file `shard` will be `size` bytes, of which `copies` move unchanged from other
   // files (WritableFile::PlanCopies); whether the file took the plan. REQUIRES: before any
   // entry of that file is written.
   absl::StatusOr<bool> PlanCopies(int32_t shard, uint64_t size, const std::vector<PlannedCopy>& copies,
                                   ServerSideCopy mode);
+  // Of bytes [offset, offset + n) of data file `shard`, how many it copies inside the store
+  // (WritableFile::CopiedInStore). REQUIRES: 0 <= shard < num_shards.
+  uint64_t CopiedInStore(int32_t shard, uint64_t offset, uint64_t n) const {
+    return data_[static_cast<size_t>(shard)]->CopiedInStore(offset, n);
+  }
   // Writes the index, calls options.before_commit, makes every file durable and renames
   // them into place (data files first, the index last). On an object store (data files
   // not ReadableBeforeCommit): the data objects are completed first, before_commit reads
-  // them then, and the index goes up last (PublishBundle's check_data). An entry that
-  // options.read_back asks for counts as read back there: its CRC was taken from the bytes
-  // uploaded, which the store checks against their SHA-256. REQUIRES: called once.
+  // them then, and the index goes up last (PublishBundle's check_data): it is written only
+  // then, once the CRCs AddCopiedAt left open are read back from the completed objects. An
+  // entry that options.read_back asks for counts as read back there: its CRC was taken
+  // from the bytes uploaded, which the store checks against their SHA-256, or from the
+  // completed object. REQUIRES: called once.
   absl::Status Finish();
 
   const std::string& prefix() const { return prefix_; }
@@ -190,6 +211,10 @@ class BundleWriter {
   // reads the range back and compares. Returns whether it was checked.
   absl::StatusOr<bool> AfterPositionalWrite(int32_t shard, uint64_t at, std::string_view bytes, const std::string& key,
                                             bool check);
+  // The CRCs of the entries AddCopiedAt left without one: each read back from its data
+  // file (in chunks, on the run's threads). REQUIRES: the data files complete (an object
+  // store's committed) or ReadableBeforeCommit.
+  absl::Status TakeDeferredCrcs();
   // Whether options.read_back asks for the entries of `tensor`.
   bool WantsReadBack(std::string_view tensor) const { return options_.read_back && options_.read_back(tensor); }
   // Add / AddSlice (appending) or, with `at`, AddAt.
@@ -215,6 +240,12 @@ class BundleWriter {
   std::map<std::string, std::string> partitioned_;            // name -> metadata key (= name)
   std::vector<char> in_stream_;                                // per shard
   std::set<std::tuple<int32_t, uint64_t, uint64_t>> read_back_;  // (shard, offset, size) of entries read back
+  struct Deferred {  // an entry of AddCopiedAt without a CRC yet
+    std::string key;
+    int32_t shard;
+    uint64_t offset, size;
+  };
+  std::vector<Deferred> deferred_;  // (guarded by mu_)
   std::atomic<bool> fault_planted_{false};                     // TFCKPT_FAULT_FLIP_OUTPUT_BYTE
   bool finished_ = false;
   std::mutex mu_;  // guards entries_ and partitioned_

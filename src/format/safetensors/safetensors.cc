@@ -148,6 +148,9 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path)
   TFCKPT_ASSIGN_OR_RETURN(auto file, Storage::For(path).OpenForRead(path));
   const uint64_t size = file->size();
   if (size < 8) return DataLossAt("safetensors.header", path, "", 0, "file is shorter than the 8-byte header length");
+  // Only the header is read (an object store would otherwise fetch a read-ahead window of
+  // tensor bytes with it, which the reader of the tensors fetches again).
+  file->AdviseLayout({{0, 8}});
   char len_bytes[8];
   TFCKPT_RETURN_IF_ERROR(file->ReadAt(0, 8, len_bytes));
   const uint64_t n = DecodeFixed64(len_bytes);
@@ -159,6 +162,7 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path)
                       StrCat("header length ", n, " runs past the end of the file (", size, " bytes)"));
   }
   std::string header(static_cast<size_t>(n), '\0');
+  file->AdviseLayout({{0, 8}, {8, n}});
   TFCKPT_RETURN_IF_ERROR(file->ReadAt(8, header.size(), header.data()));
   TFCKPT_ASSIGN_OR_RETURN(SafetensorsHeader h, ParseSafetensorsHeader(header, size - 8 - n, path));
   h.data_start = 8 + n;

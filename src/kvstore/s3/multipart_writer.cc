@@ -116,19 +116,27 @@ absl::StatusOr<std::string> MultipartWriter::CopyPart(const std::string& upload_
   if (!refusal_->refused()) {
     absl::StatusOr<std::string> etag =
         client_->UploadPartCopy(url_, upload_id, k + 1, src.url, src.etag, part.source_offset, size);
+    if (absl::IsFailedPrecondition(etag.status()) && !src.etag.empty()) {
+      // 412 to x-amz-copy-source-if-match: the source was replaced, or the store compares a
+      // multipart source's ETag otherwise than its HEAD gives it (Swift answers 412 to the
+      // ETag its own HEAD gives an object assembled from parts). HEAD tells which: the same
+      // ETag, and the part is copied without the condition (the run's verification proves
+      // the copies against the input's CRCs before anything is committed); another, and
+      // the input changed under the run.
+      absl::StatusOr<ObjectInfo> now = client_->Head(src.url);
+      if (!now.ok()) return now.status();
+      if (now->etag != src.etag) {
+        return absl::FailedPreconditionError(StrCat(src.url.ToString(), ": replaced while it was being copied (ETag ",
+                                                    src.etag, ", now ", now->etag, ")"));
+      }
+      etag = client_->UploadPartCopy(url_, upload_id, k + 1, src.url, "", part.source_offset, size);
+    }
     if (etag.ok()) {
       TFCKPT_RETURN_IF_ERROR(Reached("part-copied"));
       return etag;
     }
-    if (absl::IsFailedPrecondition(etag.status()) && !copies_required_) {
-      // 412 to x-amz-copy-source-if-match: the source replaced, or a store that compares a
-      // multipart source's ETag otherwise than its HEAD gives it (Swift's SLO). The part is
-      // fetched instead, pinned to the same ETag: a replaced source fails the read.
-    } else if (copies_required_ || !RefusesCopies(etag.status())) {
-      return etag.status();
-    } else {
-      refusal_->Refuse(etag.status());
-    }
+    if (copies_required_ || !RefusesCopies(etag.status())) return etag.status();
+    refusal_->Refuse(etag.status());
   }
   // The store does not copy: the part's bytes are fetched and sent (as one part in memory,
   // counted among the parts on their way).

@@ -523,6 +523,18 @@ class S3Upload final : public WritableFile {
     return copied;
   }
 
+  uint64_t CopiedInStore(uint64_t offset, uint64_t n) const override {
+    if (!writer_->planned()) return 0;
+    uint64_t copied = 0;
+    for (const uint64_t end = offset + n; offset < end;) {
+      const PlannedPart& part = writer_->PlannedPartAt(offset);
+      const uint64_t take = std::min(end, part.end) - offset;
+      if (part.copied()) copied += take;
+      offset += take;
+    }
+    return copied;
+  }
+
   const std::string& path() const override { return name_; }
   uint64_t size() const override { return writer_->size(); }
   absl::Status Append(std::string_view data) override { return writer_->Append(data); }
