@@ -189,10 +189,12 @@ class WritableFile {
     return false;
   }
 
-  // Of bytes [offset, offset + n), how many the plan PlanCopies took copies inside the
-  // store (0 without one; CopyAt reads and sends the others itself): a caller chooses
-  // between placing a range with CopyAt, unread, and reading it itself.
-  virtual uint64_t CopiedInStore(uint64_t /*offset*/, uint64_t /*n*/) const { return 0; }
+  // The stretches of bytes [offset, offset + n) that the plan PlanCopies took copies inside
+  // the store, in order, as [begin, end) (none without a plan): a caller places those with
+  // CopyAt, unread, and the others itself (WriteAt), having their bytes at hand.
+  virtual std::vector<std::pair<uint64_t, uint64_t>> CopiedInStore(uint64_t /*offset*/, uint64_t /*n*/) const {
+    return {};
+  }
 
   // Flushes and makes the bytes durable. REQUIRES: called at most once.
   virtual absl::Status Close() = 0;

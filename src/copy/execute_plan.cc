@@ -224,7 +224,7 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
   }
   // Bytes that move unchanged (single pieces CopyRegion moves in runs) may be copied inside
   // the store: each data file is told which, with its size, before a byte of it is written.
-  // A piece the store copies for the most part is never read here where its CRC is known
+  // A piece the store copies (some of) is never read here where its CRC is known
   // (whole stored pieces) or the verification reads it back anyway (the writer then takes
   // its CRC from the completed object: BundleWriter::AddCopiedAt); otherwise (a run without
   // verification that cuts a stored piece) it is read, for the new piece's CRC, as it is
@@ -257,9 +257,7 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
     if (u.pieces.size() == 1) {
       const PlannedPiece& p = *u.pieces[0];
       const RegionCopies& rc = unit_copies[i];
-      // (A piece mostly sent from here, as the planner sends short copies, is read: its CRC
-      // is then taken on the way and the verification need not read it back.)
-      if (!rc.copies.empty() && writer->CopiedInStore(p.file, u.at[0], u.bytes) * 2 >= u.bytes &&
+      if (!rc.copies.empty() && writer->CopiesInStore(p.file, u.at[0], u.bytes) &&
           (rc.crc || (wo.read_back && wo.read_back(u.tp->out_name())))) {
         const std::optional<Region> region = p.region.Covers(t.shape) ? std::nullopt : std::optional<Region>(p.region);
         TFCKPT_RETURN_IF_ERROR(writer->AddCopiedAt(u.tp->out_name(), t.dtype, t.shape, region, p.file, u.at[0],

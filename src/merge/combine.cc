@@ -795,8 +795,8 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
   }
   // Pieces copied unchanged (no cast) may be copied inside the store: each data file is told
   // which, before a byte of it is written (WritableFile::PlanCopies). A piece whose CRC is
-  // known (a whole stored piece: always, but for V1 inputs) and that the store copies for
-  // the most part is never read here (BundleWriter::AddCopiedAt).
+  // known (a whole stored piece: always, but for V1 inputs) and that the store copies (some
+  // of) is never read here where the store copies it (BundleWriter::AddCopiedAt).
   std::vector<RegionCopies> work_copies(work.size());
   if (options.server_side != ServerSideCopy::kNever && IsUrl(out)) {
     std::vector<std::vector<PlannedCopy>> copies(per_file.size());
@@ -828,7 +828,7 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
     }
     const StoredSlice& sl = src.tensor->slices[w.slice];
     if (const RegionCopies& rc = work_copies[u];
-        !rc.copies.empty() && rc.crc && writer->CopiedInStore(w.file, w.at, units[u].bytes) * 2 >= units[u].bytes) {
+        !rc.copies.empty() && rc.crc && writer->CopiesInStore(w.file, w.at, units[u].bytes)) {
       const std::optional<Region> region =
           sl.region.Covers(src.tensor->shape) ? std::nullopt : std::optional<Region>(sl.region);
       TFCKPT_RETURN_IF_ERROR(writer->AddCopiedAt(o.name, o.dtype, src.tensor->shape, region, w.file, w.at, rc.copies,

@@ -383,7 +383,8 @@ absl::Status BundleWriter::AddCopiedAt(std::string_view name, int32_t dtype, con
   if (info == nullptr || info->element_size == 0) {
     return absl::InvalidArgumentError(StrCat(name, ": a copied entry needs a fixed-size dtype"));
   }
-  if (!crc && !WantsReadBack(name)) {
+  const bool read_back = WantsReadBack(name);
+  if (!crc && !read_back) {
     return absl::InternalError(StrCat("bug: ", name, ": a copied entry without a CRC and not read back"));
   }
   uint64_t size = 0;
@@ -396,61 +397,105 @@ absl::Status BundleWriter::AddCopiedAt(std::string_view name, int32_t dtype, con
   const bool sliced = region.has_value() && !region->Covers(full);
   TFCKPT_ASSIGN_OR_RETURN(std::string key,
                           Register(name, dtype, full, sliced ? region : std::nullopt, shard, size, true, extents));
+  WritableFile& f = *data_[static_cast<size_t>(shard)];
+  Deferred d{key, shard, offset, size, crc, {}};
+  std::string buffer;
   for (const PlannedCopy& c : copies) {
-    TFCKPT_RETURN_IF_ERROR(data_[static_cast<size_t>(shard)]->CopyAt(c.offset, *c.src, c.src_offset, c.size));
+    // The copy's stretches the store copies, and those between them sent from here.
+    std::vector<std::pair<uint64_t, uint64_t>> copied = f.CopiedInStore(c.offset, c.size);
+    copied.emplace_back(c.offset + c.size, c.offset + c.size);  // (the end)
+    uint64_t at = c.offset;
+    for (const auto& [begin, end] : copied) {
+      for (uint64_t sent = at; sent < begin;) {  // sent from here, its CRC taken
+        const uint64_t n = std::min<uint64_t>(begin - sent, 8ull << 20);
+        buffer.resize(static_cast<size_t>(n));
+        TFCKPT_RETURN_IF_ERROR(c.src->ReadAt(c.src_offset + (sent - c.offset), n, buffer.data()));
+        TFCKPT_RETURN_IF_ERROR(f.WriteAt(sent, buffer));
+        d.stretches.push_back({sent, n, crc32c::Value(buffer.data(), buffer.size())});
+        sent += n;
+      }
+      if (end > begin) {
+        TFCKPT_RETURN_IF_ERROR(f.CopyAt(begin, *c.src, c.src_offset + (begin - c.offset), end - begin));
+        d.stretches.push_back({begin, end - begin, std::nullopt});
+      }
+      at = end;
+    }
   }
-  if (crc) return FinishEntry(key, offset, size, *crc, false);
+  if (!read_back) return FinishEntry(key, offset, size, *crc, false);
   {
     std::lock_guard<std::mutex> lock(mu_);
     Pending& p = *entries_.at(key);
     p.entry.set_offset(static_cast<int64_t>(offset));
     p.entry.set_size(static_cast<int64_t>(size));
     p.done = true;  // (its CRC comes from TakeDeferredCrcs)
-    deferred_.push_back({key, shard, offset, size});
+    deferred_.push_back(std::move(d));
   }
   return Reached("piece-written");
 }
 
 absl::Status BundleWriter::TakeDeferredCrcs() {
   if (deferred_.empty()) return absl::OkStatus();
-  // Each data file opened once (an object store's completed object); each entry read by
-  // one thread as an announced sequential scan (the store streams it ahead over its
-  // connections, each byte fetched once), the run's threads on different entries.
+  // Each data file opened once (an object store's completed object); each copied stretch
+  // read by one thread as an announced sequential scan (the store streams it ahead over
+  // its connections, each byte fetched once), the run's threads on different stretches.
   std::vector<std::unique_ptr<ReadableFile>> files(data_.size());
+  struct Read {
+    size_t entry, stretch;
+  };
+  std::vector<Read> reads;
   uint64_t total = 0;
-  for (const Deferred& d : deferred_) {
+  for (size_t e = 0; e < deferred_.size(); ++e) {
+    const Deferred& d = deferred_[e];
     WritableFile& f = *data_[static_cast<size_t>(d.shard)];
-    if (!files[static_cast<size_t>(d.shard)] && !f.ReadableBeforeCommit()) {
-      TFCKPT_ASSIGN_OR_RETURN(files[static_cast<size_t>(d.shard)], f.OpenWritten());
+    for (size_t k = 0; k < d.stretches.size(); ++k) {
+      if (d.stretches[k].crc) continue;
+      if (!files[static_cast<size_t>(d.shard)] && !f.ReadableBeforeCommit()) {
+        TFCKPT_ASSIGN_OR_RETURN(files[static_cast<size_t>(d.shard)], f.OpenWritten());
+      }
+      reads.push_back({e, k});
+      total += d.stretches[k].size;
     }
-    total += d.size;
   }
   std::atomic<uint64_t>* progress = StartPhase("verifying", total);
-  std::vector<uint32_t> crcs(deferred_.size(), 0);
-  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(deferred_.size(), Jobs(0), [&](size_t e, const std::atomic<bool>& stop) {
+  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(reads.size(), Jobs(0), [&](size_t i, const std::atomic<bool>& stop) {
     constexpr uint64_t kChunk = 8ull << 20;
-    const Deferred& d = deferred_[e];
+    Deferred& d = deferred_[reads[i].entry];
+    Deferred::Stretch& st = d.stretches[reads[i].stretch];
     const ReadableFile* file = files[static_cast<size_t>(d.shard)].get();
-    if (file != nullptr) file->WillReadSequentially(d.offset, d.size);
+    if (file != nullptr) file->WillReadSequentially(st.offset, st.size);
     thread_local std::string buffer;
     uint32_t crc = 0;
-    for (uint64_t at = 0; at < d.size && !stop; at += kChunk) {
-      const uint64_t n = std::min(kChunk, d.size - at);
+    for (uint64_t at = 0; at < st.size && !stop; at += kChunk) {
+      const uint64_t n = std::min(kChunk, st.size - at);
       buffer.resize(static_cast<size_t>(n));
       TFCKPT_RETURN_IF_ERROR(file != nullptr
-                                 ? file->ReadAt(d.offset + at, n, buffer.data())
-                                 : data_[static_cast<size_t>(d.shard)]->ReadBack(d.offset + at, n, buffer.data()));
+                                 ? file->ReadAt(st.offset + at, n, buffer.data())
+                                 : data_[static_cast<size_t>(d.shard)]->ReadBack(st.offset + at, n, buffer.data()));
       crc = crc32c::Extend(crc, buffer.data(), buffer.size());
       if (progress != nullptr) *progress += n;
     }
-    crcs[e] = crc;
+    st.crc = crc;
     return absl::OkStatus();
   }));
   std::lock_guard<std::mutex> lock(mu_);
-  for (size_t e = 0; e < deferred_.size(); ++e) {
-    const Deferred& d = deferred_[e];
+  for (const Deferred& d : deferred_) {
+    uint32_t crc = 0;
+    for (const Deferred::Stretch& st : d.stretches) crc = crc32c::Concat(crc, *st.crc, st.size);
+    if (d.crc && *d.crc != crc) {
+      std::string name = d.key, slice;
+      if (IsSliceKey(d.key)) {
+        TFCKPT_ASSIGN_OR_RETURN(DecodedSliceKey k, DecodeSliceKey(d.key));
+        name = k.name;
+        slice = StrCat("slice ", ExtentsString(k.extents), ": ");
+      }
+      return DataLossAt("output.mismatch", data_[static_cast<size_t>(d.shard)]->path(), name,
+                        static_cast<int64_t>(d.offset),
+                        StrCat(slice, "the bytes copied inside the store differ from the input's (CRC-32C ",
+                               absl::StrFormat("%08x", crc), ", the input's ", absl::StrFormat("%08x", *d.crc),
+                               "); nothing was written"));
+    }
     if (d.size > 0) read_back_.emplace(d.shard, d.offset, d.size);
-    entries_.at(d.key)->entry.set_crc32c(crc32c::Mask(crcs[e]));
+    entries_.at(d.key)->entry.set_crc32c(crc32c::Mask(crc));
   }
   deferred_.clear();
   return absl::OkStatus();

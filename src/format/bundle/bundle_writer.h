@@ -165,14 +165,17 @@ class BundleWriter {
 
   // A positional entry whose bytes all move unchanged from other files (`copies`, which
   // tile [offset, offset + its size) in order), into data file `shard`, which took a plan
-  // of them (PlanCopies): placed with WritableFile::CopyAt, which copies them inside the
-  // store (and reads and sends itself what it does not copy), so this process never holds
-  // them. Its CRC is `crc` where the caller knows it (the copies are whole stored pieces:
-  // their CRCs concatenated); otherwise it is taken once the data files are complete, by
-  // reading the entry back from the output (Finish: the run's "verifying" phase), and the
-  // entry counts as read back (WrittenOutput::read_back). REQUIRES: as BeginEntryAt; a
-  // fixed-size dtype; without `crc`, options.read_back accepts `name` (the read-back is the
-  // verification's reading: a run that does not verify reads the input instead).
+  // of them (PlanCopies): the stretches the file copies inside the store are placed with
+  // WritableFile::CopyAt and never read here; the others (a part the store's 5 MiB minimum
+  // makes this process send) are read from their source, their CRC taken, and written.
+  // The entry's CRC is `crc` where the caller knows it (the copies are whole stored pieces:
+  // their CRCs concatenated). Where options.read_back accepts `name` (the run verifies),
+  // the copied stretches are read back once from the completed objects (Finish: the run's
+  // "verifying" phase) and, with the CRCs of the stretches sent, give the entry's CRC,
+  // which must then equal `crc` where given (DataLoss "output.mismatch" else); the entry
+  // counts as read back (WrittenOutput::read_back). REQUIRES: as BeginEntryAt; a fixed-size
+  // dtype; `crc` given or options.read_back accepting `name` (a run that does not verify
+  // reads a cut piece from its input instead, for its CRC).
   absl::Status AddCopiedAt(std::string_view name, int32_t dtype, const Shape& full, const std::optional<Region>& region,
                            int32_t shard, uint64_t offset, const std::vector<PlannedCopy>& copies,
                            std::optional<uint32_t> crc, const SliceExtents* extents = nullptr);
@@ -182,10 +185,10 @@ class BundleWriter {
   // entry of that file is written.
   absl::StatusOr<bool> PlanCopies(int32_t shard, uint64_t size, const std::vector<PlannedCopy>& copies,
                                   ServerSideCopy mode);
-  // Of bytes [offset, offset + n) of data file `shard`, how many it copies inside the store
+  // Whether data file `shard` copies any of bytes [offset, offset + n) inside the store
   // (WritableFile::CopiedInStore). REQUIRES: 0 <= shard < num_shards.
-  uint64_t CopiedInStore(int32_t shard, uint64_t offset, uint64_t n) const {
-    return data_[static_cast<size_t>(shard)]->CopiedInStore(offset, n);
+  bool CopiesInStore(int32_t shard, uint64_t offset, uint64_t n) const {
+    return !data_[static_cast<size_t>(shard)]->CopiedInStore(offset, n).empty();
   }
   // Writes the index, calls options.before_commit, makes every file durable and renames
   // them into place (data files first, the index last). On an object store (data files
@@ -240,10 +243,18 @@ class BundleWriter {
   std::map<std::string, std::string> partitioned_;            // name -> metadata key (= name)
   std::vector<char> in_stream_;                                // per shard
   std::set<std::tuple<int32_t, uint64_t, uint64_t>> read_back_;  // (shard, offset, size) of entries read back
-  struct Deferred {  // an entry of AddCopiedAt without a CRC yet
+  struct Deferred {  // an entry of AddCopiedAt to be read back
     std::string key;
     int32_t shard;
     uint64_t offset, size;
+    std::optional<uint32_t> crc;  // the caller's
+    // Its stretches in order: [offset, offset + size), with the CRC of the bytes sent, or
+    // none where the store copied them (read back).
+    struct Stretch {
+      uint64_t offset, size;
+      std::optional<uint32_t> crc;
+    };
+    std::vector<Stretch> stretches;
   };
   std::vector<Deferred> deferred_;  // (guarded by mu_)
   std::atomic<bool> fault_planted_{false};                     // TFCKPT_FAULT_FLIP_OUTPUT_BYTE

@@ -523,14 +523,20 @@ class S3Upload final : public WritableFile {
     return copied;
   }
 
-  uint64_t CopiedInStore(uint64_t offset, uint64_t n) const override {
-    if (!writer_->planned()) return 0;
-    uint64_t copied = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> CopiedInStore(uint64_t offset, uint64_t n) const override {
+    std::vector<std::pair<uint64_t, uint64_t>> copied;
+    if (!writer_->planned()) return copied;
     for (const uint64_t end = offset + n; offset < end;) {
       const PlannedPart& part = writer_->PlannedPartAt(offset);
-      const uint64_t take = std::min(end, part.end) - offset;
-      if (part.copied()) copied += take;
-      offset += take;
+      const uint64_t stop = std::min(end, part.end);
+      if (part.copied()) {
+        if (!copied.empty() && copied.back().second == offset) {
+          copied.back().second = stop;
+        } else {
+          copied.emplace_back(offset, stop);
+        }
+      }
+      offset = stop;
     }
     return copied;
   }
