@@ -440,6 +440,37 @@ def merge_recover_of_a_save_left_in_the_store(store):
     same_bytes(store, out, local)
 
 
+@each_store
+def merge_recover_move_copies_inside_the_store_then_deletes_the_parts(store):
+    # --move on a store (no rename): the parts' data objects are copied inside the store, the
+    # output verified and committed, and the parts deleted only then. A copy of the save of
+    # its own: the parts go.
+    d, _ = save()
+    where = f"{ROOT}/move/"
+    local = local_run("merge", "--recover", save()[1], "-o", "ckpt-1")
+    # Interrupted after a copied part: the parts whole, nothing of the output.
+    put(store, "tree", d, where)
+    parts = listing(store, where + "ckpt-1_temp/")
+    clear_log(store)
+    proc = paused_at(TFCKPT, ["merge", "--recover", where + "ckpt-1", "--move"], "part-copied#1", env=store["env"])
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=HANG)
+    assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
+    assert listing(store, where + "ckpt-1_temp/") == parts
+    nothing_left(store, where + "ckpt-1.")
+    uploads_aborted(store, where + "ckpt-1")
+    # Finished: the output as a local merge --recover writes it, copied inside the store, and
+    # nothing of the parts left.
+    proxy_counts(store)
+    p = run_in(store, "merge", "--recover", where + "ckpt-1", "--move", "--json", code=0)
+    seen = proxy_counts(store)
+    assert json.loads(p.stdout)["verified"] is True, p.stdout
+    same_bytes(store, where + "ckpt-1", local)
+    assert listing(store, where + "ckpt-1_temp/") == {}, listing(store, where)
+    index_out = listing(store, where + "ckpt-1.index")[key_of(where + "ckpt-1") + ".index"]
+    check_counters(store, p, seen, sum(parts.values()), index_out)
+
+
 def safetensors_allowance(paths):
     """What a safetensors file must upload at least beside its copied tensors: its header (the
     8-byte length and the JSON), and, since a part but the last holds 5 MiB or more, as many

@@ -118,9 +118,6 @@ absl::StatusOr<MergeCommandReport> MergeRun(const MergeRequest& r) {
   }
   if (out.empty()) return absl::InvalidArgumentError("-o OUT is required (or --recover PREFIX)");
   TFCKPT_RETURN_IF_ERROR(CheckServerSide(r.server_side, r.inputs, out));
-  if (r.server_side == ServerSideCopy::kAlways && r.move) {
-    return absl::InvalidArgumentError("--server-side always: merge --move copies nothing inside the store");
-  }
   TFCKPT_ASSIGN_OR_RETURN(out, OutputName("-o", out, true));
   report.output = out;
   if (Combining(r)) {
@@ -149,7 +146,10 @@ absl::StatusOr<MergeCommandReport> MergeRun(const MergeRequest& r) {
   o.move = r.move;
   o.overwrite = r.force;
   o.server_side = r.server_side;
-  if (!r.no_verify && !r.move) {
+  // --move by rename consumes the inputs as it goes; by copy (an object store) they stay
+  // whole until the output is committed.
+  const bool rename = r.move && !MovesByCopy(inputs, out);
+  if (!r.no_verify && !rename) {
     // Before anything is published: an output that fails leaves OUT as it was. The
     // sources are the inputs that have an index (those without any are skipped or fail
     // the merge; those without tensors add nothing to compare).
@@ -163,7 +163,7 @@ absl::StatusOr<MergeCommandReport> MergeRun(const MergeRequest& r) {
     };
   }
   TFCKPT_ASSIGN_OR_RETURN(MergeReport m, MergeBundles(inputs, out, o));
-  if (!r.no_verify && r.move) {
+  if (!r.no_verify && rename) {
     // --move consumed the inputs: the output is then checked by its CRCs and layout alone,
     // after the renames, and kept when it fails (it is all that is left).
     TFCKPT_RETURN_IF_ERROR(VerifyCommitted(out, {}, {}, {}, &report.verified));
