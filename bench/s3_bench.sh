@@ -19,6 +19,19 @@
 # not an exit status: exit 0 unless something failed to run.
 # Usage: bench/s3_bench.sh [TOTAL_MIB (1024)] [CONNECTIONS (8, tfckpt's default)]
 #   (JOBS=N passes -j N to validate and reshard; default: tfckpt's, one thread per core)
+#
+# bench/s3_bench.sh serverside [GIB (4)]: copies inside the store (issue 29), on a checkpoint
+# of GIB GiB (the same layout; GIB may be a fraction for a quick look) in the bucket:
+#   `reshard s3→s3 --partition fixed:8`, `merge --recover` of a save left in the bucket (2 parts
+#   made from it) and `convert s3→s3` to one .safetensors, each with `--server-side auto` (the
+#   default) and `--server-side never`: wall time (best of ROUNDS, default 3, interleaved),
+#   the bytes of the --json report's "transfer" (copied inside the store, uploaded,
+#   downloaded), and the same bytes as the fault proxy counted them (one more run each through
+#   the proxy, not timed; PROXY_COUNTS=0 skips it), as a markdown table.
+#   Targets (auto): uploaded <= 1 % of the input + the output's index; downloaded <= 1.05x the
+#   input; wall time <= 0.5x `never`. Fails at once on a tfckpt without --server-side.
+#   The inputs are written into the bucket by tfckpt (multipart objects); INPUT=put writes them
+#   with one PUT an object instead (an object's ETag is then its MD5).
 set -euo pipefail
 shopt -s inherit_errexit  # a failure inside $(…) ends the run too
 cd "$(dirname "$0")/.."
@@ -27,10 +40,6 @@ if [ -z "${S3_TEST_ENDPOINT:-}" ]; then
   exec tests/s3_server.sh bench/s3_bench.sh "$@"
 fi
 . bench/common.sh
-total_mib=${1:-1024}
-# tfckpt's default is 8 (TFCKPT_S3_CONNECTIONS, s3_storage.h); passed explicitly anyway so
-# that both sides of each comparison use the same N whatever the environment says.
-n=${2:-8}
 rounds=${ROUNDS:-3}
 jobs=()  # for validate and reshard (inspect has no -j)
 [ -z "${JOBS:-}" ] || jobs=(-j "$JOBS")
@@ -47,6 +56,171 @@ unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
 unset TFCKPT_S3_CONNECTIONS TFCKPT_S3_READ_AHEAD_KIB
 bucket="tfckpt-bench"
 url=s3://$bucket
+
+# The sum of the sizes of the objects under a URL prefix.
+prefix_bytes() { "$s3_put" ls "$1" | awk '{s += $2} END {print s + 0}'; }
+
+# bench/s3_bench.sh serverside [GIB]: issue 29 (see the usage above).
+serverside_bench() {
+  local gib=${1:-4} mib
+  local help
+  help=$("$tfckpt" reshard --help 2>&1)  # (not piped into grep -q: its early exit, with pipefail, fails the test)
+  if ! grep -q -- '--server-side' <<<"$help"; then
+    echo "s3_bench: $tfckpt has no --server-side: copies inside the store (issue 29) are not in this build" >&2
+    exit 1
+  fi
+  mib=$(python3 -c "print(max(4, int(float('$gib') * 1024)))")
+  # ss_s3 remove PREFIX: deletes the objects under the URL prefix (the outputs would otherwise
+  # fill the disk the server shares), not timed. ss_s3 put DIR PREFIX: uploads every file of
+  # DIR (and below) as PREFIX/PATH, one PUT an object. Through the S3 API with boto3 (the
+  # python3 that runs the tests has it), which deletes a multipart object's segments with it.
+  ss_s3() {
+    python3 - "$bucket" "$url" "$@" <<'PY'
+import os, sys
+import boto3
+from botocore.config import Config
+bucket, url, action, *args = sys.argv[1:]
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name=os.environ["AWS_REGION"],
+                  aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                  aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"], config=Config(s3={"addressing_style": "path"}))
+key = lambda u: u[len(url) + 1:]
+if action == "remove":
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key(args[0])):
+        for o in page.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=o["Key"])
+else:  # put DIR PREFIX
+    for root, _, files in os.walk(args[0]):
+        for f in files:
+            path = os.path.join(root, f)
+            with open(path, "rb") as body:
+                s3.put_object(Bucket=bucket, Key="/".join(filter(None, (key(args[1]), os.path.relpath(path, args[0])))),
+                              Body=body)
+PY
+  }
+  # The input and a distributed save left unmerged (two parts made of the input's tensors),
+  # made on local files and written into the bucket by tfckpt (multipart objects, as most
+  # objects in buckets are) or, with INPUT=put, one PUT an object; then the local files are
+  # removed (less on the disk the server shares).
+  "$build/bench/gen_checkpoint" tables "$work/in/big" $((mib / 4)) 4 4 >/dev/null
+  "$tfckpt" merge "$work/in/big" -o "$work/in/save/ckpt_temp/part-00000-of-00002" --include '^embedding_[01]/' -q
+  "$tfckpt" merge "$work/in/big" -o "$work/in/save/ckpt_temp/part-00001-of-00002" --exclude '^embedding_[01]/' -q
+  "$s3_put" mb "$url"
+  if [ "${INPUT:-tfckpt}" = put ]; then
+    ss_s3 put "$work/in" "$url"
+  else
+    "$tfckpt" reshard "$work/in/big" -o "$url/big" -q
+    local part
+    for part in 00000 00001; do
+      "$tfckpt" reshard "$work/in/save/ckpt_temp/part-$part-of-00002" -o "$url/save/ckpt_temp/part-$part-of-00002" -q
+    done
+  fi
+  rm -rf "$work/in"
+  local ckpt save
+  ckpt=$(prefix_bytes "$url/big.")
+  save=$(prefix_bytes "$url/save/ckpt_temp/")
+  echo "checkpoint: $ckpt bytes ($(prefix_bytes "$url/big.data-") of data in 4 objects); the save's parts: $save bytes; written by ${INPUT:-tfckpt}; $rounds rounds; $(nproc) cores"
+
+  # ss_args COMMAND OUT: `args`, the command line of one benchmark run writing under OUT (a URL
+  # prefix); `index`, its index's name.
+  ss_args() {
+    case $1 in
+      reshard) args=(reshard "$url/big" -o "$2/m" --partition fixed:8) index=$2/m.index ;;
+      recover) args=(merge --recover "$url/save/ckpt" -o "$2/ckpt") index=$2/ckpt.index ;;
+      convert) args=(convert "$url/big" -o "$2/m.safetensors") index="" ;;
+    esac
+  }
+  # ss_input COMMAND: the bytes of its input.
+  ss_input() { if [ "$1" = recover ]; then echo "$save"; else echo "$ckpt"; fi; }
+  # ss_run ENDPOINT COMMAND MODE OUT: one run; prints "SECONDS COPIED UPLOADED DOWNLOADED OUTPUT_INDEX_BYTES".
+  ss_run() {
+    local endpoint=$1 cmd=$2 mode=$3 out=$4 t0 t1 report args index index_bytes=0
+    ss_args "$cmd" "$out"
+    t0=$(date +%s.%N)
+    report=$(AWS_ENDPOINT_URL=$endpoint "$tfckpt" "${args[@]}" --server-side "$mode" --json -q) ||
+      { echo "s3_bench: tfckpt ${args[*]} --server-side $mode failed: $report" >&2; exit 1; }
+    t1=$(date +%s.%N)
+    [ -z "$index" ] || index_bytes=$(prefix_bytes "$index")
+    python3 -c '
+import json, sys
+t = json.loads(sys.argv[3]).get("transfer")
+if t is None:
+    sys.exit("s3_bench: the --json report has no \"transfer\" (issue 29): " + sys.argv[3][:300])
+print(f"{float(sys.argv[2]) - float(sys.argv[1]):.2f}", t["copied_in_store"], t["uploaded"], t["downloaded"], sys.argv[4])
+' "$t0" "$t1" "$report" "$index_bytes"
+    ss_s3 remove "$out/"
+  }
+  # proxy_counts: the fault proxy's byte counts since the last call (and zeroes them).
+  proxy_counts() { curl -sS -f "$S3_TEST_PROXY_ENDPOINT/__proxy__/counts?clear=1"; }
+
+  local i cmd mode r results=$work/serverside
+  : >"$results"
+  for ((i = 0; i < rounds; i++)); do
+    for cmd in reshard recover convert; do
+      for mode in auto never; do
+        r=$(ss_run "$S3_TEST_ENDPOINT" "$cmd" "$mode" "$url/ss-$cmd-$mode-$i")
+        echo "$cmd $mode time $r" >>"$results"
+      done
+    done
+  done
+  if [ "${PROXY_COUNTS:-1}" != 0 ]; then
+    for cmd in reshard recover convert; do
+      for mode in auto never; do
+        proxy_counts >/dev/null
+        r=$(ss_run "$S3_TEST_PROXY_ENDPOINT" "$cmd" "$mode" "$url/ss-$cmd-$mode-proxy")
+        echo "$cmd $mode proxy $r $(proxy_counts | tr -d ' \n')" >>"$results"
+      done
+    done
+  fi
+  python3 - "$results" "$(ss_input reshard)" "$(ss_input recover)" <<'PY'
+import json, sys
+results, ckpt, save = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+best, report, proxy = {}, {}, {}
+for line in open(results):
+    w = line.split()
+    key = (w[0], w[1])
+    seconds, copied, up, down, index = float(w[3]), int(w[4]), int(w[5]), int(w[6]), int(w[7])
+    if w[2] == "time":
+        if key not in best or seconds < best[key]:
+            best[key] = seconds
+        report[key] = (copied, up, down, index)
+    else:
+        proxy[key] = json.loads(w[8])
+def mib(b):  # (named for the usual case; small counts in their own unit)
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.1f} {unit}"
+    return f"{b} B"
+print("| command | --server-side | wall (best) | copied in store | uploaded | downloaded | proxy: copied / uploaded / downloaded |")
+print("|---|---|---|---|---|---|---|")
+for cmd, what in (("reshard", "reshard s3→s3 --partition fixed:8"), ("recover", "merge --recover"),
+                  ("convert", "convert → safetensors")):
+    for mode in ("auto", "never"):
+        copied, up, down, _ = report[(cmd, mode)]
+        p = proxy.get((cmd, mode))
+        seen = f"{mib(p['copied'])} / {mib(p['uploaded'])} / {mib(p['downloaded'])}" if p else "not counted"
+        print(f"| {what} | {mode} | {best[(cmd, mode)]:.2f} s | {mib(copied)} | {mib(up)} | {mib(down)} | {seen} |")
+print()
+for cmd in ("reshard", "recover", "convert"):
+    size = save if cmd == "recover" else ckpt
+    copied, up, down, index = report[(cmd, "auto")]
+    ratio = best[(cmd, "auto")] / best[(cmd, "never")]
+    ok = lambda c: "ok" if c else "MISSED"
+    print(f"{cmd}: uploaded {up / size * 100:.2f} % of the input (+ index {index} B; target <= 1 % + index: "
+          f"{ok(up <= 0.01 * size + index)}); downloaded {down / size:.3f}x (target <= 1.05: {ok(down <= 1.05 * size)}); "
+          f"wall {ratio:.2f}x never (target <= 0.5: {ok(ratio <= 0.5)})")
+PY
+}
+
+if [ "${1:-}" = serverside ]; then
+  shift
+  serverside_bench "$@"
+  exit 0
+fi
+
+total_mib=${1:-1024}
+# tfckpt's default is 8 (TFCKPT_S3_CONNECTIONS, s3_storage.h); passed explicitly anyway so
+# that both sides of each comparison use the same N whatever the environment says.
+n=${2:-8}
 
 # The checkpoint, uploaded object by object as it is (same slices and data files as on disk).
 "$build/bench/gen_checkpoint" tables "$work/big" $((total_mib / 4)) 4 4 >/dev/null

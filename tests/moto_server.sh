@@ -26,7 +26,7 @@ python3 -c 'import moto.server, boto3' 2>/dev/null || skip "python3 has no moto/
 
 work=$(mktemp -d /tmp/tfckpt-moto-XXXXXX)
 pids=()
-stop_all() {
+stop_servers() {
   local p i
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for i in $(seq 1 50); do
@@ -37,29 +37,52 @@ stop_all() {
   done
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  pids=()
+}
+stop_all() {
+  stop_servers
   rm -rf "$work"
 }
 trap stop_all EXIT
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-python3 -m moto.server -H 127.0.0.1 -p "$port" >"$work/moto.log" 2>&1 &
-pids+=($!)
-touch "$work/faults" "$work/proxy.log"
-python3 "$here/s3_fault_proxy.py" "$port" "$work/faults" "$work/proxy.log" "$work/proxy.port" >"$work/proxy.out" 2>&1 &
-pids+=($!)
+# Starts moto and the fault proxy on a free port picked now; fails when moto does not answer
+# on its own port within 120 s (moto imports a lot, on two busy cores), or exits (its port was
+# taken between the pick and its bind: listening.py).
+start_servers() {
+  local _ state
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  python3 -m moto.server -H 127.0.0.1 -p "$port" >"$work/moto.log" 2>&1 &
+  pids+=($!)
+  local moto=$!
+  touch "$work/faults" "$work/proxy.log"
+  rm -f "$work/proxy.port"
+  python3 "$here/s3_fault_proxy.py" "$port" "$work/faults" "$work/proxy.log" "$work/proxy.port" >"$work/proxy.out" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 240); do
+    state=0
+    python3 "$here/listening.py" "$moto:$port" 2>/dev/null || state=$?
+    [ $state -eq 2 ] && return 1
+    if [ $state -eq 0 ] && [ -s "$work/proxy.port" ] &&
+       python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/moto-api/', timeout=2)" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  return 1
+}
 
-up=0
-for _ in $(seq 1 240); do  # up to 120 s: moto imports a lot, on two busy cores
-  if python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/moto-api/', timeout=2)" 2>/dev/null &&
-     [ -s "$work/proxy.port" ]; then
-    up=1
+started=0
+for attempt in 1 2 3; do
+  if start_servers; then
+    started=1
     break
   fi
-  sleep 0.5
+  echo "moto_server: attempt $attempt: moto did not come up on 127.0.0.1:$port; retrying on another port"
+  tail -5 "$work/moto.log"
+  stop_servers
 done
-if [ $up -ne 1 ]; then
-  echo "moto_server: FAIL: moto did not answer on 127.0.0.1:$port within 120 s"
-  tail -20 "$work/moto.log"
+if [ $started -ne 1 ]; then
+  echo "moto_server: FAIL: moto did not come up in 3 attempts of up to 120 s each"
   exit 1
 fi
 echo "moto_server: moto on http://127.0.0.1:$port, fault proxy on port $(cat "$work/proxy.port")"

@@ -75,3 +75,27 @@ def proxy_log():
 
 def clear_proxy_log():
     open(os.environ["S3_TEST_PROXY_LOG"], "w").close()
+
+
+def uploads_begun_and_unfinished(log):
+    """(the objects whose multipart uploads the proxy log's lines begin, those of them whose
+    upload the log shows neither aborted nor completed)."""
+    target = lambda l: l.split()[1].split("?")[0]
+    begun = {target(l) for l in log if l.startswith("POST ") and "?uploads" in l}
+    aborted = {target(l) for l in log if l.startswith("DELETE ") and "uploadId=" in l}
+    completed = {target(l) for l in log if l.startswith("POST ") and "uploadId=" in l}
+    return begun, sorted(begun - aborted - completed)
+
+
+def listing(prefix):
+    """{key: size} of the objects under the URL prefix (tests/s3_put ls)."""
+    out = {}
+    for line in s3_put("ls", prefix).splitlines():
+        key, size = line.rsplit(" ", 1)
+        out[key] = int(size)
+    return out
+
+
+def uploads(prefix):
+    """The keys of the multipart uploads in progress under the URL prefix."""
+    return s3_put("uploads", prefix).split()

@@ -24,6 +24,13 @@ test writes it) and applies it instead of, or to, that request:
                         "*": every one), for good: the line stays, and the lines after it
                         apply to the other requests (a policy: e.g. no listing allowed);
                         "always" lines go first in the file
+  METHOD COPY           a PUT with an x-amz-copy-source header (UploadPartCopy, CopyObject:
+                        the store copies, no body is sent); METHOD PUT then means the other
+                        PUTs alone (part uploads, objects), so that a rule for uploads does
+                        not fire on copies nor the other way round. TEXT is looked for in the
+                        target, then in " copy-source=SOURCE copy-range=bytes=A-B" (e.g.
+                        "when COPY partNumber=2 status 500", "always COPY * status 501
+                        NotImplemented")
 
 Controls for the tests (requests to the proxy itself, never forwarded or logged):
   GET /__proxy__/reset           forget the faults that fired and release every held request
@@ -32,12 +39,21 @@ Controls for the tests (requests to the proxy itself, never forwarded or logged)
                                  ...) have fired since the last reset (blocking: a test acts
                                  at the moment a fault is in place, without polling)
   GET /__proxy__/release         releases the held requests
+  GET /__proxy__/counts[?clear=1]
+                                 a JSON object of the bytes that went through since the
+                                 last clear (never cleared by reset): "uploaded", the bodies
+                                 of PUTs forwarded (not copies); "downloaded", the bodies of
+                                 GETs answered 2xx; "copied", the ranges of copies answered
+                                 2xx (the source's size for a copy without a range, when
+                                 known: 0 else); "copies", their number. With clear=1, the
+                                 counts are zeroed after being read
 
 It also answers the GCE metadata server's token request with a fixed token (with the
 fault `metadata-odd`, its expires_in is a string). Every request
 is logged to LOG_FILE as one line: METHOD PATH?QUERY conn=N (which client connection)
 time=T (when it came in: seconds since 1970) range=… if-match=… if-none-match=…
-token=… auth=… (a bearer token whole, SigV4 only by its signed headers) fault=….
+token=… auth=… (a bearer token whole, SigV4 only by its signed headers) copy-source=…
+copy-range=… (a copy's x-amz-copy-source and x-amz-copy-source-range) fault=….
 """
 import json
 import os
@@ -58,6 +74,9 @@ connection_ids = itertools.count(1)
 fired_lock = threading.Condition()
 fired = {}
 released = threading.Event()
+# Bytes through the proxy since the last counts?clear=1 (see the docstring).
+counts_lock = threading.Lock()
+counts = {"uploaded": 0, "downloaded": 0, "copied": 0, "copies": 0}
 
 
 def note_fired(kind):
@@ -80,6 +99,13 @@ def control(target):
     if path == "/__proxy__/release":
         released.set()
         return 200, b"released"
+    if path == "/__proxy__/counts":
+        with counts_lock:
+            body = json.dumps(counts).encode()
+            if args.get("clear") == "1":
+                for k in counts:
+                    counts[k] = 0
+        return 200, body
     if path == "/__proxy__/wait":
         kind, count = args.get("fault", ""), int(args.get("count", "1"))
         with fired_lock:
@@ -89,6 +115,8 @@ def control(target):
 
 
 def next_fault(method, target):
+    """The fault for a request: `method` is the rules' METHOD (COPY for a copy), `target` the
+    text their TEXT is looked for in."""
     with lock:
         try:
             with open(FAULTS_FILE) as f:
@@ -144,6 +172,28 @@ def header(headers, name):
     return next((v for k, v in headers if k.lower() == name), "")
 
 
+def copy_length(copy_range, data):
+    """The bytes a copy answered 2xx moved: its range's length (bytes=A-B), else 0 (a whole
+    object's copy: its size is not in the answer)."""
+    if copy_range.startswith("bytes=") and "-" in copy_range:
+        first, last = copy_range[len("bytes="):].split("-", 1)
+        if first.isdigit() and last.isdigit():
+            return int(last) - int(first) + 1
+    return 0
+
+
+def count(method, is_copy, copy_range, body, status, data):
+    with counts_lock:
+        if is_copy:
+            if 200 <= status < 300:
+                counts["copies"] += 1
+                counts["copied"] += copy_length(copy_range, data)
+        elif method == "PUT":
+            counts["uploaded"] += len(body)
+        elif method == "GET" and 200 <= status < 300:
+            counts["downloaded"] += len(data)
+
+
 def rst(conn):
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     conn.close()
@@ -177,13 +227,16 @@ def serve(conn_id, method, target, headers, body):
     if target.startswith("/__proxy__/"):
         status, data = control(target)
         return response_bytes(status, "Control", [("Content-Type", "text/plain")], data, False) + (None,)
-    fault = next_fault(method, target)
+    copy_source, copy_range = header(headers, "x-amz-copy-source"), header(headers, "x-amz-copy-source-range")
+    is_copy = method == "PUT" and bool(copy_source)
+    copy_fields = f"copy-source={copy_source} copy-range={copy_range}"
+    fault = next_fault("COPY" if is_copy else method, f"{target} {copy_fields}" if is_copy else target)
     auth = header(headers, "authorization")
     if auth.startswith("AWS4-HMAC-SHA256"):  # the scheme and what it signs, not the signature
         auth = "AWS4-HMAC-SHA256 " + next((p.strip() for p in auth.split(",") if "SignedHeaders=" in p), "")
     log(f"{method} {target} conn={conn_id} time={time.time():.3f} range={header(headers, 'range')} if-match={header(headers, 'if-match')} "
         f"if-none-match={header(headers, 'if-none-match')} token={header(headers, 'x-amz-security-token')} "
-        f"auth={auth} fault={' '.join(fault)}")
+        f"auth={auth} {copy_fields} fault={' '.join(fault)}")
     if target == METADATA_TOKEN_PATH and header(headers, "metadata-flavor") == "Google":
         expires_in = "soon" if fault == ["metadata-odd"] else 3600
         data = json.dumps({"access_token": "test-metadata-token", "expires_in": expires_in}).encode()
@@ -204,6 +257,7 @@ def serve(conn_id, method, target, headers, body):
         time.sleep(float(fault[1]))
         fault = None
     status, reason, rheaders, data = forward(method, target, headers, body)
+    count(method, is_copy, copy_range, body, status, data)
     if fault and fault[0] == "deny-missing":
         fault = None
         if status == 404:

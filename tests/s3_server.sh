@@ -49,16 +49,25 @@ alive() {
   for f in "${pidfiles[@]}"; do kill -0 "$(cat "$f")" 2>/dev/null && return 0; done
   return 1
 }
-stop_all() {
+stop_servers() {
   local f i
   for f in "${pidfiles[@]}"; do kill "$(cat "$f")" 2>/dev/null || true; done
   for i in $(seq 1 50); do alive || break; sleep 0.1; done  # up to 5 s, then SIGKILL
   for f in "${pidfiles[@]}"; do kill -9 "$(cat "$f")" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  pidfiles=()
+  rm -rf "$work/etc" "$work/node" "$work/log" "$work"/*.pid "$work/fault_proxy.port" "$work/listening.log"
+}
+stop_all() {
+  stop_servers
   rm -rf "$work"
 }
 trap stop_all EXIT
 
+# Starts the servers on free ports picked now; fails when one of them does not listen on its
+# own port within 60 s (the caller then stops what was started and tries again). (The body
+# is not indented: it holds here-documents.)
+start_servers() {
 # Free ports: proxy server, account, container, object, memcached.
 read -r proxy_port account_port container_port object_port memcached_port < <(python3 -c '
 import socket
@@ -149,18 +158,41 @@ python3 "$here/s3_fault_proxy.py" "$proxy_port" "$work/faults" "$work/proxy.log"
 echo $! >"$work/fault_proxy.pid"
 pidfiles+=("$work/fault_proxy.pid")
 
-up=0
+# Up when the proxy answers /healthcheck and each server listens on its port itself (a port
+# taken by another process between its pick and the server's bind would otherwise look up:
+# listening.py), and the fault proxy has its port.
+local _ state pairs=()
+for name in account:$account_port container:$container_port object:$object_port proxy:$proxy_port \
+    memcached:$memcached_port; do
+  pairs+=("$(cat "$work/${name%%:*}.pid"):${name##*:}")
+done
 for _ in $(seq 1 120); do
-  if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$proxy_port/healthcheck', timeout=2)" \
-       2>/dev/null && [ -s "$work/fault_proxy.port" ]; then
-    up=1
-    break
+  state=0
+  python3 "$here/listening.py" "${pairs[@]}" 2>>"$work/listening.log" || state=$?
+  [ $state -eq 2 ] && return 1  # a server exited: its port was taken
+  if [ $state -eq 0 ] && [ -s "$work/fault_proxy.port" ] &&
+     python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$proxy_port/healthcheck', timeout=2)" \
+       2>/dev/null; then
+    return 0
   fi
   sleep 0.5
 done
-if [ $up -ne 1 ]; then
-  echo "s3_server: FAIL: Swift did not answer /healthcheck on 127.0.0.1:$proxy_port within 60 s"
-  for log in "$work"/log/*.log; do echo "--- $log"; tail -20 "$log"; done
+return 1
+}
+
+# Up to three attempts, each on ports of its own.
+started=0
+for attempt in 1 2 3; do
+  if start_servers; then
+    started=1
+    break
+  fi
+  echo "s3_server: attempt $attempt: the servers did not all come up on their own ports; retrying on others"
+  for log in "$work"/log/*.log "$work/listening.log"; do [ -f "$log" ] && { echo "--- $log"; tail -5 "$log"; }; done
+  stop_servers
+done
+if [ $started -ne 1 ]; then
+  echo "s3_server: FAIL: Swift did not come up in 3 attempts of up to 60 s each"
   exit 1
 fi
 echo "s3_server: Swift s3api on http://127.0.0.1:$proxy_port, fault proxy on port $(cat "$work/fault_proxy.port")"

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kvstore/s3/multipart_writer.h"
+#include "kvstore/s3/part_plan.h"
 #include "kvstore/s3/client.h"
 #include "kvstore/s3/ranges.h"
 #include "kvstore/s3/s3_storage.h"
@@ -484,6 +485,148 @@ TEST_CASE("PartLayout: parts of the first size, then doubling every 2000 parts, 
     CHECK(layout.PartOf(layout.Begin(k)) == k);
     CHECK(layout.PartOf(layout.End(k) - 1) == k);
   }
+}
+
+
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+// The rules every plan keeps: parts tile [0, size) in order; all but the last at least
+// 5 MiB; copied parts at most max_copy_part and copying what the copies say.
+void CheckPlan(const std::vector<PlannedPart>& parts, uint64_t size, const std::vector<CopyRun>& copies,
+               const PartLimits& limits = {}) {
+  REQUIRE(!parts.empty());
+  CHECK(parts.front().begin == 0);
+  CHECK(parts.back().end == size);
+  CHECK(parts.size() <= static_cast<size_t>(limits.max_parts));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const PlannedPart& p = parts[i];
+    INFO("part ", i, " [", p.begin, ", ", p.end, ")");
+    CHECK(p.begin < p.end);
+    if (i > 0) CHECK(p.begin == parts[i - 1].end);
+    if (i + 1 < parts.size()) CHECK(p.end - p.begin >= kMinPart);
+    if (!p.copied()) continue;
+    CHECK(p.end - p.begin <= limits.max_copy_part);
+    // Inside one of the copies, copying its bytes.
+    const auto c = std::find_if(copies.begin(), copies.end(), [&](const CopyRun& r) {
+      return r.source == p.source && r.offset <= p.begin && p.end <= r.offset + r.size;
+    });
+    REQUIRE(c != copies.end());
+    CHECK(p.source_offset == c->source_offset + (p.begin - c->offset));
+  }
+}
+
+uint64_t CopiedBytes(const std::vector<PlannedPart>& parts) {
+  uint64_t n = 0;
+  for (const PlannedPart& p : parts) n += p.copied() ? p.end - p.begin : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("PlanParts: one copy of the whole object is copied parts only") {
+  const std::vector<CopyRun> copies = {{0, 100 * kMiB, 0, 7}};
+  auto parts = PlanParts(100 * kMiB, copies);
+  REQUIRE(parts.ok());
+  CheckPlan(*parts, 100 * kMiB, copies);
+  CHECK(parts->size() == 1);
+  CHECK(CopiedBytes(*parts) == 100 * kMiB);
+}
+
+TEST_CASE("PlanParts: copies that continue each other in one source are one copy") {
+  std::vector<CopyRun> copies;
+  for (uint64_t i = 0; i < 64; ++i) copies.push_back({i * kMiB, kMiB, 0, 1000 + i * kMiB});  // CopyRegion's 1 MiB steps
+  auto parts = PlanParts(64 * kMiB, copies);
+  REQUIRE(parts.ok());
+  REQUIRE(parts->size() == 1);
+  CHECK(parts->front().copied());
+  CHECK(parts->front().source_offset == 1000);
+}
+
+TEST_CASE("PlanParts: copies under 5 MiB are sent; nothing copied means no plan") {
+  auto parts = PlanParts(20 * kMiB, {{0, 4 * kMiB, 0, 0}, {10 * kMiB, 5 * kMiB - 1, 1, 0}});
+  REQUIRE(parts.ok());
+  CHECK(parts->empty());
+  auto none = PlanParts(0, {});
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+}
+
+TEST_CASE("PlanParts: a small gap at the start takes the copy's first bytes with it") {
+  const std::vector<CopyRun> copies = {{100, 50 * kMiB, 0, 0}};
+  auto parts = PlanParts(100 + 50 * kMiB, copies);
+  REQUIRE(parts.ok());
+  CheckPlan(*parts, 100 + 50 * kMiB, copies);
+  REQUIRE(parts->size() == 2);
+  CHECK(!(*parts)[0].copied());
+  CHECK((*parts)[0].end == 5 * kMiB);
+  CHECK(CopiedBytes(*parts) == 100 + 50 * kMiB - 5 * kMiB);
+}
+
+TEST_CASE("PlanParts: small gaps between copies and at the end") {
+  // header | copy A 20 MiB | 3 bytes | copy B 30 MiB | 1 MiB gap | copy C 6 MiB (too short to give 5 MiB
+  // and keep 5 MiB: sent whole) | 10 bytes at the end.
+  const uint64_t a = 64, b = a + 20 * kMiB + 3, c = b + 30 * kMiB + kMiB, end = c + 6 * kMiB + 10;
+  const std::vector<CopyRun> copies = {{a, 20 * kMiB, 0, 0}, {b, 30 * kMiB, 1, 0}, {c, 6 * kMiB, 0, 40 * kMiB}};
+  auto parts = PlanParts(end, copies);
+  REQUIRE(parts.ok());
+  CheckPlan(*parts, end, copies);
+  // A's and B's starts gave 5 MiB to the small gaps before them; C is sent with the tail.
+  CHECK(CopiedBytes(*parts) == (20 * kMiB - (5 * kMiB - 64)) + (30 * kMiB - (5 * kMiB - 3)));
+  CHECK(!parts->back().copied());
+  CHECK(parts->back().end - parts->back().begin == kMiB + 6 * kMiB + 10);
+}
+
+TEST_CASE("PlanParts: a gap of 5 MiB or more stands alone, in parts of 8 to 16 MiB") {
+  const std::vector<CopyRun> copies = {{40 * kMiB, 10 * kMiB, 0, 0}};
+  auto parts = PlanParts(50 * kMiB, copies);
+  REQUIRE(parts.ok());
+  CheckPlan(*parts, 50 * kMiB, copies);
+  CHECK(CopiedBytes(*parts) == 10 * kMiB);
+  for (const PlannedPart& p : *parts) {
+    if (!p.copied()) CHECK(p.end - p.begin >= 8 * kMiB);
+    if (!p.copied()) CHECK(p.end - p.begin < 16 * kMiB);
+  }
+}
+
+TEST_CASE("PlanParts: a copy over 5 GiB is split into copied parts of at most 5 GiB (a layout only)") {
+  const uint64_t size = 12 * (1ull << 30) + 17;
+  const std::vector<CopyRun> copies = {{0, size, 0, 3}};
+  auto parts = PlanParts(size, copies);
+  REQUIRE(parts.ok());
+  CheckPlan(*parts, size, copies);
+  CHECK(parts->size() == 3);
+  CHECK(CopiedBytes(*parts) == size);
+  PartLimits small;
+  small.max_copy_part = 64 * kMiB;
+  auto more = PlanParts(size, copies, small);
+  REQUIRE(more.ok());
+  CheckPlan(*more, size, copies, small);
+  CHECK(more->size() == (size + 64 * kMiB - 1) / (64 * kMiB));
+}
+
+TEST_CASE("PlanParts: more than 10,000 parts is refused (the object is then sent whole)") {
+  // 6 MiB copies from alternating sources with 5 MiB gaps: two parts each.
+  std::vector<CopyRun> copies;
+  uint64_t at = 0;
+  for (int i = 0; i < 5001; ++i) {
+    at += 5 * kMiB;
+    copies.push_back({at, 6 * kMiB, i % 2, 0});
+    at += 6 * kMiB;
+  }
+  auto parts = PlanParts(at, copies);
+  CHECK(absl::IsFailedPrecondition(parts.status()));
+  copies.resize(4999);
+  auto fits = PlanParts(copies.back().offset + 6 * kMiB, copies);
+  REQUIRE(fits.ok());
+  CheckPlan(*fits, copies.back().offset + 6 * kMiB, copies);
+  CHECK(fits->size() == 9998);
+}
+
+TEST_CASE("PlanParts: copies past the end or overlapping are a bug") {
+  CHECK(absl::IsInvalidArgument(PlanParts(10 * kMiB, {{5 * kMiB, 6 * kMiB, 0, 0}}).status()));
+  CHECK(absl::IsInvalidArgument(PlanParts(30 * kMiB, {{0, 10 * kMiB, 0, 0}, {5 * kMiB, 10 * kMiB, 1, 0}}).status()));
 }
 
 

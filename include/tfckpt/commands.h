@@ -24,6 +24,7 @@
 #include "tfckpt/reports.h"
 #include "tfckpt/run.h"
 #include "tfckpt/status.h"
+#include "tfckpt/storage.h"
 
 namespace tfckpt {
 
@@ -98,6 +99,16 @@ absl::StatusOr<ValidateCommandReport> ValidateCommand(const ValidateRequest& req
 // ---------------------------------------------------------------------------------------
 // reshard
 
+// Bytes the object stores of a command's run moved (TransferStats, storage.h): copied inside
+// the store, sent, received. All 0 for a local run.
+struct TransferReport {
+  uint64_t copied_in_store = 0, uploaded = 0, downloaded = 0;
+  bool object_store = false;  // an object store was involved (the human output says so)
+};
+
+// --server-side MODE: "auto", "never", "always" (man tfckpt-reshard); InvalidArgument else.
+absl::StatusOr<ServerSideCopy> ParseServerSide(std::string_view mode);
+
 struct ReshardRequest {
   std::string ckpt, out;
   std::vector<std::string> partitions;  // [REGEX=]SPEC rules (man tfckpt-reshard)
@@ -112,6 +123,8 @@ struct ReshardRequest {
   std::string execute;                  // run one task of this plan ...
   std::string task;                     // ... this one ("auto": from the batch engine's variables)
   std::string finalize;                 // merge the tasks' parts of this plan into its output
+  // Copies inside the object store where input and output are in the same one.
+  ServerSideCopy server_side = ServerSideCopy::kAuto;
 };
 
 struct ReshardPiece {
@@ -147,6 +160,7 @@ struct ReshardReport {
   std::string part;
   int64_t entries = 0;                 // kExecute, kFinalize
   uint64_t bytes = 0;                  // kExecute, kPlan
+  TransferReport transfer;             // kReshard, kExecute, kFinalize
 };
 
 absl::StatusOr<ReshardReport> Reshard(const ReshardRequest& request, const RunOptions& run = {});
@@ -164,6 +178,7 @@ struct MergeRequest {
   bool drop_optimizer = false, average = false, collapse_replicas = false, no_check = false, dry_run = false;
   std::string collapse_parallel;    // "", "check", "first"
   std::optional<int> expand_parallel;
+  ServerSideCopy server_side = ServerSideCopy::kAuto;
 };
 
 struct MergedTensor {
@@ -190,6 +205,7 @@ struct MergeCommandReport {
   std::vector<MergedTensor> tensors;
   // Parallel components or replicas that differ: nothing was written (exit status 1).
   std::vector<Finding> mismatches;
+  TransferReport transfer;
 };
 
 absl::StatusOr<MergeCommandReport> Merge(const MergeRequest& request, const RunOptions& run = {});
@@ -205,6 +221,7 @@ struct ConvertRequest {
   std::string max_file_size;             // safetensors: BYTES (K/M/G/T suffixes)
   std::vector<std::string> partitions;   // TF output: reshard's rules
   bool strict = false, force = false, no_verify = false;
+  ServerSideCopy server_side = ServerSideCopy::kAuto;
 };
 
 struct ConvertCommandReport {
@@ -214,6 +231,7 @@ struct ConvertCommandReport {
   uint64_t bytes = 0;
   std::vector<std::string> skipped, notes;
   bool verified = false;
+  TransferReport transfer;
 };
 
 absl::StatusOr<ConvertCommandReport> Convert(const ConvertRequest& request, const RunOptions& run = {});

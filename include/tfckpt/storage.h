@@ -47,6 +47,34 @@ struct WriteOptions {
   uint64_t part_size = 0;
 };
 
+class ReadableFile;
+
+// Whether bytes that move unchanged from one object of an object store to another of the
+// same store are copied inside the store (S3's UploadPartCopy) instead of through this
+// process (the commands' --server-side): kAuto where the store can, kNever never, kAlways
+// or fail (a store that refuses is then an error, not a fallback).
+enum class ServerSideCopy { kAuto, kNever, kAlways };
+
+// A range of a file being written that will be a copy of a range of another file
+// (WritableFile::PlanCopies): bytes [offset, offset + size) are those of `src` from
+// `src_offset`.
+struct PlannedCopy {
+  uint64_t offset = 0;
+  const ReadableFile* src = nullptr;
+  uint64_t src_offset = 0;
+  uint64_t size = 0;
+};
+
+// What a store moved for a run (bytes): copied inside the store, sent in request bodies,
+// received in response bodies; and what the run should be told of it (a store that refused
+// a server-side copy). All zero for a local store.
+struct TransferStats {
+  uint64_t copied_in_store = 0;
+  uint64_t uploaded = 0;
+  uint64_t downloaded = 0;
+  std::vector<std::string> notes;
+};
+
 // A file open for positional reads.
 class ReadableFile {
  public:
@@ -135,6 +163,38 @@ class WritableFile {
   // to local: copy_file_range). Where not, a caller that holds the bytes already should
   // Append/WriteAt them instead of having them read again.
   virtual bool MovesInKernel() const { return false; }
+
+  // Announces, before any byte is written, the ranges of this file that will be copies of
+  // ranges of other files, and its final `size`: a medium that copies between its files
+  // without the bytes passing through this process (an object store: UploadPartCopy) lays
+  // the file out around them. Returns whether it took the plan (then CopyInStoreAt does
+  // those copies inside the store); false where it cannot or `mode` says no (kAlways: an
+  // error saying why instead). REQUIRES: before any write; called at most once; the
+  // sources outlive the file's Close(). Nothing is promised for ranges never announced.
+  virtual absl::StatusOr<bool> PlanCopies(uint64_t /*size*/, const std::vector<PlannedCopy>& /*copies*/,
+                                          ServerSideCopy mode) {
+    if (mode == ServerSideCopy::kAlways) {
+      return absl::FailedPreconditionError(path() + ": this medium cannot copy inside the store");
+    }
+    return false;
+  }
+  // Places `bytes`, which are `src`'s at `src_offset` (the caller has read them: it checks
+  // their CRC), at `offset`: where PlanCopies planned them as a copy inside the store, the
+  // store copies them (they are not sent), from the source pinned to the version they were
+  // read from, so that a CRC taken from `bytes` holds for the file; else they are written
+  // (WriteAt). Returns whether any of them is copied inside the store. REQUIRES: as WriteAt.
+  virtual absl::StatusOr<bool> CopyInStoreAt(uint64_t offset, const ReadableFile& /*src*/, uint64_t /*src_offset*/,
+                                             std::string_view bytes) {
+    if (absl::Status s = WriteAt(offset, bytes); !s.ok()) return s;
+    return false;
+  }
+
+  // The stretches of bytes [offset, offset + n) that the plan PlanCopies took copies inside
+  // the store, in order, as [begin, end) (none without a plan): a caller places those with
+  // CopyAt, unread, and the others itself (WriteAt), having their bytes at hand.
+  virtual std::vector<std::pair<uint64_t, uint64_t>> CopiedInStore(uint64_t /*offset*/, uint64_t /*n*/) const {
+    return {};
+  }
 
   // Flushes and makes the bytes durable. REQUIRES: called at most once.
   virtual absl::Status Close() = 0;
@@ -260,6 +320,9 @@ class Storage : public std::enable_shared_from_this<Storage> {
                                                                         int64_t /*min_age_seconds*/) {
     return std::vector<std::string>{};
   }
+
+  // What the store moved for the run so far (object stores: TransferStats); zero locally.
+  virtual TransferStats Transfers() { return {}; }
 
   // Removes the temporaries (NAME.tmp-tfckpt-PID-N) that writers killed before they
   // finished left in `dir` for names starting with `stem`: those whose PID no longer runs.

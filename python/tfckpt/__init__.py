@@ -923,8 +923,9 @@ def validate(ckpt, *, against=None, strict=False, quick=False, abort_uploads=Fal
 
 
 def reshard(ckpt=None, output=None, *, partition=None, policy=None, dry_run=False, force=False, no_verify=False,
-            allow_any_dtype=False, bytes_per_string=None, plan=None, execute=None, task=None, finalize=None, jobs=None,
-            connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
+            allow_any_dtype=False, bytes_per_string=None, plan=None, execute=None, task=None, finalize=None,
+            server_side="auto", jobs=None, connections=None, endpoint_url=None, profile=None, region=None,
+            no_sign_request=False):
     """`tfckpt reshard CKPT -o OUTPUT --json`: partition=["fixed:3"], policy="shards:4",
     dry_run=True, ...; the scale-out steps plan="plan.json", execute="plan.json" with
     task=0 (or "auto"), finalize="plan.json". Returns what --json prints.
@@ -946,18 +947,18 @@ def reshard(ckpt=None, output=None, *, partition=None, policy=None, dry_run=Fals
         return _reshard_by_callback(policy, dict(
             ckpt=ckpt, output=output, partition=partition, dry_run=dry_run, force=force, no_verify=no_verify,
             allow_any_dtype=allow_any_dtype, bytes_per_string=bytes_per_string, plan=plan, task=task, jobs=jobs,
-            connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
-            no_sign_request=no_sign_request))
+            server_side=server_side, connections=connections, endpoint_url=endpoint_url, profile=profile,
+            region=region, no_sign_request=no_sign_request))
     if isinstance(task, (int, _np.integer)) and not isinstance(task, bool):
         task = str(int(task))
     return _command("reshard", _request("reshard", dict(
         ckpt=ckpt, output=output, partition=partition, policy=policy, dry_run=dry_run, force=force,
         no_verify=no_verify, allow_any_dtype=allow_any_dtype, bytes_per_string=bytes_per_string, plan=plan,
-        execute=execute, task=task, finalize=finalize, jobs=jobs, connections=connections, endpoint_url=endpoint_url,
-        profile=profile, region=region, no_sign_request=no_sign_request), dict(
+        execute=execute, task=task, finalize=finalize, server_side=server_side, jobs=jobs, connections=connections,
+        endpoint_url=endpoint_url, profile=profile, region=region, no_sign_request=no_sign_request), dict(
         ckpt="path", output="path", partition="texts", policy="text", dry_run="flag", force="flag", no_verify="flag",
         allow_any_dtype="flag", bytes_per_string="int", plan="path", execute="path", task="text", finalize="path",
-        **_COMMON)))
+        server_side="text", **_COMMON)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -1160,7 +1161,8 @@ def _reshard_by_callback(callback, options):
 def merge(ckpts, output=None, *, recover=False, allow_missing=False, move=False, force=False, no_verify=False,
           on_conflict=None, include=None, exclude=None, rename=None, drop_optimizer=False, average=False,
           collapse_parallel=None, expand_parallel=None, collapse_replicas=False, no_check=False, dry_run=False,
-          jobs=None, connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
+          server_side="auto", jobs=None, connections=None, endpoint_url=None, profile=None, region=None,
+          no_sign_request=False):
     """`tfckpt merge CKPT... -o OUTPUT --json`: drop_optimizer=True, average=True,
     recover=True (then `output` may be omitted), ... Returns what --json prints."""
     if collapse_parallel is True:
@@ -1170,17 +1172,17 @@ def merge(ckpts, output=None, *, recover=False, allow_missing=False, move=False,
         no_verify=no_verify, on_conflict=on_conflict, include=include, exclude=exclude, rename=rename,
         drop_optimizer=drop_optimizer, average=average, collapse_parallel=collapse_parallel,
         expand_parallel=expand_parallel, collapse_replicas=collapse_replicas, no_check=no_check, dry_run=dry_run,
-        jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
-        no_sign_request=no_sign_request), dict(
+        server_side=server_side, jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile,
+        region=region, no_sign_request=no_sign_request), dict(
         ckpts="paths", output="path", recover="flag", allow_missing="flag", move="flag", force="flag",
         no_verify="flag", on_conflict="text", include="texts", exclude="texts", rename="renames",
         drop_optimizer="flag", average="flag", collapse_parallel="text", expand_parallel="int",
-        collapse_replicas="flag", no_check="flag", dry_run="flag", **_COMMON)))
+        collapse_replicas="flag", no_check="flag", dry_run="flag", server_side="text", **_COMMON)))
 
 
 def convert(src, output, *, to=None, cast=None, include=None, exclude=None, rename=None, max_file_size=None,
-            partition=None, strict=False, force=False, no_verify=False, jobs=None, connections=None,
-            endpoint_url=None, profile=None, region=None, no_sign_request=False):
+            partition=None, strict=False, force=False, no_verify=False, server_side="auto", jobs=None,
+            connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
     """`tfckpt convert SRC -o OUTPUT --json`: to="safetensors", cast="float32=bfloat16" (or
     {"float32": "bfloat16"}), max_file_size="5G", ... Returns what --json prints."""
     if isinstance(cast, dict):
@@ -1189,11 +1191,12 @@ def convert(src, output, *, to=None, cast=None, include=None, exclude=None, rena
         max_file_size = str(int(max_file_size))
     return _command("convert", _request("convert", dict(
         src=src, output=output, to=to, cast=cast, include=include, exclude=exclude, rename=rename,
-        max_file_size=max_file_size, partition=partition, strict=strict, force=force, no_verify=no_verify, jobs=jobs,
-        connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
-        no_sign_request=no_sign_request), dict(
+        max_file_size=max_file_size, partition=partition, strict=strict, force=force, no_verify=no_verify,
+        server_side=server_side, jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile,
+        region=region, no_sign_request=no_sign_request), dict(
         src="path", output="path", to="text", cast="texts", include="texts", exclude="texts", rename="renames",
-        max_file_size="text", partition="texts", strict="flag", force="flag", no_verify="flag", **_COMMON)))
+        max_file_size="text", partition="texts", strict="flag", force="flag", no_verify="flag", server_side="text",
+        **_COMMON)))
 
 
 from . import train  # noqa: E402 (tfckpt.train uses the above)

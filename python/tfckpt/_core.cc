@@ -574,6 +574,16 @@ Job ValidateJob(const py::dict& d) {
   };
 }
 
+// The server_side keyword (--server-side): "auto" when absent.
+absl::Status ServerSide(const Fields& f, ServerSideCopy* out) {
+  std::string mode = "auto";
+  f.Text("server_side", &mode);
+  absl::StatusOr<ServerSideCopy> parsed = ParseServerSide(mode);
+  if (!parsed.ok()) return parsed.status();
+  *out = *parsed;
+  return absl::OkStatus();
+}
+
 Job ReshardJob(const py::dict& d) {
   ReshardRequest r;
   Fields f(d);
@@ -590,6 +600,9 @@ Job ReshardJob(const py::dict& d) {
   f.Text("execute", &r.execute);
   f.Text("task", &r.task);
   f.Text("finalize", &r.finalize);
+  if (absl::Status s = ServerSide(f, &r.server_side); !s.ok()) {
+    return [s](const RunOptions&) { return CallResult{s, ""}; };
+  }
   return [r](const RunOptions& run) { return Document(Reshard(r, run)); };
 }
 
@@ -614,6 +627,9 @@ Job MergeJob(const py::dict& d) {
   f.Flag("collapse_replicas", &r.collapse_replicas);
   f.Flag("no_check", &r.no_check);
   f.Flag("dry_run", &r.dry_run);
+  if (absl::Status s = ServerSide(f, &r.server_side); !s.ok()) {
+    return [s](const RunOptions&) { return CallResult{s, ""}; };
+  }
   return [r](const RunOptions& run) {
     absl::StatusOr<MergeCommandReport> report = Merge(r, run);
     CallResult out = Document(report);
@@ -642,6 +658,9 @@ Job ConvertJob(const py::dict& d) {
   f.Flag("strict", &r.strict);
   f.Flag("force", &r.force);
   f.Flag("no_verify", &r.no_verify);
+  if (absl::Status s = ServerSide(f, &r.server_side); !s.ok()) {
+    return [s](const RunOptions&) { return CallResult{s, ""}; };
+  }
   return [r](const RunOptions& run) { return Document(Convert(r, run)); };
 }
 

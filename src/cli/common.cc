@@ -190,6 +190,23 @@ CLI::Option* AddQuietOption(CLI::App* sub, bool* quiet, const std::string& detai
                               detail.empty() ? "" : "; ", detail, ")"));
 }
 
+CLI::Option* AddServerSideOption(CLI::App* sub, ServerSideCopy* mode) {
+  return sub
+      ->add_option_function<std::string>(
+          "--server-side", [mode](const std::string& m) { *mode = ParseServerSide(m).value_or(ServerSideCopy::kAuto); },
+          "Bytes that move unchanged between objects of one s3:// store (same endpoint and credentials) are "
+          "copied inside it (UploadPartCopy), not through this machine: auto (default; client-side where it "
+          "cannot, or when the store refuses: a note), never, always (an error when it cannot). gs:// is "
+          "always client-side")
+      ->check(CLI::IsMember({"auto", "never", "always"}));
+}
+
+void PrintTransfer(const TransferReport& t) {
+  if (!t.object_store) return;
+  std::cout << "transfer: " << HumanBytes(t.copied_in_store) << " copied inside the store, " << HumanBytes(t.uploaded)
+            << " uploaded, " << HumanBytes(t.downloaded) << " downloaded\n";
+}
+
 CLI::Option* AddDryRunOption(CLI::App* sub, bool* dry_run, const std::string& detail) {
   return sub->add_flag("--dry-run", *dry_run, WithDetail("Print the plan and write nothing", detail));
 }

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "progress.h"
+#include "tfckpt/commands.h"
 #include "tfckpt/run.h"
 
 namespace tfckpt::cli {
@@ -88,6 +89,11 @@ CLI::Option* AddForceOption(CLI::App* sub, bool* force);
 CLI::Option* AddJsonOption(CLI::App* sub, bool* json, const std::string& detail = "");
 CLI::Option* AddNoVerifyOption(CLI::App* sub, bool* no_verify, const std::string& detail);
 CLI::Option* AddQuietOption(CLI::App* sub, bool* quiet, const std::string& detail = "");
+// --server-side auto|never|always (reshard, merge, convert): copies inside the object store.
+CLI::Option* AddServerSideOption(CLI::App* sub, ServerSideCopy* mode);
+// The line "transfer: X copied inside the store, Y uploaded, Z downloaded" (stdout) when an
+// object store was involved.
+void PrintTransfer(const TransferReport& t);
 CLI::Option* AddDryRunOption(CLI::App* sub, bool* dry_run, const std::string& detail);
 // --include REGEX, --exclude REGEX, --rename REGEX=REPLACEMENT (NameRules), in `group`
 // when not empty.

@@ -38,6 +38,7 @@ int RunConvert(const ConvertArgs& a) {
                        : StrCat(r->output, " (", r->format, ")");
   std::cout << absl::StrFormat("wrote %s: %s, %s%s\n", wrote, Count(r->tensors, "tensor"), HumanBytes(r->bytes),
                                r->verified ? ", verified" : "");
+  if (!a.quiet) PrintTransfer(r->transfer);
   return kExitOk;
 }
 
@@ -64,6 +65,7 @@ std::function<int()> AddConvert(CLI::App& app) {
   sub->add_flag("--strict", r.strict, "A tensor the output format cannot hold is an error, not a warning");
   AddForceOption(sub, &r.force);
   AddNoVerifyOption(sub, &r.no_verify, "every format: read back and compared with the input");
+  AddServerSideOption(sub, &r.server_side);
   AddJsonOption(sub, &args->json);
   AddJobsOption(sub, &args->jobs, "Threads copying (the output does not depend on it)");
   AddConnectionsOption(sub);

@@ -75,6 +75,7 @@ int RunMerge(const MergeArgs& a) {
                                  r->inputs.size() == 1 ? "" : "s", r->output, r->num_files, r->num_files == 1 ? "" : "s",
                                  Count(r->entries, "entry", "entries"), r->verified ? ", validated" : "");
   }
+  if (!a.quiet) PrintTransfer(r->transfer);
   return kExitOk;
 }
 
@@ -96,6 +97,7 @@ std::function<int()> AddMerge(CLI::App& app) {
                 "TensorFlow's behaviour: rename the data files, delete input indexes and emptied input directories");
   AddForceOption(sub, &r.force);
   AddNoVerifyOption(sub, &r.no_verify, "read back and compared with the inputs: CRCs, layout, values");
+  AddServerSideOption(sub, &r.server_side);
   AddJsonOption(sub, &args->json, "one schema for every mode");
   auto* edits = "Combining (rewrites the data; inputs may be any checkpoint, V1 included)";
   sub->add_option("--on-conflict", r.on_conflict,

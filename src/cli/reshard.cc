@@ -94,6 +94,7 @@ int RunReshard(const ReshardArgs& a) {
       break;
     }
   }
+  if (!a.quiet) PrintTransfer(r->transfer);
   return kExitOk;
 }
 
@@ -126,6 +127,7 @@ std::function<int()> AddReshard(CLI::App& app) {
   AddForceOption(sub, &r.force);
   AddNoVerifyOption(sub, &r.no_verify, "compared with the input; input checksums are then not checked either");
   AddQuietOption(sub, &args->quiet, "labelled 'copying', then 'verifying'");
+  AddServerSideOption(sub, &r.server_side);
   sub->add_option("--bytes-per-string", r.bytes_per_string, "Element size of strings for min-size/max-size (16)")
       ->check(WholeNumber(1));
   auto* scale = "Scale-out (docs/SCALE_OUT.md)";

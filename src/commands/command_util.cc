@@ -1,5 +1,7 @@
 #include "commands/command_util.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "run/run.h"
 #include "base/path.h"
@@ -25,6 +27,50 @@ absl::StatusOr<std::string> OutputName(std::string_view option, const std::strin
   return name;
 }
 
+absl::StatusOr<ServerSideCopy> ParseServerSide(std::string_view mode) {
+  if (mode == "auto") return ServerSideCopy::kAuto;
+  if (mode == "never") return ServerSideCopy::kNever;
+  if (mode == "always") return ServerSideCopy::kAlways;
+  return absl::InvalidArgumentError(StrCat("--server-side ", mode, ": not auto, never or always"));
+}
+
+absl::Status CheckServerSide(ServerSideCopy mode, const std::vector<std::string>& inputs, const std::string& out) {
+  if (mode != ServerSideCopy::kAlways) return absl::OkStatus();
+  const auto why = [](const std::string& path) -> std::string {
+    if (absl::StartsWith(path, "gs://")) {
+      return StrCat(path, " is in Cloud Storage, whose XML API has no copy of byte ranges into a part");
+    }
+    if (!absl::StartsWith(path, "s3://")) return StrCat(path, " is not in an object store");
+    return "";
+  };
+  std::vector<std::string> all = inputs;
+  all.push_back(out);
+  for (const std::string& path : all) {
+    if (std::string reason = why(path); !reason.empty()) {
+      return absl::InvalidArgumentError(StrCat("--server-side always: ", reason, ": nothing can be copied inside the store"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void AddTransfers(const std::vector<std::string>& paths, TransferReport* report, std::vector<std::string>* notes) {
+  std::vector<Storage*> seen;
+  for (const std::string& path : paths) {
+    if (path.empty() || !IsUrl(path)) continue;
+    Storage* store = &Storage::For(path);
+    if (std::find(seen.begin(), seen.end(), store) != seen.end()) continue;
+    seen.push_back(store);
+    TransferStats t = store->Transfers();
+    report->object_store = true;
+    report->copied_in_store += t.copied_in_store;
+    report->uploaded += t.uploaded;
+    report->downloaded += t.downloaded;
+    for (std::string& n : t.notes) {
+      if (std::find(notes->begin(), notes->end(), n) == notes->end()) notes->push_back(std::move(n));
+    }
+  }
+}
+
 absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
                                 const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified) {
   options.written = &written;
@@ -35,13 +81,14 @@ absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& wri
 }
 
 absl::StatusOr<uint64_t> ExecuteVerified(const Checkpoint& c, const WritePlan& plan, const std::string& out,
-                                         bool overwrite, std::string_view phase,
+                                         bool overwrite, ServerSideCopy server_side, std::string_view phase,
                                          std::optional<std::vector<VerifySource>> sources, bool* verified) {
   uint64_t total = 0;
   for (uint64_t b : plan.file_bytes) total += b;
   ExecuteOptions eo;
   eo.jobs = RunJobs();
   eo.overwrite = overwrite;
+  eo.server_side = server_side;
   eo.progress = StartPhase(phase, total);
   if (sources.has_value()) {
     // Before anything is published: an output that fails leaves OUT as it was.

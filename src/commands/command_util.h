@@ -13,6 +13,7 @@
 #include "copy/copy.h"
 #include "run/run.h"
 #include "format/bundle/bundle_writer.h"
+#include "tfckpt/commands.h"
 #include "tfckpt/run.h"
 #include "verify/verify.h"
 
@@ -50,14 +51,24 @@ absl::StatusOr<std::string> OutputName(std::string_view option, const std::strin
 absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& written,
                                 const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified);
 
-// Writes `plan` of `c` as the TF checkpoint `out` (ExecutePlan; --force: `overwrite`), as
+// Writes `plan` of `c` as the TF checkpoint `out` (ExecutePlan; --force: `overwrite`;
+// --server-side: `server_side`), as
 // the run's `phase` ("copying", "writing") of the plan's bytes, and, unless `sources` is
 // nullopt (--no-verify), verifies it against them before its commit (VerifyBeforeCommit;
 // every piece read back as it is written). Sets *verified when that held. The bytes
 // written (the plan's data files).
 absl::StatusOr<uint64_t> ExecuteVerified(const Checkpoint& c, const WritePlan& plan, const std::string& out,
-                                         bool overwrite, std::string_view phase,
+                                         bool overwrite, ServerSideCopy server_side, std::string_view phase,
                                          std::optional<std::vector<VerifySource>> sources, bool* verified);
+
+// --server-side always: InvalidArgument (one line) when the run cannot copy inside the
+// store: a local output or input, a gs:// store (its XML API has no ranged part copy), or
+// input and output in different stores. OK for the other modes.
+absl::Status CheckServerSide(ServerSideCopy mode, const std::vector<std::string>& inputs, const std::string& out);
+
+// Adds what the run's stores holding `paths` moved (each store once: Storage::Transfers)
+// to *report, and their notes to *notes.
+void AddTransfers(const std::vector<std::string>& paths, TransferReport* report, std::vector<std::string>* notes);
 
 // Verification of an output after its commit (safetensors, .npz, merge --move): removes
 // `files` when it fails (VerifyWritten: the run's "verifying" phase).

@@ -57,7 +57,8 @@ absl::Status ConvertPartitioned(const ConvertRequest& r, const std::string& out,
   std::optional<std::vector<VerifySource>> sources;
   if (!r.no_verify) sources = std::vector<VerifySource>{{c.get(), std::nullopt}};
   TFCKPT_ASSIGN_OR_RETURN(const uint64_t total,
-                          ExecuteVerified(*c, plan, out, r.force, "writing", std::move(sources), &report->verified));
+                          ExecuteVerified(*c, plan, out, r.force, r.server_side, "writing", std::move(sources),
+                                                          &report->verified));
   report->tensors = static_cast<int64_t>(plan.tensors.size());
   report->bytes = total;
   report->notes = plan.notes;
@@ -73,6 +74,7 @@ absl::Status ConvertToTf(const ConvertRequest& r, const std::string& out, const 
   o.renames = renames;
   o.casts = casts;
   o.overwrite = r.force;
+  o.server_side = r.server_side;
   o.jobs = RunJobs();
   o.start_progress = [](uint64_t total) { return StartPhase("writing", total); };
   if (!r.no_verify) {
@@ -120,6 +122,12 @@ absl::StatusOr<ConvertCommandReport> Convert(const ConvertRequest& r, const RunO
   return AsRun<ConvertCommandReport>(run, [&]() -> absl::StatusOr<ConvertCommandReport> {
     if (r.src.empty()) return absl::InvalidArgumentError("SRC is required");
     TFCKPT_ASSIGN_OR_RETURN(const std::string format, TargetFormat(r));
+    if (!r.out.empty()) TFCKPT_RETURN_IF_ERROR(CheckServerSide(r.server_side, {r.src}, r.out));
+    if (r.server_side == ServerSideCopy::kAlways && format == "npz") {
+      // (Their writers send every byte from here: nothing is copied inside the store yet.)
+      return absl::InvalidArgumentError(StrCat("--server-side always: convert to ", format,
+                                               " copies nothing inside the store; use auto or never"));
+    }
     TFCKPT_ASSIGN_OR_RETURN(std::string out, OutputName("-o", r.out, format == "tf"));
     if (absl::EndsWith(out, ".safetensors.index.json")) {  // a set is named by its index, as SRC may be
       out.resize(out.size() - std::string_view(".index.json").size());
@@ -167,8 +175,10 @@ absl::StatusOr<ConvertCommandReport> Convert(const ConvertRequest& r, const RunO
       o.max_file_size = max_file_size;
       o.strict = r.strict;
       o.overwrite = r.force;
+      o.server_side = r.server_side;
       TFCKPT_RETURN_IF_ERROR(ConvertToFile(r, out, format, o, &report));
     }
+    AddTransfers({r.src, out}, &report.transfer, &report.notes);
     return report;
   });
 }

@@ -72,6 +72,7 @@ absl::Status Combine(const MergeRequest& r, const std::vector<std::string>& inpu
   o.collapse_replicas = r.collapse_replicas;
   o.check_replicas = !r.no_check;
   o.overwrite = r.force;
+  o.server_side = r.server_side;
   o.dry_run = r.dry_run;
   o.jobs = RunJobs();
   o.start_progress = [](uint64_t total) { return StartPhase("copying", total); };
@@ -116,10 +117,14 @@ absl::StatusOr<MergeCommandReport> MergeRun(const MergeRequest& r) {
     report.found_parts = inputs;
   }
   if (out.empty()) return absl::InvalidArgumentError("-o OUT is required (or --recover PREFIX)");
+  TFCKPT_RETURN_IF_ERROR(CheckServerSide(r.server_side, r.inputs, out));
   TFCKPT_ASSIGN_OR_RETURN(out, OutputName("-o", out, true));
   report.output = out;
   if (Combining(r)) {
     TFCKPT_RETURN_IF_ERROR(Combine(r, inputs, out, &report));
+    std::vector<std::string> paths = inputs;
+    paths.push_back(out);
+    AddTransfers(paths, &report.transfer, &report.notes);
     return report;
   }
   // A plain merge takes the forms every CKPT takes (a directory, PREFIX.index, ...): each
@@ -140,7 +145,11 @@ absl::StatusOr<MergeCommandReport> MergeRun(const MergeRequest& r) {
   o.allow_missing = r.allow_missing;
   o.move = r.move;
   o.overwrite = r.force;
-  if (!r.no_verify && !r.move) {
+  o.server_side = r.server_side;
+  // --move by rename consumes the inputs as it goes; by copy (an object store) they stay
+  // whole until the output is committed.
+  const bool rename = r.move && !MovesByCopy(inputs, out);
+  if (!r.no_verify && !rename) {
     // Before anything is published: an output that fails leaves OUT as it was. The
     // sources are the inputs that have an index (those without any are skipped or fail
     // the merge; those without tensors add nothing to compare).
@@ -154,7 +163,7 @@ absl::StatusOr<MergeCommandReport> MergeRun(const MergeRequest& r) {
     };
   }
   TFCKPT_ASSIGN_OR_RETURN(MergeReport m, MergeBundles(inputs, out, o));
-  if (!r.no_verify && r.move) {
+  if (!r.no_verify && rename) {
     // --move consumed the inputs: the output is then checked by its CRCs and layout alone,
     // after the renames, and kept when it fails (it is all that is left).
     TFCKPT_RETURN_IF_ERROR(VerifyCommitted(out, {}, {}, {}, &report.verified));
@@ -165,6 +174,9 @@ absl::StatusOr<MergeCommandReport> MergeRun(const MergeRequest& r) {
   report.entries = m.entries;
   report.notes = m.notes;
   TFCKPT_RETURN_IF_ERROR(DescribeOutput(out, &report));
+  std::vector<std::string> paths = inputs;
+  paths.push_back(out);
+  AddTransfers(paths, &report.transfer, &report.notes);
   return report;
 }
 

@@ -241,6 +241,10 @@ std::string ToJson(const ValidateCommandReport& r) {
   return Document(doc, r.ok());
 }
 
+static json TransferJson(const TransferReport& t) {
+  return {{"copied_in_store", t.copied_in_store}, {"uploaded", t.uploaded}, {"downloaded", t.downloaded}};
+}
+
 std::string ToJson(const ReshardReport& r) {
   using Mode = ReshardReport::Mode;
   switch (r.mode) {
@@ -248,11 +252,11 @@ std::string ToJson(const ReshardReport& r) {
       return Document({{"plan", r.plan}, {"num_tasks", r.num_tasks}, {"bytes", r.bytes}, {"notes", r.notes}}, true);
     case Mode::kExecute:
       return Document({{"task", r.task}, {"num_tasks", r.num_tasks}, {"part", r.part}, {"entries", r.entries},
-                       {"bytes", r.bytes}},
+                       {"bytes", r.bytes}, {"transfer", TransferJson(r.transfer)}},
                       true);
     case Mode::kFinalize:
       return Document({{"output", r.output}, {"num_tasks", r.num_tasks}, {"entries", r.entries},
-                       {"verified", r.verified}},
+                       {"verified", r.verified}, {"transfer", TransferJson(r.transfer)}},
                       true);
     case Mode::kReshard:
     case Mode::kDryRun:
@@ -282,6 +286,7 @@ std::string ToJson(const ReshardReport& r) {
   json doc{{"input", r.input},   {"output", r.output},         {"num_files", r.num_files}, {"policy", r.policy},
            {"tensors", tensors}, {"files", std::move(files)}, {"notes", r.notes}};
   if (r.mode == Mode::kReshard) doc["verified"] = r.verified;
+  doc["transfer"] = TransferJson(r.transfer);
   return Document(doc, true);
 }
 
@@ -314,6 +319,7 @@ std::string ToJson(const MergeCommandReport& r) {
                                          {"slot_references_removed", r.graph_slots_removed}}},
                        {"verified", r.verified},
                        {"notes", r.notes},
+                       {"transfer", TransferJson(r.transfer)},
                        {"tensors", std::move(tensors)}},
                   true);
 }
@@ -326,6 +332,7 @@ std::string ToJson(const ConvertCommandReport& r) {
                        {"bytes", r.bytes},
                        {"skipped", r.skipped},
                        {"notes", r.notes},
+                       {"transfer", TransferJson(r.transfer)},
                        {"verified", r.verified}},
                   true);
 }

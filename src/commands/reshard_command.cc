@@ -102,6 +102,8 @@ absl::Status WriteTaskPlan(const Checkpoint& c, const ReshardPlan& plan, const R
 }
 
 absl::StatusOr<ReshardReport> ReshardRun(const ReshardRequest& r) {
+  // (First: --server-side always with a store that cannot is a usage error, whatever else.)
+  if (!r.ckpt.empty() && !r.out.empty()) TFCKPT_RETURN_IF_ERROR(CheckServerSide(r.server_side, {r.ckpt}, r.out));
   std::string out;
   if (!r.out.empty()) {
     TFCKPT_ASSIGN_OR_RETURN(out, OutputName("-o", r.out, true));
@@ -145,7 +147,9 @@ absl::StatusOr<ReshardReport> ReshardRun(const ReshardRequest& r) {
   }
   std::optional<std::vector<VerifySource>> sources;
   if (!r.no_verify) sources = ReshardSources(*c, plan);
-  TFCKPT_RETURN_IF_ERROR(ExecuteVerified(*c, plan, out, r.force, "copying", std::move(sources), &report.verified).status());
+  TFCKPT_RETURN_IF_ERROR(ExecuteVerified(*c, plan, out, r.force, r.server_side, "copying", std::move(sources),
+                                         &report.verified).status());
+  AddTransfers({r.ckpt, out}, &report.transfer, &report.notes);
   return report;
 }
 

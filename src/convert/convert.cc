@@ -207,30 +207,58 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
     size_t file, entry;
     Region region;
     uint64_t offset;  // in the file
+    // Where the file took a plan of copies inside the store: the part's, never read here
+    // (the verification reads the output once and proves it by the input's CRCs).
+    std::vector<PlannedCopy> copies;
   };
   std::vector<Part> parts;
   std::vector<WorkUnit> units;
   for (size_t i = 0; i < groups.size(); ++i) {
     std::vector<SafetensorsWriter::Entry> entries;
     for (const Planned* p : groups[i]) entries.push_back({p->name, p->dtype, p->t->shape});
-    TFCKPT_ASSIGN_OR_RETURN(auto w, SafetensorsWriter::Create(paths[i], entries, metadata));
+    TFCKPT_ASSIGN_OR_RETURN(auto w, SafetensorsWriter::Create(paths[i], entries, metadata, /*header_later=*/true));
+    std::vector<PlannedCopy> copies;  // the tensors' bytes that move unchanged (not cast)
     for (size_t k = 0; k < groups[i].size(); ++k) {
       const Planned* p = groups[i][k];
       const int64_t esize = LookupDType(p->dtype)->element_size;
       for (const Region& r : RowParts(*p->t)) {
         const uint64_t bytes = static_cast<uint64_t>(r.num_elements() * esize);
-        parts.push_back({p, i, k, r, w->DataOffset(k) + RowPartOffset(p->t->shape, r, esize)});
+        const uint64_t at = w->DataOffset(k) + RowPartOffset(p->t->shape, r, esize);
+        parts.push_back({p, i, k, r, at, {}});
         units.push_back({bytes, {static_cast<int32_t>(i)}});
+        if (options.server_side != ServerSideCopy::kNever && p->dtype == p->t->dtype && IsUrl(paths[i])) {
+          TFCKPT_ASSIGN_OR_RETURN(RegionCopies some, PlannedCopiesOf(c, *p->t, r, at));
+          copies.insert(copies.end(), some.copies.begin(), some.copies.end());
+          parts.back().copies = std::move(some.copies);
+        }
       }
       weight_map[p->name] = Basename(paths[i]);
       ++report.tensors;
       report.bytes += p->bytes;
     }
+    // Copied inside the store where the input and the file are objects of one (the header,
+    // cast tensors and small pieces around the copies go up from here).
+    if (options.server_side != ServerSideCopy::kNever && IsUrl(paths[i])) {
+      TFCKPT_ASSIGN_OR_RETURN(const bool took, w->PlanCopies(copies, options.server_side));
+      if (!took) {
+        for (Part& part : parts) {
+          if (part.file == i) part.copies.clear();
+        }
+      }
+    }
+    TFCKPT_RETURN_IF_ERROR(w->WriteHeader());
     writers.push_back(std::move(w));
   }
   TFCKPT_RETURN_IF_ERROR(RunUnits(units, options.jobs, [&](size_t u, const std::atomic<bool>&) {
     thread_local std::string buf;
     const Part& part = parts[u];
+    if (!part.copies.empty()) {
+      for (const PlannedCopy& copy : part.copies) {
+        TFCKPT_RETURN_IF_ERROR(writers[part.file]->file().CopyAt(copy.offset, *copy.src, copy.src_offset, copy.size));
+      }
+      if (progress != nullptr) *progress += units[u].bytes;
+      return Reached("piece-written");
+    }
     PositionalSink sink(writers[part.file]->file(), part.offset);
     TFCKPT_RETURN_IF_ERROR(CopyCast(c, *part.p->t, part.region, part.p->dtype, sink, &buf, progress));
     return Reached("piece-written");

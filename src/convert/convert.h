@@ -22,6 +22,8 @@ struct ConvertOptions {
   std::map<int32_t, int32_t> casts;  // dtype -> dtype (CastSupported)
   uint64_t max_file_size = 0;        // safetensors: > 0 writes NAME-0000i-of-0000K files + index
   bool strict = false;               // a tensor the format cannot hold is an error, not a warning
+  // safetensors: tensors copied unchanged between objects of one store are copied inside it.
+  ServerSideCopy server_side = ServerSideCopy::kAuto;
   bool overwrite = false;
   int jobs = 0;                      // threads copying; 0 = one per core (the output does not depend on it)
   // Called once the plan is made, with the bytes to write and the phase ("writing"), and

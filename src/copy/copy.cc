@@ -58,6 +58,18 @@ bool MovesInKernel(const Checkpoint& c, const TensorEntry& t, const std::vector<
   return total_runs > 0 && min_run >= kDirectRun / esize;
 }
 
+std::vector<KernelRun> KernelRuns(const Region& region, const std::vector<const StoredSlice*>& sources) {
+  std::vector<KernelRun> runs;
+  for (const StoredSlice* s : sources) {
+    auto inter = Intersect(region, s->region);
+    if (!inter) continue;
+    ForEachRun(*inter, {&region, &s->region},
+               [&](const int64_t* off, int64_t n) { runs.push_back({off[0], off[1], n, s}); });
+  }
+  std::sort(runs.begin(), runs.end(), [](const KernelRun& x, const KernelRun& y) { return x.dst < y.dst; });
+  return runs;
+}
+
 absl::Status CheckCopiedCrc(const Checkpoint& c, const TensorEntry& t, const StoredSlice& s, uint32_t crc) {
   if (crc32c::Mask(crc) == s.data.masked_crc) return absl::OkStatus();
   TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, c.DataFile(s.data.shard));
@@ -103,11 +115,39 @@ absl::Status PositionalSink::Append(std::string_view bytes) {
 absl::Status PositionalSink::AppendFrom(const ReadableFile& src, uint64_t src_offset, std::string_view bytes) {
   // (Where the file cannot move them in-kernel, or the source is not a local file (not
   // mapped: an object store's, whose bytes a copy would fetch a second time), the bytes at
-  // hand are written: reading them again would cost a second read.)
+  // hand are written -- or copied inside the store where the file planned that:
+  // reading them again would cost a second read.)
   const bool in_kernel = file_.MovesInKernel() && src.mapping().has_value();
-  TFCKPT_RETURN_IF_ERROR(in_kernel ? file_.CopyAt(at_, src, src_offset, bytes.size()) : file_.WriteAt(at_, bytes));
+  if (in_kernel) {
+    TFCKPT_RETURN_IF_ERROR(file_.CopyAt(at_, src, src_offset, bytes.size()));
+  } else {
+    TFCKPT_RETURN_IF_ERROR(file_.CopyInStoreAt(at_, src, src_offset, bytes).status());
+  }
   at_ += bytes.size();
   return absl::OkStatus();
+}
+
+absl::StatusOr<RegionCopies> PlannedCopiesOf(const Checkpoint& c, const TensorEntry& t, const Region& region,
+                                             uint64_t at) {
+  const DTypeInfo* info = LookupDType(t.dtype);
+  if (info == nullptr || info->element_size == 0) return RegionCopies{};
+  const std::vector<const StoredSlice*> sources = SourcesOf(t, region);
+  if (!MovesInKernel(c, t, sources, region)) return RegionCopies{};
+  const uint64_t esize = static_cast<uint64_t>(info->element_size);
+  const bool has_crc = c.info().format == Format::kV2 && !c.info().big_endian;
+  RegionCopies out;
+  uint32_t crc = 0;
+  bool whole = has_crc;
+  for (const copy_internal::KernelRun& r : copy_internal::KernelRuns(region, sources)) {
+    TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, c.DataFile(r.s->data.shard));
+    const uint64_t size = static_cast<uint64_t>(r.n) * esize;
+    out.copies.push_back({at + static_cast<uint64_t>(r.dst) * esize, file,
+                          r.s->data.offset + static_cast<uint64_t>(r.src) * esize, size});
+    whole = whole && r.src == 0 && r.n == r.s->region.num_elements();
+    if (whole) crc = crc32c::Concat(crc, crc32c::Unmask(r.s->data.masked_crc), size);
+  }
+  if (whole && !out.copies.empty()) out.crc = crc;
+  return out;
 }
 
 std::vector<Region> RowParts(const TensorEntry& t) {
@@ -202,20 +242,9 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
       // Large contiguous runs: each moves in-kernel, in the piece's order. A run that is a
       // whole stored piece has that piece's CRC checked over a window of the mapping as
       // it goes; other pieces are checked beforehand when asked to.
-      struct Run {
-        int64_t dst, src, n;
-        const StoredSlice* s;
-      };
-      std::vector<Run> runs;
-      for (const StoredSlice* s : sources) {
-        auto inter = Intersect(region, s->region);
-        if (!inter) continue;
-        ForEachRun(*inter, {&region, &s->region},
-                   [&](const int64_t* off, int64_t n) { runs.push_back({off[0], off[1], n, s}); });
-      }
-      std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.dst < y.dst; });
+      const std::vector<copy_internal::KernelRun> runs = copy_internal::KernelRuns(region, sources);
       std::set<const StoredSlice*> whole;
-      for (const Run& r : runs) {
+      for (const copy_internal::KernelRun& r : runs) {
         if (has_crc && r.src == 0 && r.n == r.s->region.num_elements()) whole.insert(r.s);
       }
       if (verify_sources && has_crc && carried == nullptr) {
@@ -223,7 +252,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
           if (!whole.count(s)) TFCKPT_RETURN_IF_ERROR(c.VerifyCrc(t, *s, &buf));
         }
       }
-      for (const Run& r : runs) {
+      for (const copy_internal::KernelRun& r : runs) {
         TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, c.DataFile(r.s->data.shard));
         const uint64_t begin = static_cast<uint64_t>(r.src * esize);
         const uint64_t len = static_cast<uint64_t>(r.n * esize);

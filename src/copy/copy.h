@@ -97,6 +97,18 @@ class PositionalSink : public PieceSink {
   uint64_t at_;
 };
 
+// The copies CopyRegion makes when it copies `region` of `t` unchanged to offset `at` of a
+// file (its in-kernel runs, handed to the sink's AppendFrom), in the region's order: for
+// WritableFile::PlanCopies and BundleWriter::AddCopiedAt. None where it gathers the region
+// (runs too short, V1, big-endian, strings). `crc`: the region's CRC-32C where the copies
+// are whole stored pieces with CRCs (theirs, concatenated).
+struct RegionCopies {
+  std::vector<PlannedCopy> copies;
+  std::optional<uint32_t> crc;
+};
+absl::StatusOr<RegionCopies> PlannedCopiesOf(const Checkpoint& c, const TensorEntry& t, const Region& region,
+                                             uint64_t at);
+
 // Converts whole elements of dtype `from` to `to` (see CastElements) on their way to `next`.
 class CastSink : public PieceSink {
  public:
@@ -189,6 +201,9 @@ struct ExecuteOptions {
   // BundleWriterOptions::read_back for every tensor whose input and output pieces are all
   // cut on axis 0 only (the verification proves those by CRCs alone; others it reads).
   bool read_back = false;
+  // Whether bytes that move unchanged are copied inside the store where the input and the
+  // output are objects of one store (WritableFile::PlanCopies).
+  ServerSideCopy server_side = ServerSideCopy::kAuto;
 };
 
 // ---------------------------------------------------------------------------------------

@@ -29,6 +29,15 @@ absl::Status CheckCovered(const Checkpoint& c, const TensorEntry& t, const Regio
 bool MovesInKernel(const Checkpoint& c, const TensorEntry& t, const std::vector<const StoredSlice*>& sources,
                    const Region& region);
 
+// A run CopyRegion moves unchanged: `n` elements from element `src` of stored piece `s`
+// to element `dst` of the region (row-major offsets).
+struct KernelRun {
+  int64_t dst, src, n;
+  const StoredSlice* s;
+};
+// The runs of `region` of `t` in `sources` (SourcesOf), in the region's order.
+std::vector<KernelRun> KernelRuns(const Region& region, const std::vector<const StoredSlice*>& sources);
+
 // The error for a piece whose bytes, as they were copied, do not match its stored CRC
 // (`crc` unmasked); OK when they do.
 absl::Status CheckCopiedCrc(const Checkpoint& c, const TensorEntry& t, const StoredSlice& s, uint32_t crc);

@@ -9,6 +9,7 @@
 #include "copy_internal.h"
 #include "base/crc32c.h"
 #include "base/parallel.h"
+#include "base/path.h"
 #include "format/bundle/bundle_writer.h"
 #include "copy/copy.h"
 #include "tfckpt/dtype.h"
@@ -221,6 +222,29 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
       end[p.file] += size;
     }
   }
+  // Bytes that move unchanged (single pieces CopyRegion moves in runs) may be copied inside
+  // the store: each data file is told which, with its size, before a byte of it is written.
+  // A piece the store copies (some of) is never read here where its CRC is known
+  // (whole stored pieces) or the verification reads it back anyway (the writer then takes
+  // its CRC from the completed object: BundleWriter::AddCopiedAt); otherwise (a run without
+  // verification that cuts a stored piece) it is read, for the new piece's CRC, as it is
+  // copied.
+  std::vector<RegionCopies> unit_copies(units.size());
+  if (options.server_side != ServerSideCopy::kNever && IsUrl(out_prefix)) {
+    std::vector<std::vector<PlannedCopy>> copies(static_cast<size_t>(plan.num_files));
+    for (size_t i = 0; i < units.size(); ++i) {
+      const Unit& u = units[i];
+      if (u.pieces.size() != 1) continue;
+      TFCKPT_ASSIGN_OR_RETURN(unit_copies[i], PlannedCopiesOf(c, *u.tp->source, u.pieces[0]->region, u.at[0]));
+      std::vector<PlannedCopy>& to = copies[static_cast<size_t>(u.pieces[0]->file)];
+      to.insert(to.end(), unit_copies[i].copies.begin(), unit_copies[i].copies.end());
+    }
+    for (int32_t f = 0; f < plan.num_files; ++f) {
+      TFCKPT_RETURN_IF_ERROR(
+          writer->PlanCopies(f, end[static_cast<size_t>(f)], copies[static_cast<size_t>(f)], options.server_side)
+              .status());
+    }
+  }
   std::vector<WorkUnit> work;
   for (const Unit& u : units) {
     WorkUnit w{u.bytes, {}};
@@ -231,6 +255,16 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
     const Unit& u = units[i];
     const TensorEntry& t = *u.tp->source;
     if (u.pieces.size() == 1) {
+      const PlannedPiece& p = *u.pieces[0];
+      const RegionCopies& rc = unit_copies[i];
+      if (!rc.copies.empty() && writer->CopiesInStore(p.file, u.at[0], u.bytes) &&
+          (rc.crc || (wo.read_back && wo.read_back(u.tp->out_name())))) {
+        const std::optional<Region> region = p.region.Covers(t.shape) ? std::nullopt : std::optional<Region>(p.region);
+        TFCKPT_RETURN_IF_ERROR(writer->AddCopiedAt(u.tp->out_name(), t.dtype, t.shape, region, p.file, u.at[0],
+                                                   rc.copies, rc.crc, p.extents ? &*p.extents : nullptr));
+        if (options.progress != nullptr) *options.progress += u.bytes;
+        return absl::OkStatus();
+      }
       PieceCopier pw(c, *writer, options.progress);
       return pw.Write(t, *u.pieces[0], u.tp->out_name(), u.at[0]);
     }

@@ -15,6 +15,7 @@
 #include "base/parallel.h"
 #include "model/tensor_encoding.h"
 #include "format/bundle/bundle_writer.h"
+#include "base/path.h"
 #include "copy/copy.h"
 #include "tfckpt/dtype.h"
 #include "model/object_graph.h"
@@ -772,8 +773,9 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
   }
   std::vector<Work> work;
   std::vector<WorkUnit> units;
+  std::vector<uint64_t> ends(per_file.size(), 0);
   for (size_t f = 0; f < per_file.size(); ++f) {
-    uint64_t end = 0;
+    uint64_t& end = ends[f];
     for (const auto& [o, i] : per_file[f]) {
       const CombineSource& src = o->sources.back();
       uint64_t bytes = o->graph_payload.size();
@@ -791,6 +793,27 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
       end += bytes;
     }
   }
+  // Pieces copied unchanged (no cast) may be copied inside the store: each data file is told
+  // which, before a byte of it is written (WritableFile::PlanCopies). A piece whose CRC is
+  // known (a whole stored piece: always, but for V1 inputs) and that the store copies (some
+  // of) is never read here where the store copies it (BundleWriter::AddCopiedAt).
+  std::vector<RegionCopies> work_copies(work.size());
+  if (options.server_side != ServerSideCopy::kNever && IsUrl(out)) {
+    std::vector<std::vector<PlannedCopy>> copies(per_file.size());
+    for (size_t k = 0; k < work.size(); ++k) {
+      const Work& w = work[k];
+      const CombineSource& src = w.o->sources.back();
+      if (w.o->kind != Kind::kCopy || w.o->dtype != src.tensor->dtype) continue;
+      TFCKPT_ASSIGN_OR_RETURN(work_copies[k], PlannedCopiesOf(*plan.inputs[src.input], *src.tensor,
+                                                              src.tensor->slices[w.slice].region, w.at));
+      std::vector<PlannedCopy>& to = copies[static_cast<size_t>(w.file)];
+      to.insert(to.end(), work_copies[k].copies.begin(), work_copies[k].copies.end());
+    }
+    for (size_t f = 0; f < copies.size(); ++f) {
+      TFCKPT_RETURN_IF_ERROR(
+          writer->PlanCopies(static_cast<int32_t>(f), ends[f], copies[f], options.server_side).status());
+    }
+  }
   TFCKPT_RETURN_IF_ERROR(RunUnits(units, options.jobs, [&](size_t u, const std::atomic<bool>&) -> absl::Status {
     const Work& w = work[u];
     const PlannedTensor& o = *w.o;
@@ -804,6 +827,15 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
       return averager.Write(o, src.tensor->slices[w.slice].region, *writer, w.file, w.at);
     }
     const StoredSlice& sl = src.tensor->slices[w.slice];
+    if (const RegionCopies& rc = work_copies[u];
+        !rc.copies.empty() && rc.crc && writer->CopiesInStore(w.file, w.at, units[u].bytes)) {
+      const std::optional<Region> region =
+          sl.region.Covers(src.tensor->shape) ? std::nullopt : std::optional<Region>(sl.region);
+      TFCKPT_RETURN_IF_ERROR(writer->AddCopiedAt(o.name, o.dtype, src.tensor->shape, region, w.file, w.at, rc.copies,
+                                                 rc.crc));
+      if (progress != nullptr) *progress += units[u].bytes;
+      return absl::OkStatus();
+    }
     PieceCopier copier(*plan.inputs[src.input], *writer, progress, options.casts, /*verify_sources=*/true);
     return copier.Write(*src.tensor, PlannedPiece{sl.region, w.file, sl.data.size, std::nullopt}, o.name, w.at);
   }));

@@ -49,6 +49,8 @@ struct CombineOptions {
   // BundleWriterOptions::read_back for the averaged tensors and those copied uncast whose
   // stored slices are all cut on axis 0 (the verification then proves them by CRCs alone).
   bool read_back = false;
+  // Pieces copied unchanged between objects of one store are copied inside it.
+  ServerSideCopy server_side = ServerSideCopy::kAuto;
   // Called once the plan is made, before writing, with the bytes to write; returns the
   // counter to advance (or nullptr).
   std::function<std::atomic<uint64_t>*(uint64_t total)> start_progress;

@@ -254,7 +254,8 @@ absl::Status MergedIndex::AddUnusedFiles() {
 // uncommitted, it removes the temporary.
 class LinkedOrCopied {
  public:
-  static absl::StatusOr<std::unique_ptr<LinkedOrCopied>> Create(const std::string& src, const std::string& dst) {
+  static absl::StatusOr<std::unique_ptr<LinkedOrCopied>> Create(const std::string& src, const std::string& dst,
+                                                               ServerSideCopy mode) {
     std::unique_ptr<LinkedOrCopied> f(new LinkedOrCopied());
     f->dst_ = dst;
     f->tmp_ = TemporaryName(dst);
@@ -264,6 +265,10 @@ class LinkedOrCopied {
     f->tracked_ = 0;
     TFCKPT_ASSIGN_OR_RETURN(auto in, Storage::For(src).OpenForRead(src));
     TFCKPT_ASSIGN_OR_RETURN(f->copy_, Storage::For(dst).Create(dst));
+    // Between objects of one store: copied inside it, where it can (`in` outlives Close).
+    if (mode != ServerSideCopy::kNever && in->size() > 0) {
+      TFCKPT_RETURN_IF_ERROR(f->copy_->PlanCopies(in->size(), {{0, in.get(), 0, in->size()}}, mode).status());
+    }
     TFCKPT_RETURN_IF_ERROR(f->copy_->AppendFrom(*in, 0, in->size()));
     TFCKPT_RETURN_IF_ERROR(f->copy_->Close());
     return f;
@@ -296,6 +301,14 @@ class LinkedOrCopied {
   std::unique_ptr<WritableFile> copy_;
 };
 
+}  // namespace
+
+bool MovesByCopy(const std::vector<std::string>& inputs, const std::string& out) {
+  return IsUrl(out) || std::any_of(inputs.begin(), inputs.end(), [](const std::string& in) { return IsUrl(in); });
+}
+
+namespace {
+
 // --move: renames an input's data file to the output's name (Storage::Move: when both
 // names are already links to one file, the output of an earlier merge of the same parts,
 // the input's name is removed rather than left behind, orphaned once its index is gone).
@@ -307,18 +320,11 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
                                          const MergeOptions& options) {
   MergeReport report;
   if (inputs.empty()) return absl::InvalidArgumentError("merge needs at least one input");
-  // Refusals first: a rename an object store cannot do, an output that exists, or that is
-  // one of the inputs.
-  if (options.move && !options.data_in_place) {
-    std::vector<std::string> names = inputs;
-    names.push_back(out);
-    for (const std::string& url : names) {
-      if (!IsUrl(url)) continue;
-      return absl::InvalidArgumentError(StrCat("--move: ", url, ": an object store has no rename (and tfckpt does "
-                                               "not fake one with copy + delete); merge without --move, then remove "
-                                               "the parts"));
-    }
-  }
+  // An output that exists, or that is one of the inputs, is refused first. --move where a
+  // name is an object (an object store has no rename) copies, inside the store where it
+  // can, and deletes the inputs once the output is committed (MovesByCopy).
+  const bool by_copy = options.move && !options.data_in_place && MovesByCopy(inputs, out);
+  const bool rename = options.move && !by_copy;
   Storage& store = Storage::For(out);
   for (const auto& in : inputs) {
     TFCKPT_RETURN_IF_ERROR(store.CheckNotInputs({out + ".index"}, {in + ".index"}));
@@ -367,7 +373,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   std::vector<std::unique_ptr<LinkedOrCopied>> staged;
   if (options.data_in_place) {
     // Nothing to move: the index below is the commit.
-  } else if (options.move) {
+  } else if (rename) {
     // The inputs' files become the output's (not tracked: they are not ours to remove). A
     // stop until here leaves the inputs whole; from the first move on, the merge finishes
     // (run/run.h: its point of no return).
@@ -379,7 +385,8 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     }
   } else {
     for (int32_t i = 0; i < k; ++i) {
-      TFCKPT_ASSIGN_OR_RETURN(auto f, LinkedOrCopied::Create(files_in_order[i], DataFileName(out, i, k)));
+      TFCKPT_ASSIGN_OR_RETURN(auto f, LinkedOrCopied::Create(files_in_order[i], DataFileName(out, i, k),
+                                                                 IsUrl(out) ? options.server_side : ServerSideCopy::kNever));
       staged.push_back(std::move(f));
     }
   }
@@ -406,13 +413,13 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     return it != by_name.end() ? it->second->OpenWritten() : NotWritten(path);
   };
   std::function<absl::Status()> check;
-  if (options.before_commit && !options.move) check = [&] { return options.before_commit(written); };
+  if (options.before_commit && !rename) check = [&] { return options.before_commit(written); };
   // Copies into an object store cannot be read before they are complete: they are checked
   // between the data's commit and the index's (PublishBundle), as BundleWriter does.
   const bool readable = std::all_of(staged.begin(), staged.end(), [](const auto& f) { return f->ReadableBeforeCommit(); });
   if (check && readable) TFCKPT_RETURN_IF_ERROR(check());
   TFCKPT_RETURN_IF_ERROR(index->Close());
-  if (options.move) {
+  if (rename) {
     TFCKPT_RETURN_IF_ERROR(CheckStop());  // (data in place: the index is the first change)
     if (Run* run = CurrentRun()) run->PassPointOfNoReturn();
     // The index is written only if absent (kIndexWrite): one that --force replaces goes first.
@@ -429,6 +436,22 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
         [&] { return index->Commit(); }, readable ? nullptr : check));
   }
   report.entries = static_cast<int64_t>(merged.entries().size());
+  if (by_copy) {
+    // The output is committed: the inputs are consumed now, whatever follows (an interrupt
+    // no longer stops the run). Their indexes go first (no index is left naming a data file
+    // that is gone), then their data files.
+    if (Run* run = CurrentRun()) run->PassPointOfNoReturn();
+    for (const auto& in : report.inputs_used) {
+      if (absl::Status s = Storage::For(in).Remove(in + ".index"); !s.ok() && !absl::IsNotFound(s)) {
+        report.notes.push_back(StrCat("--move: could not remove ", in, ".index: ", s.message()));
+      }
+    }
+    for (const std::string& f : files_in_order) {
+      if (absl::Status s = Storage::For(f).Remove(f); !s.ok() && !absl::IsNotFound(s)) {
+        report.notes.push_back(StrCat("--move: could not remove ", f, ": ", s.message()));
+      }
+    }
+  }
   if (options.move) {
     // TF: delete the input indexes, then the inputs' directories when they differ from
     // the output's and are empty.

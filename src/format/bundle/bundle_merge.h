@@ -14,7 +14,12 @@ namespace tfckpt {
 
 struct MergeOptions {
   bool allow_missing = false;  // skip inputs without an index (at least one must exist)
-  bool move = false;           // TF's behaviour: rename data files, delete input indexes, remove emptied dirs
+  // TF's behaviour: rename data files, delete input indexes, remove emptied dirs. Where an
+  // input or the output is an object (MovesByCopy: no rename), the data files are copied
+  // as without `move` (inside the store where they can be: server_side), the output is
+  // checked (before_commit) and committed, and then the inputs' indexes and data files are
+  // deleted.
+  bool move = false;
   bool overwrite = false;      // replace an existing checkpoint at the output
   bool keep_empty = false;     // an input with no tensors still brings its (empty) data files, in
                                // order (reshard --finalize: output file i is task i's file)
@@ -23,8 +28,11 @@ struct MergeOptions {
   // objects under the final names: there is no rename). Only the index is written.
   bool data_in_place = false;
   // Called before anything is published (bundle_writer.h), e.g. verification; not with
-  // `move`, whose renames cannot wait.
+  // `move` by rename, whose renames cannot wait.
   BeforeCommit before_commit;
+  // Data files copied between objects of one store are copied inside it
+  // (WritableFile::PlanCopies).
+  ServerSideCopy server_side = ServerSideCopy::kAuto;
 };
 
 struct MergeReport {
@@ -47,6 +55,10 @@ struct MergeReport {
 // is refused here with the same DataLoss; so are an entry naming a data file past its
 // header's count (entry.shard), num_shards summing to more than 2^20, and slice lists the
 // reader would refuse in the output (entry.slices) — all before anything is written.
+// Whether MergeBundles' `move` copies and then deletes (an input or the output is an object
+// URL: an object store has no rename) rather than renames.
+bool MovesByCopy(const std::vector<std::string>& inputs, const std::string& out);
+
 absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs, const std::string& out,
                                          const MergeOptions& options);
 

@@ -350,11 +350,155 @@ absl::Status BundleWriter::EntryStream::AppendFrom(const ReadableFile& src, uint
   const uint64_t at = offset_ + written_;
   written_ += bytes.size();
   WritableFile& f = *writer_->data_[shard_];
-  // Moved in-kernel where both ends allow; else the bytes at hand, not read again.
+  // Moved in-kernel where both ends allow; else the bytes at hand, not read again (or,
+  // where the file planned it, copied inside the store: PlanCopies).
   const bool move = f.MovesInKernel() && src.mapping().has_value();
   if (!positional_) return move ? f.AppendFrom(src, src_offset, bytes.size()) : f.Append(bytes);
-  TFCKPT_RETURN_IF_ERROR(move ? f.CopyAt(at, src, src_offset, bytes.size()) : f.WriteAt(at, bytes));
-  return Checked(at, bytes);
+  if (move) {
+    TFCKPT_RETURN_IF_ERROR(f.CopyAt(at, src, src_offset, bytes.size()));
+    return Checked(at, bytes);
+  }
+  // Bytes the store copies were not sent from here, so no signed payload hash vouches for
+  // what arrived (AfterPositionalWrite): the entry does not count as read back, and a
+  // verification would read the copied range from the committed object. (The copy engine
+  // reads bytes it copies inside the store only for a run that does not verify and cuts a
+  // stored piece, to have the new piece's CRC: otherwise AddCopiedAt.)
+  TFCKPT_ASSIGN_OR_RETURN(const bool in_store, f.CopyInStoreAt(at, src, src_offset, bytes));
+  return in_store ? absl::OkStatus() : Checked(at, bytes);
+}
+
+absl::StatusOr<bool> BundleWriter::PlanCopies(int32_t shard, uint64_t size, const std::vector<PlannedCopy>& copies,
+                                              ServerSideCopy mode) {
+  if (shard < 0 || static_cast<size_t>(shard) >= data_.size()) {
+    return absl::InvalidArgumentError(StrCat("bug: no data file ", shard));
+  }
+  return data_[static_cast<size_t>(shard)]->PlanCopies(size, copies, mode);
+}
+
+absl::Status BundleWriter::AddCopiedAt(std::string_view name, int32_t dtype, const Shape& full,
+                                       const std::optional<Region>& region, int32_t shard, uint64_t offset,
+                                       const std::vector<PlannedCopy>& copies, std::optional<uint32_t> crc,
+                                       const SliceExtents* extents) {
+  const DTypeInfo* info = LookupDType(dtype);
+  if (info == nullptr || info->element_size == 0) {
+    return absl::InvalidArgumentError(StrCat(name, ": a copied entry needs a fixed-size dtype"));
+  }
+  const bool read_back = WantsReadBack(name);
+  if (!crc && !read_back) {
+    return absl::InternalError(StrCat("bug: ", name, ": a copied entry without a CRC and not read back"));
+  }
+  uint64_t size = 0;
+  for (const PlannedCopy& c : copies) {
+    if (c.offset != offset + size || c.src == nullptr) {
+      return absl::InternalError(StrCat("bug: ", name, ": the copies do not tile the entry"));
+    }
+    size += c.size;
+  }
+  const bool sliced = region.has_value() && !region->Covers(full);
+  TFCKPT_ASSIGN_OR_RETURN(std::string key,
+                          Register(name, dtype, full, sliced ? region : std::nullopt, shard, size, true, extents));
+  WritableFile& f = *data_[static_cast<size_t>(shard)];
+  Deferred d{key, shard, offset, size, crc, {}};
+  std::string buffer;
+  for (const PlannedCopy& c : copies) {
+    // The copy's stretches the store copies, and those between them sent from here.
+    std::vector<std::pair<uint64_t, uint64_t>> copied = f.CopiedInStore(c.offset, c.size);
+    copied.emplace_back(c.offset + c.size, c.offset + c.size);  // (the end)
+    uint64_t at = c.offset;
+    for (const auto& [begin, end] : copied) {
+      for (uint64_t sent = at; sent < begin;) {  // sent from here, its CRC taken
+        const uint64_t n = std::min<uint64_t>(begin - sent, 8ull << 20);
+        buffer.resize(static_cast<size_t>(n));
+        TFCKPT_RETURN_IF_ERROR(c.src->ReadAt(c.src_offset + (sent - c.offset), n, buffer.data()));
+        TFCKPT_RETURN_IF_ERROR(f.WriteAt(sent, buffer));
+        d.stretches.push_back({sent, n, crc32c::Value(buffer.data(), buffer.size())});
+        sent += n;
+      }
+      if (end > begin) {
+        TFCKPT_RETURN_IF_ERROR(f.CopyAt(begin, *c.src, c.src_offset + (begin - c.offset), end - begin));
+        d.stretches.push_back({begin, end - begin, std::nullopt});
+      }
+      at = end;
+    }
+  }
+  if (!read_back) return FinishEntry(key, offset, size, *crc, false);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Pending& p = *entries_.at(key);
+    p.entry.set_offset(static_cast<int64_t>(offset));
+    p.entry.set_size(static_cast<int64_t>(size));
+    p.done = true;  // (its CRC comes from TakeDeferredCrcs)
+    deferred_.push_back(std::move(d));
+  }
+  return Reached("piece-written");
+}
+
+absl::Status BundleWriter::TakeDeferredCrcs() {
+  if (deferred_.empty()) return absl::OkStatus();
+  // Each data file opened once (an object store's completed object); each copied stretch
+  // read by one thread as an announced sequential scan (the store streams it ahead over
+  // its connections, each byte fetched once), the run's threads on different stretches.
+  std::vector<std::unique_ptr<ReadableFile>> files(data_.size());
+  struct Read {
+    size_t entry, stretch;
+  };
+  std::vector<Read> reads;
+  uint64_t total = 0;
+  for (size_t e = 0; e < deferred_.size(); ++e) {
+    const Deferred& d = deferred_[e];
+    WritableFile& f = *data_[static_cast<size_t>(d.shard)];
+    for (size_t k = 0; k < d.stretches.size(); ++k) {
+      if (d.stretches[k].crc) continue;
+      if (!files[static_cast<size_t>(d.shard)] && !f.ReadableBeforeCommit()) {
+        TFCKPT_ASSIGN_OR_RETURN(files[static_cast<size_t>(d.shard)], f.OpenWritten());
+      }
+      reads.push_back({e, k});
+      total += d.stretches[k].size;
+    }
+  }
+  std::atomic<uint64_t>* progress = StartPhase("verifying", total);
+  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(reads.size(), Jobs(0), [&](size_t i, const std::atomic<bool>& stop) {
+    constexpr uint64_t kChunk = 8ull << 20;
+    Deferred& d = deferred_[reads[i].entry];
+    Deferred::Stretch& st = d.stretches[reads[i].stretch];
+    const ReadableFile* file = files[static_cast<size_t>(d.shard)].get();
+    if (file != nullptr) file->WillReadSequentially(st.offset, st.size);
+    thread_local std::string buffer;
+    uint32_t crc = 0;
+    for (uint64_t at = 0; at < st.size && !stop; at += kChunk) {
+      const uint64_t n = std::min(kChunk, st.size - at);
+      buffer.resize(static_cast<size_t>(n));
+      TFCKPT_RETURN_IF_ERROR(file != nullptr
+                                 ? file->ReadAt(st.offset + at, n, buffer.data())
+                                 : data_[static_cast<size_t>(d.shard)]->ReadBack(st.offset + at, n, buffer.data()));
+      crc = crc32c::Extend(crc, buffer.data(), buffer.size());
+      if (progress != nullptr) *progress += n;
+    }
+    st.crc = crc;
+    return absl::OkStatus();
+  }));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Deferred& d : deferred_) {
+    uint32_t crc = 0;
+    for (const Deferred::Stretch& st : d.stretches) crc = crc32c::Concat(crc, *st.crc, st.size);
+    if (d.crc && *d.crc != crc) {
+      std::string name = d.key, slice;
+      if (IsSliceKey(d.key)) {
+        TFCKPT_ASSIGN_OR_RETURN(DecodedSliceKey k, DecodeSliceKey(d.key));
+        name = k.name;
+        slice = StrCat("slice ", ExtentsString(k.extents), ": ");
+      }
+      return DataLossAt("output.mismatch", data_[static_cast<size_t>(d.shard)]->path(), name,
+                        static_cast<int64_t>(d.offset),
+                        StrCat(slice, "the bytes copied inside the store differ from the input's (CRC-32C ",
+                               absl::StrFormat("%08x", crc), ", the input's ", absl::StrFormat("%08x", *d.crc),
+                               "); nothing was written"));
+    }
+    if (d.size > 0) read_back_.emplace(d.shard, d.offset, d.size);
+    entries_.at(d.key)->entry.set_crc32c(crc32c::Mask(crc));
+  }
+  deferred_.clear();
+  return absl::OkStatus();
 }
 
 absl::Status BundleWriter::EntryStream::Close() {
@@ -428,8 +572,9 @@ absl::Status BundleWriter::Finish() {
     if (!order.empty()) meta.set_shard_id(std::get<0>(order.front()));
   }
   TFCKPT_RETURN_IF_ERROR(CheckDisjoint());
-  TFCKPT_ASSIGN_OR_RETURN(auto index, Storage::For(prefix_).Create(prefix_ + ".index", kIndexWrite));
-  {
+  std::unique_ptr<WritableFile> index;
+  const auto write_index = [&]() -> absl::Status {
+    TFCKPT_ASSIGN_OR_RETURN(index, Storage::For(prefix_).Create(prefix_ + ".index", kIndexWrite));
     TableWriter table(index.get());
     std::string value;
     MakeHeader(options_.num_shards).SerializeToString(&value);
@@ -439,31 +584,41 @@ absl::Status BundleWriter::Finish() {
       p->entry.SerializeToString(&value);
       TFCKPT_RETURN_IF_ERROR(table.Add(key, value));
     }
-    TFCKPT_RETURN_IF_ERROR(table.Finish());
-  }
+    return table.Finish();
+  };
   // Fault injection for the verification test (tests/cli_verify_test.py): one bit of the
   // first data file flipped after it was written, as a failing disk or copy would.
   if (const char* at = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE"); at != nullptr && !data_.empty() && !fault_planted_) {
     TFCKPT_RETURN_IF_ERROR(FlipWrittenByte(*data_[0], std::strtoull(at, nullptr, 10)));
   }
   const auto commit_data = [&](size_t i) { return data_[i]->Commit(); };
-  const auto close_all = [&] {  // in parallel: with several files, the device sees their writes at once
-    return ParallelForStatus(data_.size() + 1, Jobs(0), [&](size_t i, const std::atomic<bool>&) {
+  const auto close_files = [&](bool with_index) {  // in parallel: the device sees their writes at once
+    return ParallelForStatus(data_.size() + (with_index ? 1 : 0), Jobs(0), [&](size_t i, const std::atomic<bool>&) {
       return i < data_.size() ? data_[i]->Close() : index->Close();
     });
   };
   const auto check = [&] { return options_.before_commit ? options_.before_commit(Written(*index)) : absl::OkStatus(); };
   if (!std::all_of(data_.begin(), data_.end(), [](const auto& f) { return f->ReadableBeforeCommit(); })) {
     // An object store: the data objects cannot be read before they are complete. They are
-    // completed first and checked then, and the index (kept in memory) goes up last: no
-    // reader finds an index before its data is whole and checked.
-    TFCKPT_RETURN_IF_ERROR(close_all());
-    return PublishBundle(prefix_, options_.overwrite, DataNames(), commit_data, [&] { return index->Commit(); }, check);
+    // completed first; then the CRCs of entries copied inside the store are read back from
+    // them, the index (kept in memory) is written, the output is checked, and the index
+    // goes up last: no reader finds an index before its data is whole and checked.
+    TFCKPT_RETURN_IF_ERROR(close_files(false));
+    const auto index_then_check = [&]() -> absl::Status {
+      TFCKPT_RETURN_IF_ERROR(TakeDeferredCrcs());
+      TFCKPT_RETURN_IF_ERROR(write_index());
+      TFCKPT_RETURN_IF_ERROR(index->Close());
+      return check();
+    };
+    return PublishBundle(prefix_, options_.overwrite, DataNames(), commit_data, [&] { return index->Commit(); },
+                         index_then_check);
   }
+  TFCKPT_RETURN_IF_ERROR(TakeDeferredCrcs());
+  TFCKPT_RETURN_IF_ERROR(write_index());
   // Everything is written and nothing published: the check before the commit (reading
   // what the kernel is still writing back), then all of it made durable.
   TFCKPT_RETURN_IF_ERROR(check());
-  TFCKPT_RETURN_IF_ERROR(close_all());  // (fsync)
+  TFCKPT_RETURN_IF_ERROR(close_files(true));  // (fsync)
   TFCKPT_RETURN_IF_ERROR(Reached("before-commit"));
   return PublishBundle(prefix_, options_.overwrite, DataNames(), commit_data, [&] { return index->Commit(); });
 }

@@ -163,12 +163,41 @@ class BundleWriter {
                                            const std::optional<Region>& region, int32_t shard, uint64_t offset,
                                            const SliceExtents* extents = nullptr);
 
+  // A positional entry whose bytes all move unchanged from other files (`copies`, which
+  // tile [offset, offset + its size) in order), into data file `shard`, which took a plan
+  // of them (PlanCopies): the stretches the file copies inside the store are placed with
+  // WritableFile::CopyAt and never read here; the others (a part the store's 5 MiB minimum
+  // makes this process send) are read from their source, their CRC taken, and written.
+  // The entry's CRC is `crc` where the caller knows it (the copies are whole stored pieces:
+  // their CRCs concatenated). Where options.read_back accepts `name` (the run verifies),
+  // the copied stretches are read back once from the completed objects (Finish: the run's
+  // "verifying" phase) and, with the CRCs of the stretches sent, give the entry's CRC,
+  // which must then equal `crc` where given (DataLoss "output.mismatch" else); the entry
+  // counts as read back (WrittenOutput::read_back). REQUIRES: as BeginEntryAt; a fixed-size
+  // dtype; `crc` given or options.read_back accepting `name` (a run that does not verify
+  // reads a cut piece from its input instead, for its CRC).
+  absl::Status AddCopiedAt(std::string_view name, int32_t dtype, const Shape& full, const std::optional<Region>& region,
+                           int32_t shard, uint64_t offset, const std::vector<PlannedCopy>& copies,
+                           std::optional<uint32_t> crc, const SliceExtents* extents = nullptr);
+
+  // Data file `shard` will be `size` bytes, of which `copies` move unchanged from other
+  // files (WritableFile::PlanCopies); whether the file took the plan. REQUIRES: before any
+  // entry of that file is written.
+  absl::StatusOr<bool> PlanCopies(int32_t shard, uint64_t size, const std::vector<PlannedCopy>& copies,
+                                  ServerSideCopy mode);
+  // Whether data file `shard` copies any of bytes [offset, offset + n) inside the store
+  // (WritableFile::CopiedInStore). REQUIRES: 0 <= shard < num_shards.
+  bool CopiesInStore(int32_t shard, uint64_t offset, uint64_t n) const {
+    return !data_[static_cast<size_t>(shard)]->CopiedInStore(offset, n).empty();
+  }
   // Writes the index, calls options.before_commit, makes every file durable and renames
   // them into place (data files first, the index last). On an object store (data files
   // not ReadableBeforeCommit): the data objects are completed first, before_commit reads
-  // them then, and the index goes up last (PublishBundle's check_data). An entry that
-  // options.read_back asks for counts as read back there: its CRC was taken from the bytes
-  // uploaded, which the store checks against their SHA-256. REQUIRES: called once.
+  // them then, and the index goes up last (PublishBundle's check_data): it is written only
+  // then, once the CRCs AddCopiedAt left open are read back from the completed objects. An
+  // entry that options.read_back asks for counts as read back there: its CRC was taken
+  // from the bytes uploaded, which the store checks against their SHA-256, or from the
+  // completed object. REQUIRES: called once.
   absl::Status Finish();
 
   const std::string& prefix() const { return prefix_; }
@@ -185,6 +214,10 @@ class BundleWriter {
   // reads the range back and compares. Returns whether it was checked.
   absl::StatusOr<bool> AfterPositionalWrite(int32_t shard, uint64_t at, std::string_view bytes, const std::string& key,
                                             bool check);
+  // The CRCs of the entries AddCopiedAt left without one: each read back from its data
+  // file (in chunks, on the run's threads). REQUIRES: the data files complete (an object
+  // store's committed) or ReadableBeforeCommit.
+  absl::Status TakeDeferredCrcs();
   // Whether options.read_back asks for the entries of `tensor`.
   bool WantsReadBack(std::string_view tensor) const { return options_.read_back && options_.read_back(tensor); }
   // Add / AddSlice (appending) or, with `at`, AddAt.
@@ -210,6 +243,20 @@ class BundleWriter {
   std::map<std::string, std::string> partitioned_;            // name -> metadata key (= name)
   std::vector<char> in_stream_;                                // per shard
   std::set<std::tuple<int32_t, uint64_t, uint64_t>> read_back_;  // (shard, offset, size) of entries read back
+  struct Deferred {  // an entry of AddCopiedAt to be read back
+    std::string key;
+    int32_t shard;
+    uint64_t offset, size;
+    std::optional<uint32_t> crc;  // the caller's
+    // Its stretches in order: [offset, offset + size), with the CRC of the bytes sent, or
+    // none where the store copied them (read back).
+    struct Stretch {
+      uint64_t offset, size;
+      std::optional<uint32_t> crc;
+    };
+    std::vector<Stretch> stretches;
+  };
+  std::vector<Deferred> deferred_;  // (guarded by mu_)
   std::atomic<bool> fault_planted_{false};                     // TFCKPT_FAULT_FLIP_OUTPUT_BYTE
   bool finished_ = false;
   std::mutex mu_;  // guards entries_ and partitioned_

@@ -148,6 +148,9 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path)
   TFCKPT_ASSIGN_OR_RETURN(auto file, Storage::For(path).OpenForRead(path));
   const uint64_t size = file->size();
   if (size < 8) return DataLossAt("safetensors.header", path, "", 0, "file is shorter than the 8-byte header length");
+  // Only the header is read (an object store would otherwise fetch a read-ahead window of
+  // tensor bytes with it, which the reader of the tensors fetches again).
+  file->AdviseLayout({{0, 8}});
   char len_bytes[8];
   TFCKPT_RETURN_IF_ERROR(file->ReadAt(0, 8, len_bytes));
   const uint64_t n = DecodeFixed64(len_bytes);
@@ -159,6 +162,7 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path)
                       StrCat("header length ", n, " runs past the end of the file (", size, " bytes)"));
   }
   std::string header(static_cast<size_t>(n), '\0');
+  file->AdviseLayout({{0, 8}, {8, n}});
   TFCKPT_RETURN_IF_ERROR(file->ReadAt(8, header.size(), header.data()));
   TFCKPT_ASSIGN_OR_RETURN(SafetensorsHeader h, ParseSafetensorsHeader(header, size - 8 - n, path));
   h.data_start = 8 + n;
@@ -199,7 +203,8 @@ uint64_t SafetensorsWriter::EntryBytes(const Entry& e) {
 }
 
 absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
-    const std::string& path, const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata) {
+    const std::string& path, const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata,
+    bool header_later) {
   nlohmann::ordered_json h = nlohmann::ordered_json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   std::unique_ptr<SafetensorsWriter> w(new SafetensorsWriter());
@@ -231,11 +236,18 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
   TFCKPT_ASSIGN_OR_RETURN(w->out_, Storage::For(path).Create(path));
   char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((static_cast<uint64_t>(json.size()) >> (8 * i)) & 0xff);
-  // Positional from the start (storage.h: a file is written either way, never both).
-  TFCKPT_RETURN_IF_ERROR(w->out_->WriteAt(0, std::string(len, 8) + json));
-  w->header_end_ = 8 + json.size();
+  w->header_ = std::string(len, 8) + json;
+  w->header_end_ = w->header_.size();
   w->cursor_ = w->header_end_;
+  if (!header_later) TFCKPT_RETURN_IF_ERROR(w->WriteHeader());
   return w;
+}
+
+absl::Status SafetensorsWriter::WriteHeader() {
+  // Positional from the start (storage.h: a file is written either way, never both).
+  TFCKPT_RETURN_IF_ERROR(out_->WriteAt(0, header_));
+  header_.clear();
+  return absl::OkStatus();
 }
 
 absl::Status SafetensorsWriter::Append(std::string_view bytes) {

@@ -81,9 +81,17 @@ class SafetensorsWriter {
     Shape shape;
   };
   // REQUIRES: every dtype has a safetensors name; names unique.
+  // With `header_later`, the header is written by WriteHeader() instead (after PlanCopies).
   static absl::StatusOr<std::unique_ptr<SafetensorsWriter>> Create(const std::string& path,
                                                                    const std::vector<Entry>& entries,
-                                                                   const std::map<std::string, std::string>& metadata);
+                                                                   const std::map<std::string, std::string>& metadata,
+                                                                   bool header_later = false);
+  // The file's ranges that are copies of other files' (WritableFile::PlanCopies, with the
+  // file's size). REQUIRES: Create(..., header_later = true), before WriteHeader().
+  absl::StatusOr<bool> PlanCopies(const std::vector<PlannedCopy>& copies, ServerSideCopy mode) {
+    return out_->PlanCopies(header_end_ + data_size_, copies, mode);
+  }
+  absl::Status WriteHeader();
   absl::Status Append(std::string_view bytes);
   absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, uint64_t n);
   // Where the data of entry `i` (in the order given to Create) begin in the file.
@@ -104,6 +112,7 @@ class SafetensorsWriter {
   std::unique_ptr<WritableFile> out_;
   std::vector<uint64_t> offsets_;  // of each entry, relative to the data
   uint64_t header_end_ = 0, data_size_ = 0, cursor_ = 0;
+  std::string header_;  // 8 + N bytes, until written
 };
 
 }  // namespace tfckpt

@@ -154,6 +154,7 @@ struct Transfer {
   const Request* request = nullptr;
   Response* response = nullptr;
   UploadBody body;
+  uint64_t received = 0;  // body bytes of a GET's 2xx answer
 };
 
 size_t OnHeader(char* data, size_t size, size_t n, void* arg) {
@@ -172,6 +173,7 @@ size_t OnBody(char* data, size_t size, size_t n, void* arg) {
   auto* t = static_cast<Transfer*>(arg);
   curl_easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &t->response->status);
   const std::string_view chunk(data, size * n);
+  if (t->request->method == "GET" && t->response->status / 100 == 2) t->received += chunk.size();
   if (t->request->sink && t->response->status / 100 == 2) {
     absl::Status s = t->request->sink(*t->response, chunk);
     if (!s.ok()) {
@@ -246,6 +248,7 @@ struct Client::Impl {
   Endpoint endpoint;
   HandlePool pool;
   std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> copied{0}, uploaded{0}, downloaded{0};
   std::atomic<bool> if_none_match_supported{true};
   std::atomic<bool> answered{false};  // the endpoint has answered a request (any HTTP status)
   std::unique_ptr<RetryBursts> bursts;
@@ -326,6 +329,7 @@ struct Client::Impl {
     pool.Put(handle);
     curl_slist_free_all(list);
     ++requests;
+    downloaded += t.received;
     return resp;
   }
 
@@ -371,7 +375,10 @@ struct Client::Impl {
       Response resp = Perform(r);
       if (resp.status != 0) answered = true;
       Outcome o = Classify(r, resp);
-      if (o.verdict == Verdict::kOk) return resp;
+      if (o.verdict == Verdict::kOk) {
+        if (r.method == "PUT") uploaded += r.body.size();
+        return resp;
+      }
       if (Stopping()) return StoppedError();
       if (o.verdict == Verdict::kFail) return o.status;
       if (attempt >= retry.max_retries) {
@@ -447,6 +454,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(Settings settings, Client
 
 const Settings& Client::settings() const { return impl_->settings; }
 uint64_t Client::requests_sent() const { return impl_->requests; }
+uint64_t Client::bytes_copied() const { return impl_->copied; }
+uint64_t Client::bytes_uploaded() const { return impl_->uploaded; }
+uint64_t Client::bytes_downloaded() const { return impl_->downloaded; }
 int Client::retry_bursts() const { return impl_->bursts->bursts(); }
 
 absl::Status Client::CreateBucket(const ObjectUrl& url) {
@@ -559,6 +569,30 @@ absl::StatusOr<std::string> Client::UploadPart(const ObjectUrl& url, const std::
   TFCKPT_ASSIGN_OR_RETURN(
       Response resp, impl_->Send("PUT", url, {{"partNumber", StrCat(part_number)}, {"uploadId", upload_id}}, {}, body));
   return resp.Header("etag");
+}
+
+absl::StatusOr<std::string> Client::UploadPartCopy(const ObjectUrl& url, const std::string& upload_id,
+                                                   int part_number, const ObjectUrl& source,
+                                                   std::string_view source_etag, uint64_t offset, uint64_t size) {
+  if (size == 0) return absl::InvalidArgumentError(StrCat("bug: an empty copy from ", source.ToString()));
+  // The source as a path in the store ("/BUCKET/KEY"), URL-encoded but for its slashes.
+  Headers headers = {{"x-amz-copy-source", UriEncode(StrCat("/", source.bucket, "/", source.key), false)},
+                     {"x-amz-copy-source-range", StrCat("bytes=", offset, "-", offset + size - 1)}};
+  if (!source_etag.empty()) headers.emplace_back("x-amz-copy-source-if-match", std::string(source_etag));
+  absl::StatusOr<Response> resp =
+      impl_->Send("PUT", url, {{"partNumber", StrCat(part_number)}, {"uploadId", upload_id}}, std::move(headers));
+  const std::string what = StrCat(" (part ", part_number, " copied from ", source.ToString(), " bytes ", offset,
+                                  " to ", offset + size, ")");
+  if (!resp.ok()) {
+    // (The store's code stays with the status: a caller tells a refusal from a failure.)
+    absl::Status s(resp.status().code(), StrCat(resp.status().message(), what));
+    resp.status().ForEachPayload([&](absl::string_view type, const absl::Cord& payload) { s.SetPayload(type, payload); });
+    return s;
+  }
+  absl::StatusOr<std::string> etag = ParseCopyPartEtag(resp->body);
+  if (!etag.ok()) return Annotate(etag.status(), StrCat("PUT ", url.ToString(), what));
+  impl_->copied += size;
+  return etag;
 }
 
 absl::Status Client::CompleteMultipartUpload(const ObjectUrl& url, const std::string& upload_id,

@@ -140,6 +140,15 @@ class Client {
   absl::StatusOr<std::string> CreateMultipartUpload(const ObjectUrl& url);
   absl::StatusOr<std::string> UploadPart(const ObjectUrl& url, const std::string& upload_id, int part_number,
                                          std::string_view body);
+  // Part `part_number` of the upload copied inside the store from bytes [offset, offset +
+  // size) of `source` (UploadPartCopy: x-amz-copy-source, x-amz-copy-source-range, and
+  // x-amz-copy-source-if-match with `source_etag` when not empty, so that a source replaced
+  // since it was opened fails the copy, FailedPrecondition); the part's ETag. A store
+  // without it answers 501 (Unimplemented); a caller who may not read the source, 403
+  // (PermissionDenied, code AccessDenied). Errors name both URLs. REQUIRES: size > 0.
+  absl::StatusOr<std::string> UploadPartCopy(const ObjectUrl& url, const std::string& upload_id, int part_number,
+                                             const ObjectUrl& source, std::string_view source_etag, uint64_t offset,
+                                             uint64_t size);
   absl::Status CompleteMultipartUpload(const ObjectUrl& url, const std::string& upload_id,
                                        const std::vector<CompletedPart>& parts);
   // Whether the upload is still in progress (ListParts answers): false once it was
@@ -170,6 +179,12 @@ class Client {
 
   // HTTP requests sent so far, retries included (for tests and statistics).
   uint64_t requests_sent() const;
+  // Bytes moved so far: copied inside the store (the ranges of successful UploadPartCopy
+  // requests), sent in the bodies of successful PUTs (objects and parts), received in the
+  // bodies of GET answers (every attempt's, listings included).
+  uint64_t bytes_copied() const;
+  uint64_t bytes_uploaded() const;
+  uint64_t bytes_downloaded() const;
   // Bursts of retries so far (on_retry_burst calls, whether or not it is set).
   int retry_bursts() const;
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/strip.h"
+#include "kvstore/s3/part_plan.h"
 #include "kvstore/s3/sigv4.h"
 #include "run/run.h"
 #include "tfckpt/status.h"
@@ -33,6 +34,121 @@ uint64_t PartLayout::Begin(int k) const {
   return at + static_cast<uint64_t>(k) * size;
 }
 
+void CopyRefusal::Refuse(const absl::Status& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (refused_.exchange(true)) return;
+  // "HTTP 501 NotImplemented" of "PUT s3://b/k: HTTP 501 NotImplemented: ..." (the store's
+  // words, never a credential: the URLs are the run's own).
+  std::string_view m(s.message().data(), s.message().size());
+  const size_t at = m.find("HTTP ");
+  if (at != std::string_view::npos) {
+    m.remove_prefix(at);
+    m = m.substr(0, m.find(':'));
+  }
+  answer_ = std::string(m);
+}
+
+std::string CopyRefusal::Note() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!refused_) return "";
+  return StrCat("the store refused a server-side copy (", answer_, "): copying through this machine");
+}
+
+bool RefusesCopies(const absl::Status& s) {
+  return absl::IsUnimplemented(s) || (absl::IsPermissionDenied(s) && S3ErrorCode(s) == "AccessDenied");
+}
+
+int MultipartWriter::PartOf(uint64_t offset) const {
+  if (plan_.empty()) return layout_.PartOf(offset);
+  const auto it = std::upper_bound(plan_.begin(), plan_.end(), offset,
+                                   [](uint64_t at, const PlannedPart& p) { return at < p.begin; });
+  return static_cast<int>(it - plan_.begin()) - 1;
+}
+
+void MultipartWriter::Plan(std::vector<PlannedPart> parts, std::vector<CopySource> sources,
+                           std::shared_ptr<CopyRefusal> refusal, bool required) {
+  std::lock_guard<std::mutex> lock(mu_);
+  plan_ = std::move(parts);
+  sources_ = std::move(sources);
+  refusal_ = std::move(refusal);
+  copies_required_ = required;
+}
+
+absl::Status MultipartWriter::Cover(uint64_t offset, uint64_t n) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (n > 0) {
+    TFCKPT_RETURN_IF_ERROR(status_);
+    if (finished_) return absl::FailedPreconditionError(StrCat(url_string_, ": write after the last part"));
+    const int k = PartOf(offset);
+    const PlannedPart& part = plan_[static_cast<size_t>(k)];
+    if (!part.copied() || offset + n < offset) {
+      return absl::InternalError(StrCat("bug: ", url_string_, ": bytes at ", offset, " are not planned as a copy"));
+    }
+    const uint64_t take = std::min(n, part.end - offset);
+    uint64_t& covered = covered_[k];
+    covered += take;
+    size_ = std::max(size_, offset + take);
+    offset += take;
+    n -= take;
+    if (covered == part.end - part.begin) {
+      covered_.erase(k);
+      TFCKPT_RETURN_IF_ERROR(SendCopy(lock, k));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MultipartWriter::SendCopy(std::unique_lock<std::mutex>& lock, int k) {
+  TFCKPT_RETURN_IF_ERROR(EnsureUpload(lock));
+  cv_.wait(lock, [&] { return sending_ < in_flight_ || !status_.ok(); });
+  TFCKPT_RETURN_IF_ERROR(status_);
+  ++sending_;
+  threads_.push_back(StartThread([this, k, id = upload_id_] {
+    PartDone(k, CopyPart(id, k));
+  }));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> MultipartWriter::CopyPart(const std::string& upload_id, int k) {
+  const PlannedPart& part = plan_[static_cast<size_t>(k)];
+  const CopySource& src = sources_[static_cast<size_t>(part.source)];
+  const uint64_t size = part.end - part.begin;
+  if (!refusal_->refused()) {
+    absl::StatusOr<std::string> etag =
+        client_->UploadPartCopy(url_, upload_id, k + 1, src.url, src.etag, part.source_offset, size);
+    if (absl::IsFailedPrecondition(etag.status()) && !src.etag.empty()) {
+      // 412 to x-amz-copy-source-if-match: the source was replaced, or the store compares a
+      // multipart source's ETag otherwise than its HEAD gives it (Swift answers 412 to the
+      // ETag its own HEAD gives an object assembled from parts). HEAD tells which: the same
+      // ETag, and the part is copied without the condition (the run's verification proves
+      // the copies against the input's CRCs before anything is committed); another, and
+      // the input changed under the run.
+      absl::StatusOr<ObjectInfo> now = client_->Head(src.url);
+      if (!now.ok()) return now.status();
+      if (now->etag != src.etag) {
+        return absl::FailedPreconditionError(StrCat(src.url.ToString(), ": replaced while it was being copied (ETag ",
+                                                    src.etag, ", now ", now->etag, ")"));
+      }
+      etag = client_->UploadPartCopy(url_, upload_id, k + 1, src.url, "", part.source_offset, size);
+    }
+    if (etag.ok()) {
+      TFCKPT_RETURN_IF_ERROR(Reached("part-copied"));
+      return etag;
+    }
+    if (copies_required_ || !RefusesCopies(etag.status())) return etag.status();
+    refusal_->Refuse(etag.status());
+  }
+  // The store does not copy: the part's bytes are fetched and sent (as one part in memory,
+  // counted among the parts on their way).
+  if (shared_) shared_->Acquire();
+  std::string body(static_cast<size_t>(size), '\0');
+  absl::Status got = client_->Read(src.url, part.source_offset, size, src.etag, body.data());
+  absl::StatusOr<std::string> etag = got.ok() ? client_->UploadPart(url_, upload_id, k + 1, body) : got;
+  if (shared_) shared_->Release();
+  if (etag.ok()) TFCKPT_RETURN_IF_ERROR(Reached("part-uploaded"));
+  return etag;
+}
+
 std::unique_ptr<MultipartWriter> MultipartWriter::Create(Client* client, ObjectUrl url, uint64_t part_size,
                                                          int in_flight, std::shared_ptr<PartBudget> shared) {
   return std::unique_ptr<MultipartWriter>(
@@ -50,14 +166,18 @@ uint64_t MultipartWriter::size() const {
 
 absl::Status MultipartWriter::WriteAt(uint64_t offset, std::string_view data) {
   while (!data.empty()) {
-    const int k = layout_.PartOf(offset);
-    const uint64_t begin = layout_.Begin(k), end = layout_.End(k);
+    const int k = PartOf(offset);
+    const uint64_t begin = Begin(k), end = End(k);
     const size_t take = static_cast<size_t>(std::min<uint64_t>(data.size(), end - offset));
     char* dst;
     {
       std::lock_guard<std::mutex> lock(mu_);
       TFCKPT_RETURN_IF_ERROR(status_);
       if (finished_) return absl::FailedPreconditionError(StrCat(url_string_, ": write after the last part"));
+      if (!plan_.empty() && plan_[static_cast<size_t>(k)].copied()) {
+        return absl::InternalError(StrCat("bug: ", url_string_, ": bytes written at ", offset,
+                                          ", in a part planned as a copy"));
+      }
       Held& h = held_[k];  // (map nodes stay put: the copy below runs unlocked)
       if (h.bytes.empty()) h.bytes.resize(end - begin);
       dst = h.bytes.data() + (offset - begin);
@@ -134,16 +254,20 @@ absl::Status MultipartWriter::Send(std::unique_lock<std::mutex>& lock, int k, st
     if (etag.ok()) {
       if (absl::Status s = Reached("part-uploaded"); !s.ok()) etag = s;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (etag.ok()) {
-      etags_[k] = *std::move(etag);
-    } else if (status_.ok()) {
-      status_ = etag.status();
-    }
-    --sending_;
-    cv_.notify_all();
+    PartDone(k, std::move(etag));
   }));
   return absl::OkStatus();
+}
+
+void MultipartWriter::PartDone(int k, absl::StatusOr<std::string> etag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (etag.ok()) {
+    etags_[k] = *std::move(etag);
+  } else if (status_.ok()) {
+    status_ = etag.status();
+  }
+  --sending_;
+  cv_.notify_all();
 }
 
 void MultipartWriter::WaitForAll(std::unique_lock<std::mutex>& lock) {
@@ -158,11 +282,20 @@ absl::Status MultipartWriter::Finish() {
   std::unique_lock<std::mutex> lock(mu_);
   if (finished_) return absl::FailedPreconditionError(StrCat(url_string_, ": finished twice"));
   finished_ = true;
-  if (status_.ok()) {
-    const int last = size_ == 0 ? 0 : layout_.PartOf(size_ - 1);
+  if (status_.ok() && !plan_.empty()) {
+    // Every part of a plan goes once it is whole: all must have gone.
+    if (!held_.empty() || !covered_.empty() || size_ != plan_.back().end) {
+      const uint64_t begin = !held_.empty()    ? Begin(held_.begin()->first)
+                             : !covered_.empty() ? Begin(covered_.begin()->first)
+                                                 : size_;
+      status_ = absl::InternalError(StrCat("bug: ", url_string_, ": the bytes of the part at ", begin,
+                                           " were not all written"));
+    }
+  } else if (status_.ok()) {
+    const int last = size_ == 0 ? 0 : PartOf(size_ - 1);
     for (auto& [k, h] : held_) {
-      const uint64_t begin = layout_.Begin(k);
-      const uint64_t end = k == last ? size_ : layout_.End(k);
+      const uint64_t begin = Begin(k);
+      const uint64_t end = k == last ? size_ : End(k);
       if (h.filled != end - begin) {
         status_ = absl::InternalError(StrCat("bug: ", url_string_, ": bytes ", begin, " to ", end,
                                              " were not all written (", h.filled, " of ", end - begin, ")"));
@@ -172,7 +305,7 @@ absl::Status MultipartWriter::Finish() {
     // A small object stays held for one PUT; otherwise the last part goes up now.
     if (status_.ok() && !held_.empty() && (last != 0 || !etags_.empty() || sending_ > 0)) {
       std::string bytes = std::move(held_[last].bytes);
-      bytes.resize(size_ - layout_.Begin(last));
+      bytes.resize(size_ - Begin(last));
       held_.erase(last);
       status_ = Send(lock, last, std::move(bytes));
     }
@@ -183,7 +316,7 @@ absl::Status MultipartWriter::Finish() {
 
 std::optional<std::string_view> MultipartWriter::HeldWhole() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!upload_id_.empty() || creating_) return std::nullopt;
+  if (!upload_id_.empty() || creating_ || !plan_.empty()) return std::nullopt;
   if (held_.empty()) return size_ == 0 ? std::optional<std::string_view>(std::string_view()) : std::nullopt;
   const Held& h = held_.begin()->second;
   if (held_.size() != 1 || held_.begin()->first != 0 || h.filled != size_) return std::nullopt;

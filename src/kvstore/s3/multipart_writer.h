@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -26,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "kvstore/s3/client.h"
+#include "kvstore/s3/part_plan.h"
 
 namespace tfckpt::s3 {
 
@@ -67,6 +69,33 @@ class PartBudget {
   int free_;
 };
 
+// Where the copied parts of an upload (MultipartWriter::Plan) come from: an object of the
+// same store, pinned to the ETag it had when it was opened.
+struct CopySource {
+  ObjectUrl url;
+  std::string etag;
+};
+
+// What the uploads of one run share about copies inside the store: whether the store refused
+// one (then every copy is fetched and sent instead) and what it answered.
+class CopyRefusal {
+ public:
+  bool refused() const { return refused_.load(); }
+  // Records the store's refusal `s` (the first one is what the note says).
+  void Refuse(const absl::Status& s);
+  // The note for the run, or "" when the store refused nothing.
+  std::string Note() const;
+
+ private:
+  std::atomic<bool> refused_{false};
+  mutable std::mutex mu_;
+  std::string answer_;
+};
+
+// Whether `s`, the failure of an UploadPartCopy, is the store refusing such copies (501
+// NotImplemented, or 403 AccessDenied), rather than a failure of this copy.
+bool RefusesCopies(const absl::Status& s);
+
 class MultipartWriter {
  public:
   // No request yet: the upload is created when the first part is full. REQUIRES: `client`
@@ -84,6 +113,21 @@ class MultipartWriter {
   absl::Status WriteAt(uint64_t offset, std::string_view data);
   // WriteAt(size()). REQUIRES: no WriteAt at the same time.
   absl::Status Append(std::string_view data) { return WriteAt(size(), data); }
+
+  // Lays the object out as `parts` (PlanParts: they tile [0, size)), the copied ones from
+  // `sources`: their bytes are never written here; each is copied inside the store once
+  // Cover has covered every byte of it (where the store refuses copies, `refusal` says so,
+  // and unless `required` the part is fetched and sent instead). REQUIRES: before any
+  // write; parts not empty.
+  void Plan(std::vector<PlannedPart> parts, std::vector<CopySource> sources, std::shared_ptr<CopyRefusal> refusal,
+            bool required);
+  bool planned() const { return !plan_.empty(); }
+  // The planned part holding byte `offset` (REQUIRES: planned(), offset < the object's size).
+  const PlannedPart& PlannedPartAt(uint64_t offset) const { return plan_[static_cast<size_t>(PartOf(offset))]; }
+  // Bytes [offset, offset + n) of copied parts will be the store's copy (the caller checked
+  // that they are what the plan copies). Thread-safe. REQUIRES: planned(); the range lies
+  // in copied parts; not covered before.
+  absl::Status Cover(uint64_t offset, uint64_t n);
 
   // Sends what is held (the last part) and waits for every part: the object is then
   // ready to be completed. Internal error when a byte before the end was never written.
@@ -112,7 +156,18 @@ class MultipartWriter {
   // Sends part `k` (its bytes moved out of held_) in the background, first waiting while
   // in_flight_ parts are on their way. REQUIRES: lock held (released while waiting).
   absl::Status Send(std::unique_lock<std::mutex>& lock, int k, std::string bytes);
+  // The end of part `k`'s request (on its thread): its ETag kept, or the first error.
+  void PartDone(int k, absl::StatusOr<std::string> etag);
+  // Copies part `k` (planned as a copy) inside the store in the background, like Send.
+  absl::Status SendCopy(std::unique_lock<std::mutex>& lock, int k);
+  // Part `k` copied inside the store, or fetched and sent where the store refuses copies.
+  absl::StatusOr<std::string> CopyPart(const std::string& upload_id, int k);
   absl::Status EnsureUpload(std::unique_lock<std::mutex>& lock);
+  // The part holding byte `offset`, and where part `k` begins and ends: the plan's, else
+  // layout_'s.
+  int PartOf(uint64_t offset) const;
+  uint64_t Begin(int k) const { return plan_.empty() ? layout_.Begin(k) : plan_[static_cast<size_t>(k)].begin; }
+  uint64_t End(int k) const { return plan_.empty() ? layout_.End(k) : plan_[static_cast<size_t>(k)].end; }
   void WaitForAll(std::unique_lock<std::mutex>& lock);
   void Abort();
 
@@ -122,8 +177,15 @@ class MultipartWriter {
   PartLayout layout_;
   int in_flight_;
   std::shared_ptr<PartBudget> shared_;
+  // Plan(): the parts, the sources of the copied ones, and the bytes of each copied part
+  // covered so far.
+  std::vector<PlannedPart> plan_;
+  std::vector<CopySource> sources_;
+  std::shared_ptr<CopyRefusal> refusal_;
+  bool copies_required_ = false;
 
   mutable std::mutex mu_;
+  std::map<int, uint64_t> covered_;  // copied parts not yet complete: bytes covered
   std::condition_variable cv_;
   struct Held {
     std::string bytes;

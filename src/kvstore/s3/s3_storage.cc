@@ -326,6 +326,12 @@ class S3File final : public ReadableFile {
     layout_ = std::make_shared<const FileLayout>(pieces, window_);
   }
 
+  // What a copy inside the store needs of the object: its client (the store it is in), URL
+  // and pinned ETag.
+  const Client* client() const { return client_.get(); }
+  const ObjectUrl& url() const { return url_; }
+  const std::string& etag() const { return info_.etag; }
+
  private:
   std::string Key() const { return StrCat(name_, " ", info_.etag); }
 
@@ -438,13 +444,102 @@ class S3Upload final : public WritableFile {
  public:
   // `exclusive`: completed only if no object has the name yet.
   S3Upload(std::string name, std::shared_ptr<S3Storage> store, std::shared_ptr<Client> client, ObjectUrl url,
-           std::unique_ptr<MultipartWriter> writer, bool exclusive)
+           std::unique_ptr<MultipartWriter> writer, bool exclusive, std::shared_ptr<CopyRefusal> refusal)
       : name_(std::move(name)),
         store_(std::move(store)),
         client_(std::move(client)),
         url_(std::move(url)),
         writer_(std::move(writer)),
-        exclusive_(exclusive) {}
+        exclusive_(exclusive),
+        refusal_(std::move(refusal)) {}
+
+  // The copies become parts the store copies (PlanParts) where every source is an object
+  // of this store (its client: same endpoint and credentials), the mode allows and the
+  // store has not refused a copy in this run.
+  absl::StatusOr<bool> PlanCopies(uint64_t size, const std::vector<PlannedCopy>& copies,
+                                  ServerSideCopy mode) override {
+    if (mode == ServerSideCopy::kNever || copies.empty()) return false;
+    const bool required = mode == ServerSideCopy::kAlways;
+    if (url_.scheme != "s3") {
+      // Cloud Storage's XML API has no ranged part copy.
+      if (required) return absl::FailedPreconditionError(StrCat(name_, ": gs:// has no copy of byte ranges inside the store"));
+      return false;
+    }
+    if (refusal_->refused() && !required) return false;
+    std::vector<const S3File*> files;
+    std::vector<CopySource> sources;
+    std::vector<CopyRun> runs;
+    for (const PlannedCopy& c : copies) {
+      const auto* f = dynamic_cast<const S3File*>(c.src);
+      if (f == nullptr || f->client() != client_.get()) {
+        if (required) {
+          return absl::FailedPreconditionError(StrCat(name_, ": ", c.src->path(), " is not in the same store"));
+        }
+        return false;
+      }
+      auto it = std::find(files.begin(), files.end(), f);
+      if (it == files.end()) {
+        files.push_back(f);
+        sources.push_back({f->url(), f->etag()});
+        it = files.end() - 1;
+      }
+      runs.push_back({c.offset, c.size, static_cast<int>(it - files.begin()), c.src_offset});
+    }
+    PartLimits limits;
+    // A copied part that the store refuses is fetched and sent: at most 64 MiB in memory,
+    // unless the object is so large that 10,000 parts need more.
+    limits.max_copy_part = std::clamp<uint64_t>(size / 5000, 64ull << 20, kMaxPart);
+    absl::StatusOr<std::vector<PlannedPart>> parts = PlanParts(size, std::move(runs), limits);
+    if (!parts.ok()) {
+      if (required) return Named(parts.status(), name_);
+      return false;
+    }
+    if (parts->empty()) return false;
+    writer_->Plan(*std::move(parts), std::move(sources), refusal_, required);
+    sources_ = std::move(files);
+    return true;
+  }
+
+  absl::StatusOr<bool> CopyInStoreAt(uint64_t offset, const ReadableFile& src, uint64_t src_offset,
+                                     std::string_view bytes) override {
+    if (!writer_->planned()) {
+      TFCKPT_RETURN_IF_ERROR(WriteAt(offset, bytes));
+      return false;
+    }
+    bool copied = false;
+    while (!bytes.empty()) {
+      const PlannedPart& part = writer_->PlannedPartAt(offset);
+      const uint64_t take = std::min<uint64_t>(bytes.size(), part.end - offset);
+      if (part.copied()) {
+        TFCKPT_RETURN_IF_ERROR(CoverPlanned(part, offset, src, src_offset, take));
+        copied = true;
+      } else {
+        TFCKPT_RETURN_IF_ERROR(writer_->WriteAt(offset, bytes.substr(0, take)));
+      }
+      offset += take;
+      src_offset += take;
+      bytes.remove_prefix(take);
+    }
+    return copied;
+  }
+
+  std::vector<std::pair<uint64_t, uint64_t>> CopiedInStore(uint64_t offset, uint64_t n) const override {
+    std::vector<std::pair<uint64_t, uint64_t>> copied;
+    if (!writer_->planned()) return copied;
+    for (const uint64_t end = offset + n; offset < end;) {
+      const PlannedPart& part = writer_->PlannedPartAt(offset);
+      const uint64_t stop = std::min(end, part.end);
+      if (part.copied()) {
+        if (!copied.empty() && copied.back().second == offset) {
+          copied.back().second = stop;
+        } else {
+          copied.emplace_back(offset, stop);
+        }
+      }
+      offset = stop;
+    }
+    return copied;
+  }
 
   const std::string& path() const override { return name_; }
   uint64_t size() const override { return writer_->size(); }
@@ -453,13 +548,23 @@ class S3Upload final : public WritableFile {
   absl::Status AppendFrom(const ReadableFile& src, uint64_t src_offset, uint64_t n) override {
     return CopyAt(writer_->size(), src, src_offset, n);
   }
-  // Read and placed in pieces of a part (no copy between objects on the server: the
-  // bytes are at hand in every caller that matters, MovesInKernel).
+  // Read and placed in pieces of a part; where PlanCopies planned the range as a copy
+  // inside the store, not read at all (a whole data file copied: merge).
   absl::Status CopyAt(uint64_t offset, const ReadableFile& src, uint64_t src_offset, uint64_t n) override {
     if (src_offset > src.size() || n > src.size() - src_offset) return src.PastEndError(src_offset, n);
     std::string buffer;
     for (uint64_t done = 0; done < n;) {
-      const uint64_t take = std::min<uint64_t>(n - done, kPieceBytes);
+      uint64_t take = std::min<uint64_t>(n - done, kPieceBytes);
+      if (writer_->planned()) {
+        const PlannedPart& part = writer_->PlannedPartAt(offset + done);
+        take = std::min(take, part.end - (offset + done));
+        if (part.copied()) {
+          take = std::min(n - done, part.end - (offset + done));
+          TFCKPT_RETURN_IF_ERROR(CoverPlanned(part, offset + done, src, src_offset + done, take));
+          done += take;
+          continue;
+        }
+      }
       buffer.resize(static_cast<size_t>(take));
       TFCKPT_RETURN_IF_ERROR(src.ReadAt(src_offset + done, take, buffer.data()));
       TFCKPT_RETURN_IF_ERROR(writer_->WriteAt(offset + done, buffer));
@@ -467,6 +572,17 @@ class S3Upload final : public WritableFile {
     }
     return absl::OkStatus();
   }
+  // Bytes [offset, offset + n) of the copied `part` will be the store's copy: they must be
+  // what the plan copies (a writer that announced other copies has a bug).
+  absl::Status CoverPlanned(const PlannedPart& part, uint64_t offset, const ReadableFile& src, uint64_t src_offset,
+                            uint64_t n) {
+    if (sources_[static_cast<size_t>(part.source)] != &src || part.source_offset + (offset - part.begin) != src_offset) {
+      return absl::InternalError(StrCat("bug: ", name_, ": bytes at ", offset, " are not the planned copy of ",
+                                        src.path(), " at ", src_offset));
+    }
+    return Named(writer_->Cover(offset, n), name_);
+  }
+
   // After Commit(), the object; before, its bytes while the writer holds them all (a small
   // object, such as an index); otherwise Unimplemented.
   absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() override {
@@ -512,6 +628,8 @@ class S3Upload final : public WritableFile {
   std::unique_ptr<MultipartWriter> writer_;
   bool exclusive_;
   bool committed_ = false;
+  std::shared_ptr<CopyRefusal> refusal_;  // the store's, shared by its uploads
+  std::vector<const S3File*> sources_;     // PlanCopies: the sources of copied parts
 };
 
 // A key as a directory prefix: "" stays "", else it ends in one "/".
@@ -546,10 +664,24 @@ absl::StatusOr<StoreOptions> StoreOptionsFromEnv(const EnvLookup& env) {
 S3Storage::S3Storage(int connections)
     : connections_override_(connections),
       cache_(std::make_shared<WindowCache>()),
-      scans_(std::make_shared<ScanBudget>()) {}
+      scans_(std::make_shared<ScanBudget>()),
+      refusal_(std::make_shared<CopyRefusal>()) {}
 S3Storage::~S3Storage() = default;
 
 
+
+TransferStats S3Storage::Transfers() {
+  TransferStats out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [scheme, client] : clients_) {
+    if (!client) continue;
+    out.copied_in_store += client->bytes_copied();
+    out.uploaded += client->bytes_uploaded();
+    out.downloaded += client->bytes_downloaded();
+  }
+  if (std::string note = refusal_->Note(); !note.empty()) out.notes.push_back(std::move(note));
+  return out;
+}
 
 absl::StatusOr<S3Storage::Target> S3Storage::Resolve(const std::string& path) {
   absl::StatusOr<ObjectUrl> url = ParseObjectUrl(path);
@@ -651,7 +783,8 @@ absl::StatusOr<std::unique_ptr<WritableFile>> S3Storage::Create(const std::strin
   auto writer = MultipartWriter::Create(t.client.get(), t.url, options.part_size > 0 ? options.part_size : kPartBytes,
                                         t.connections, parts_);
   return std::unique_ptr<WritableFile>(new S3Upload(final_path, std::static_pointer_cast<S3Storage>(shared_from_this()),
-                                                    t.client, t.url, std::move(writer), options.if_absent));
+                                                    t.client, t.url, std::move(writer), options.if_absent,
+                                                    refusal_));
 }
 
 absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {

@@ -121,6 +121,7 @@ absl::StatusOr<StoreOptions> StoreOptionsFromEnv(const EnvLookup& env);
 
 class WindowCache;
 class PartBudget;
+class CopyRefusal;
 struct ScanBudget;
 
 class S3Storage final : public Storage {
@@ -152,6 +153,7 @@ class S3Storage final : public Storage {
   absl::Status CheckAccess(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> UnfinishedWrites(const std::string& prefix) override;
   absl::StatusOr<std::vector<std::string>> AbortUnfinishedWrites(const std::string& prefix, int64_t min_age_seconds) override;
+  TransferStats Transfers() override;
 
   // The run changed or removed the object at `url` (or, with `under`, every object whose
   // URL starts with it): what HEAD said of it before is forgotten.
@@ -181,6 +183,7 @@ class S3Storage final : public Storage {
   std::shared_ptr<PartBudget> scan_gate_;  // pieces of sequential scans on their way
   std::shared_ptr<WindowCache> cache_;
   std::shared_ptr<ScanBudget> scans_;     // the sequential scans of this store's objects
+  std::shared_ptr<CopyRefusal> refusal_;  // whether the store refused a copy inside it (for the run)
   std::mutex heads_mu_;
   std::map<std::string, ObjectInfo> heads_;  // HeadOnce's answers, by URL
 };

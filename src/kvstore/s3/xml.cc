@@ -88,6 +88,15 @@ absl::StatusOr<std::string> ParseUploadId(std::string_view body) {
   return id;
 }
 
+absl::StatusOr<std::string> ParseCopyPartEtag(std::string_view body) {
+  pugi::xml_document doc;
+  auto root = Root(doc, body, "CopyPartResult");
+  if (!root.ok()) return root.status();
+  std::string etag = Text(*root, "ETag");
+  if (etag.empty()) return absl::DataLossError("CopyPartResult has no ETag");
+  return etag;
+}
+
 std::string CompleteMultipartUploadXml(const std::vector<CompletedPart>& parts) {
   std::string out = "<CompleteMultipartUpload>";
   for (const CompletedPart& p : parts) {

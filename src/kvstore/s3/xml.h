@@ -47,6 +47,9 @@ absl::StatusOr<UploadsPage> ParseListMultipartUploads(std::string_view body);
 // The UploadId of an InitiateMultipartUploadResult.
 absl::StatusOr<std::string> ParseUploadId(std::string_view body);
 
+// The ETag of a CopyPartResult (UploadPartCopy's answer).
+absl::StatusOr<std::string> ParseCopyPartEtag(std::string_view body);
+
 struct CompletedPart {
   int number = 0;
   std::string etag;
