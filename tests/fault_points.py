@@ -31,7 +31,7 @@ def _read(path):
         return f"({e})"
 
 
-def _descendants(pid):
+def descendants(pid):
     """The processes below `pid` (from /proc: parent ids), depth first."""
     children = {}
     for entry in os.listdir("/proc"):
@@ -53,7 +53,7 @@ def hang_report(pid):
     user-space stacks when gdb is installed, and the processes below it (one that holds the
     output pipes open keeps communicate() waiting after the run itself ended)."""
     lines = []
-    for q in [pid, *_descendants(pid)]:
+    for q in [pid, *descendants(pid)]:
         status = _read(f"/proc/{q}/status")
         keep = [l for l in status.splitlines() if l.split(":")[0] in ("Name", "State", "SigPnd", "ShdPnd", "SigBlk",
                                                                      "SigIgn", "SigCgt", "Threads")]
@@ -85,7 +85,7 @@ class Watched(subprocess.Popen):
             if timeout is None:
                 raise
             report = hang_report(self.pid)
-            for q in [self.pid, *_descendants(self.pid)]:
+            for q in [self.pid, *descendants(self.pid)]:
                 try:
                     os.kill(q, 9)
                 except OSError:

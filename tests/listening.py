@@ -11,6 +11,8 @@ counts as up only when the listener is the server this script started."""
 import os
 import sys
 
+from fault_points import descendants
+
 
 def listening_inodes(port):
     """Inodes of the TCP sockets listening on 127.0.0.1:port (or on any address)."""
@@ -27,26 +29,6 @@ def listening_inodes(port):
             if state == "0A" and int(p, 16) == port and addr in ("0100007F", "00000000", "0" * 32):
                 found.add(inode)
     return found
-
-
-def descendants(pid):
-    """pid and every process below it."""
-    children = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = open(f"/proc/{d}/stat").read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
 
 
 def socket_inodes(pids):
@@ -73,7 +55,7 @@ def main(pairs):
         if not os.path.exists(f"/proc/{pid}"):
             print(f"listening: process {pid} (port {port}) is gone", file=sys.stderr)
             return 2
-        if not listening_inodes(port) & socket_inodes(descendants(pid)):
+        if not listening_inodes(port) & socket_inodes([pid, *descendants(pid)]):
             up = False
     return 0 if up else 1
 
