@@ -50,6 +50,18 @@ struct BundleWriter::Pending {
 
 namespace {
 
+// The "output.mismatch" error for the entry of table key `key` at byte `at` of data file
+// `path`: the tensor's name, and its slice's extents before `what` for a slice key.
+absl::Status OutputMismatch(const std::string& path, const std::string& key, uint64_t at, std::string_view what) {
+  std::string name = key, slice;
+  if (IsSliceKey(key)) {
+    TFCKPT_ASSIGN_OR_RETURN(DecodedSliceKey d, DecodeSliceKey(key));
+    name = d.name;
+    slice = StrCat("slice ", ExtentsString(d.extents), ": ");
+  }
+  return DataLossAt("output.mismatch", path, name, static_cast<int64_t>(at), StrCat(slice, what));
+}
+
 // Files of an existing checkpoint at `prefix`: PREFIX.index and PREFIX.data-*.
 std::vector<std::string> ExistingFiles(const std::string& prefix) {
   std::vector<std::string> out;
@@ -271,14 +283,7 @@ absl::StatusOr<bool> BundleWriter::AfterPositionalWrite(int32_t shard, uint64_t 
   if (std::memcmp(back.data(), bytes.data(), bytes.size()) != 0) {
     size_t i = 0;
     while (back[i] == bytes[i]) ++i;
-    std::string name = key, slice;
-    if (IsSliceKey(key)) {
-      TFCKPT_ASSIGN_OR_RETURN(DecodedSliceKey d, DecodeSliceKey(key));
-      name = d.name;
-      slice = StrCat("slice ", ExtentsString(d.extents), ": ");
-    }
-    return DataLossAt("output.mismatch", f.path(), name, static_cast<int64_t>(at + i),
-                      StrCat(slice, "read back differs from what was written; nothing was written"));
+    return OutputMismatch(f.path(), key, at + i, "read back differs from what was written; nothing was written");
   }
   return true;
 }
@@ -482,17 +487,10 @@ absl::Status BundleWriter::TakeDeferredCrcs() {
     uint32_t crc = 0;
     for (const Deferred::Stretch& st : d.stretches) crc = crc32c::Concat(crc, *st.crc, st.size);
     if (d.crc && *d.crc != crc) {
-      std::string name = d.key, slice;
-      if (IsSliceKey(d.key)) {
-        TFCKPT_ASSIGN_OR_RETURN(DecodedSliceKey k, DecodeSliceKey(d.key));
-        name = k.name;
-        slice = StrCat("slice ", ExtentsString(k.extents), ": ");
-      }
-      return DataLossAt("output.mismatch", data_[static_cast<size_t>(d.shard)]->path(), name,
-                        static_cast<int64_t>(d.offset),
-                        StrCat(slice, "the bytes copied inside the store differ from the input's (CRC-32C ",
-                               absl::StrFormat("%08x", crc), ", the input's ", absl::StrFormat("%08x", *d.crc),
-                               "); nothing was written"));
+      return OutputMismatch(data_[static_cast<size_t>(d.shard)]->path(), d.key, d.offset,
+                            StrCat("the bytes copied inside the store differ from the input's (CRC-32C ",
+                                   absl::StrFormat("%08x", crc), ", the input's ", absl::StrFormat("%08x", *d.crc),
+                                   "); nothing was written"));
     }
     if (d.size > 0) read_back_.emplace(d.shard, d.offset, d.size);
     entries_.at(d.key)->entry.set_crc32c(crc32c::Mask(crc));
