@@ -2,7 +2,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <future>
 #include <limits>
 #include <string>
 #include <vector>
@@ -251,6 +254,63 @@ TEST_CASE("storage: copying from a file of another medium reads and writes it") 
   REQUIRE((*out)->Close().ok());
   REQUIRE((*out)->Commit().ok());
   CHECK(ReadFile(dir / "positional") == "01230123");
+}
+
+// A readable file whose first read waits until it is let go: a positional copy from it
+// holds the local file's write lock meanwhile.
+class HeldFile final : public tfckpt::ReadableFile {
+ public:
+  explicit HeldFile(std::string bytes) : bytes_(std::move(bytes)) {}
+  const std::string& path() const override { return path_; }
+  uint64_t size() const override { return bytes_.size(); }
+  absl::Status ReadAt(uint64_t offset, uint64_t n, char* out) const override {
+    if (!entered_.exchange(true)) {
+      reading.set_value();
+      let_go.get_future().wait();
+    }
+    bytes_.copy(out, n, offset);
+    return absl::OkStatus();
+  }
+  mutable std::promise<void> reading, let_go;
+
+ private:
+  mutable std::atomic<bool> entered_ = false;
+  std::string path_ = "mem://held";
+  std::string bytes_;
+};
+
+TEST_CASE("storage: a positional write that finds the file's lock taken goes through a mapping, not waiting") {
+  TempDir dir;
+  const std::string held = "held:" + Digits(95);  // 100 bytes, in the first page
+  const std::string written = Digits((5 << 20) + 3);  // more than one mapping window, unaligned
+  const std::string copied_bytes = Digits(3 << 20);
+  WriteFile(dir / "src", copied_bytes);
+  auto src = Local().OpenForRead(dir / "src");
+  REQUIRE(src.ok());
+  HeldFile slow(held);
+  auto out = Local().Create(dir / "out");
+  REQUIRE(out.ok());
+  tfckpt::WritableFile& file = **out;
+  // One thread copies [0, 100) and is held inside, with the lock.
+  auto holder = std::async(std::launch::async, [&] { return file.CopyAt(0, slow, 0, held.size()); });
+  slow.reading.get_future().wait();
+  // This thread's writes share the held range's page and end past the file's end so far.
+  auto other = std::async(std::launch::async, [&] {
+    absl::Status s = file.WriteAt(100, written);
+    if (s.ok()) s = file.CopyAt(100 + written.size(), **src, 7, (2 << 20) + 1);
+    return s;
+  });
+  // They finish while the lock is held (a write that waited for it would never finish:
+  // the guard lets the holder go after a minute, so that the test fails instead of hanging).
+  const bool finished = other.wait_for(std::chrono::minutes(1)) == std::future_status::ready;
+  slow.let_go.set_value();
+  CHECK(finished);
+  CHECK(other.get().ok());
+  REQUIRE(holder.get().ok());
+  CHECK(file.size() == 100 + written.size() + (2 << 20) + 1);
+  REQUIRE(file.Close().ok());
+  REQUIRE(file.Commit().ok());
+  CHECK(ReadFile(dir / "out") == held + written + copied_bytes.substr(7, (2 << 20) + 1));
 }
 
 TEST_CASE("storage: move renames over the target; two links to one file lose the source name") {

@@ -72,6 +72,11 @@ class LocalWritableFile final : public WritableFile {
   absl::Status CopyRange(const ReadableFile& src, uint64_t src_offset, uint64_t n, uint64_t* out);
   absl::Status ReadAndWrite(const ReadableFile& src, uint64_t src_offset, uint64_t n, uint64_t* out);
   absl::Status PwriteAll(uint64_t offset, std::string_view data);  // REQUIRES: fd_ open
+  // Writes a prefix of the `n` bytes at `data` to `offset` through shared mappings of the
+  // file, window by window, without write_mu_; sets *done to the bytes written (all of
+  // them, or fewer where the file system cannot: the caller writes the rest under
+  // write_mu_, which then reports the real error, e.g. a full disk). REQUIRES: fd_ open.
+  absl::Status MappedWrite(uint64_t offset, const char* data, uint64_t n, uint64_t* done);
   void Extend(uint64_t end);
   // Counts bytes written; every kWritebackEvery starts their writeback (sync_file_range).
   void Written(uint64_t n);
@@ -80,8 +85,10 @@ class LocalWritableFile final : public WritableFile {
   int fd_;
   std::atomic<uint64_t> size_ = 0;
   std::atomic<uint64_t> unflushed_ = 0;
-  // Serializes positional writes: the file system locks the file for each write anyway,
-  // and threads that spin on that lock burn the CPU the other thread needs.
+  // Serializes positional writes (write, copy_file_range): the file system locks the file
+  // for each of them anyway, and threads that spin on that lock burn the CPU the other
+  // thread needs. A thread that finds it taken writes through a mapping instead
+  // (MappedWrite), which the file system does not serialize.
   std::mutex write_mu_;
   std::string buffer_;
   bool committed_ = false;
