@@ -273,25 +273,11 @@ absl::Status LocalWritableFile::PwriteAll(uint64_t offset, std::string_view data
 // 0.47-0.51 s, mappings only 0.54-0.58 s (each page is zeroed at its first fault before
 // the copy overwrites it: 0.84-0.91 s on one thread), both together 0.38-0.41 s; into two
 // separate files 0.28 s.
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22  // Linux 5.14; older kernels answer EINVAL (then no mapping)
-#endif
 #ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL (then no mapping)
 #endif
 
-namespace {
-// Faults in the pages of [p, p + n) of a read-only mapping: false where one cannot be had
-// (the file shortened since it was mapped), where reading it would raise SIGBUS.
-bool Prefault(const char* p, uint64_t n) {
-  if (n == 0) return true;
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
-  return ::madvise(reinterpret_cast<void*>(begin), reinterpret_cast<uintptr_t>(p) + n - begin, MADV_POPULATE_READ) == 0;
-}
-}  // namespace
-
-absl::Status LocalWritableFile::MappedWrite(uint64_t offset, const char* data, uint64_t n, uint64_t* done) {
+absl::Status LocalWritableFile::MappedWrite(uint64_t offset, uint64_t n, const Fill& fill, uint64_t* done) {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   *done = 0;
   while (*done < n) {
@@ -308,9 +294,10 @@ absl::Status LocalWritableFile::MappedWrite(uint64_t offset, const char* data, u
     // Fault every page in first: where a page cannot be had (a full disk) this returns an
     // error, where the copy's own fault would raise SIGBUS.
     const bool populated = ::madvise(map, at + k - begin, MADV_POPULATE_WRITE) == 0;
-    if (populated) std::memcpy(static_cast<char*>(map) + (at - begin), data + *done, k);
+    const absl::Status filled = populated ? fill(*done, k, static_cast<char*>(map) + (at - begin)) : absl::OkStatus();
     ::munmap(map, at + k - begin);
     if (!populated) return absl::OkStatus();
+    TFCKPT_RETURN_IF_ERROR(filled);
     *done += k;
     Extend(at + k);
     Written(k);
@@ -323,7 +310,10 @@ absl::Status LocalWritableFile::WriteAt(uint64_t offset, std::string_view data) 
   std::unique_lock<std::mutex> lock(write_mu_, std::try_to_lock);
   if (!lock.owns_lock()) {
     uint64_t done = 0;
-    TFCKPT_RETURN_IF_ERROR(MappedWrite(offset, data.data(), data.size(), &done));
+    TFCKPT_RETURN_IF_ERROR(MappedWrite(offset, data.size(), [&](uint64_t at, uint64_t k, char* out) {
+      std::memcpy(out, data.data() + at, k);
+      return absl::OkStatus();
+    }, &done));
     if (done == data.size()) return absl::OkStatus();
     data.remove_prefix(static_cast<size_t>(done));
     offset += done;
@@ -335,21 +325,18 @@ absl::Status LocalWritableFile::WriteAt(uint64_t offset, std::string_view data) 
 absl::Status LocalWritableFile::CopyAt(uint64_t offset, const ReadableFile& src, uint64_t src_offset, uint64_t n) {
   if (fd_ < 0) return absl::FailedPreconditionError(StrCat(temp_path_, ": write after close"));
   std::unique_lock<std::mutex> lock(write_mu_, std::try_to_lock);
-  const std::optional<std::string_view> from = src.mapping();
-  if (!lock.owns_lock() && from && src_offset <= from->size() && n <= from->size() - src_offset) {
-    while (n > 0) {  // a window at a time, so that the source's pages it maps in are let go
-      const uint64_t k = std::min(n, kMapWindow);
-      if (!Prefault(from->data() + src_offset, k)) break;  // the copy below reports it
-      uint64_t done = 0;
-      const absl::Status s = MappedWrite(offset, from->data() + src_offset, k, &done);
-      src.Release(src_offset, done);
-      TFCKPT_RETURN_IF_ERROR(s);
-      offset += done;
-      src_offset += done;
-      n -= done;
-      if (done < k) break;
-    }
-    if (n == 0) return absl::OkStatus();
+  // (Sources that are not in memory or mapped are read as before: the other thread's copy
+  // does not wait for the network.) The source is read with its ReadAt (pread) straight into
+  // the mapping, not through its own mapping, which would keep the pages it touched.
+  if (!lock.owns_lock() && src.mapping()) {
+    uint64_t done = 0;
+    TFCKPT_RETURN_IF_ERROR(MappedWrite(offset, n, [&](uint64_t at, uint64_t k, char* out) {
+      return src.ReadAt(src_offset + at, k, out);
+    }, &done));
+    if (done == n) return absl::OkStatus();
+    offset += done;
+    src_offset += done;
+    n -= done;
   }
   if (!lock.owns_lock()) lock.lock();
   uint64_t at = offset;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,11 +73,13 @@ class LocalWritableFile final : public WritableFile {
   absl::Status CopyRange(const ReadableFile& src, uint64_t src_offset, uint64_t n, uint64_t* out);
   absl::Status ReadAndWrite(const ReadableFile& src, uint64_t src_offset, uint64_t n, uint64_t* out);
   absl::Status PwriteAll(uint64_t offset, std::string_view data);  // REQUIRES: fd_ open
-  // Writes a prefix of the `n` bytes at `data` to `offset` through shared mappings of the
-  // file, window by window, without write_mu_; sets *done to the bytes written (all of
-  // them, or fewer where the file system cannot: the caller writes the rest under
-  // write_mu_, which then reports the real error, e.g. a full disk). REQUIRES: fd_ open.
-  absl::Status MappedWrite(uint64_t offset, const char* data, uint64_t n, uint64_t* done);
+  // Fills [offset, offset + n) through shared mappings of the file, window by window,
+  // without write_mu_: `fill(at, k, out)` writes bytes [at, at + k) of the range to `out`.
+  // Sets *done to the bytes written: all of them, or fewer where the file system cannot
+  // (the caller writes the rest under write_mu_, which then reports the real error, e.g. a
+  // full disk). REQUIRES: fd_ open.
+  using Fill = std::function<absl::Status(uint64_t at, uint64_t k, char* out)>;
+  absl::Status MappedWrite(uint64_t offset, uint64_t n, const Fill& fill, uint64_t* done);
   void Extend(uint64_t end);
   // Counts bytes written; every kWritebackEvery starts their writeback (sync_file_range).
   void Written(uint64_t n);
