@@ -58,6 +58,7 @@ absl::StatusOr<ReshardReport> Execute(const ReshardRequest& r) {
   report.part = t.part;
   report.entries = t.entries;
   report.bytes = t.bytes;
+  AddTransfers({t.source, t.out}, &report.transfer, &report.notes);
   return report;
 }
 
@@ -87,6 +88,7 @@ absl::Status WriteTaskPlan(const Checkpoint& c, const ReshardPlan& plan, const R
   o.bytes_per_string = r.bytes_per_string;
   o.overwrite = r.force;
   o.verify = !r.no_verify;
+  o.server_side = r.server_side;
   TFCKPT_ASSIGN_OR_RETURN(std::string doc, MakeTaskPlan(c, plan, o));
   Storage& store = Storage::For(r.plan_out);
   TFCKPT_RETURN_IF_ERROR(store.CreateParentDirectories(r.plan_out));

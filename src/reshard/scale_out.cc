@@ -284,7 +284,10 @@ absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& p
                            {"temp_dir", temp_dir},
                            {"num_files", n},
                            {"overwrite", o.overwrite},
-                           {"verify", o.verify}}},
+                           {"verify", o.verify},
+                           {"server_side", o.server_side == ServerSideCopy::kNever    ? "never"
+                                           : o.server_side == ServerSideCopy::kAlways ? "always"
+                                                                                     : "auto"}}},
            {"options", json{{"partition", o.partitions},
                             {"policy", o.policy},
                             {"bytes_per_string", o.bytes_per_string}}},
@@ -323,8 +326,20 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
       }
       wo.data_files = {t.at("data_file").get<std::string>()};
     }
+    r.source = plan.at("source").at("prefix").get<std::string>();
+    r.out = out;
+    const std::string mode = plan.at("output").value("server_side", "auto");
+    const ServerSideCopy server_side = mode == "never"    ? ServerSideCopy::kNever
+                                       : mode == "always" ? ServerSideCopy::kAlways
+                                                          : ServerSideCopy::kAuto;
     TFCKPT_ASSIGN_OR_RETURN(auto w, BundleWriter::Create(r.part, wo));
     PieceCopier copier(*c, *w, progress);
+    struct Entry {
+      std::string name;
+      const TensorEntry* source;
+      PlannedPiece piece;
+    };
+    std::vector<Entry> entries;
     for (const json& e : t.at("entries")) {
       const std::string name = e.at("name").get<std::string>();
       const TensorEntry* te = c->Find(e.value("source", name));
@@ -344,9 +359,45 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
       }
       p.file = 0;
       p.bytes = e.at("size").is_null() ? 0 : e.at("size").get<uint64_t>();
-      TFCKPT_RETURN_IF_ERROR(copier.Write(*te, p, name));
+      entries.push_back({name, te, std::move(p)});
+    }
+    // Where the source and the output are in one s3:// store, what moves unchanged is
+    // copied inside it (as ExecutePlan does): the data object is laid out first (each
+    // entry's size is known), told which ranges are copies, and filled positionally; an
+    // entry made of whole stored pieces (its CRC theirs) is not read here at all, and the
+    // others are read once for their CRC but not uploaded. Elsewhere the entries are
+    // appended.
+    std::vector<RegionCopies> copies(entries.size());
+    std::vector<uint64_t> at(entries.size(), 0), sizes(entries.size(), 0);
+    const bool in_store = server_side != ServerSideCopy::kNever && IsUrl(out);
+    if (in_store) {
+      uint64_t end = 0;
+      std::vector<PlannedCopy> all;
+      for (size_t k = 0; k < entries.size(); ++k) {
+        at[k] = end;
+        TFCKPT_ASSIGN_OR_RETURN(sizes[k], PieceSize(*c, *entries[k].source, entries[k].piece.region));
+        TFCKPT_ASSIGN_OR_RETURN(copies[k], PlannedCopiesOf(*c, *entries[k].source, entries[k].piece.region, end));
+        all.insert(all.end(), copies[k].copies.begin(), copies[k].copies.end());
+        end += sizes[k];
+      }
+      TFCKPT_RETURN_IF_ERROR(w->PlanCopies(0, end, all, server_side).status());
+    }
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const Entry& e = entries[k];
+      const TensorEntry& te = *e.source;
+      if (in_store && copies[k].crc && !copies[k].copies.empty() && w->CopiesInStore(0, at[k], sizes[k])) {
+        const std::optional<Region> region =
+            e.piece.region.Covers(te.shape) ? std::nullopt : std::optional<Region>(e.piece.region);
+        TFCKPT_RETURN_IF_ERROR(w->AddCopiedAt(e.name, te.dtype, te.shape, region, 0, at[k], copies[k].copies,
+                                              copies[k].crc, e.piece.extents ? &*e.piece.extents : nullptr));
+        if (progress != nullptr) *progress += e.piece.bytes;
+      } else if (in_store) {
+        TFCKPT_RETURN_IF_ERROR(copier.Write(te, e.piece, e.name, at[k]));
+      } else {
+        TFCKPT_RETURN_IF_ERROR(copier.Write(te, e.piece, e.name));
+      }
       ++r.entries;
-      r.bytes += p.bytes;
+      r.bytes += e.piece.bytes;
     }
     TFCKPT_RETURN_IF_ERROR(w->Finish());
     TFCKPT_RETURN_IF_ERROR(CheckPart(r.part, t, IsUrl(out)));

@@ -33,6 +33,9 @@ struct TaskPlanOptions {
   int64_t bytes_per_string = 16;
   bool overwrite = false;               // finalize may replace an existing OUT
   bool verify = true;                   // finalize compares OUT with the source
+  // --server-side of the planning command: tasks whose source and OUT are in one s3://
+  // store copy what moves unchanged inside it (recorded; plans without it: auto).
+  ServerSideCopy server_side = ServerSideCopy::kAuto;
 };
 
 // The plan document for `plan` (made by PlanReshard on `c`). REQUIRES: c is V2.
@@ -40,6 +43,7 @@ absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& p
 
 struct TaskReport {
   int task = 0, num_tasks = 0;
+  std::string source, out;  // the plan's source and output prefixes
   std::string part;   // the part prefix written
   int64_t entries = 0;
   uint64_t bytes = 0;
