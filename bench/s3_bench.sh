@@ -58,7 +58,7 @@ bucket="tfckpt-bench"
 url=s3://$bucket
 
 # The sum of the sizes of the objects under a URL prefix.
-prefix_bytes() { "$s3_put" ls "$1" | awk '{s += $2} END {print s + 0}'; }
+prefix_bytes() { "$s3_put" ls "$1" | awk '{s += $2} END {printf "%.0f\n", s}'; }
 
 # bench/s3_bench.sh serverside [GIB]: issue 29 (see the usage above).
 serverside_bench() {
@@ -231,7 +231,7 @@ done
 # KEY SIZE of each data object.
 "$s3_put" ls "$url/big.data-" >"$work/objects"
 objects=$(wc -l <"$work/objects")
-bytes=$(awk '{s += $2} END {print s}' "$work/objects")
+bytes=$(awk '{s += $2} END {printf "%.0f\n", s}' "$work/objects")
 echo "checkpoint: $bytes bytes in $objects data objects; N = $n connections; $rounds rounds; $(nproc) cores; -j ${JOBS:-default}"
 
 # Swift's native API: a tempauth token and the account's storage URL.
@@ -283,7 +283,7 @@ export work
 curl_all() {
   local t0 t1 moved
   t0=$(date +%s.%N)
-  moved=$(xargs -P "$n" -L 1 bash -c "$1 \"\$@\"" _ <"$work/ranges" | awk '{s += $1} END {print s}')
+  moved=$(xargs -P "$n" -L 1 bash -c "$1 \"\$@\"" _ <"$work/ranges" | awk '{s += $1} END {printf "%.0f\n", s}')
   t1=$(date +%s.%N)
   [ "$moved" = "$bytes" ] || { echo "s3_bench: $1 moved $moved bytes, not $bytes" >&2; exit 1; }
   python3 -c "print(f'{$t1 - $t0:.2f}')"
@@ -321,7 +321,7 @@ for ((i = 0; i < rounds; i++)); do
   r=$(curl_all curl_copy)
   keep_best "curl get|put" "$r 0"
 done
-out_bytes=$("$s3_put" ls "$url/out0.data-" | awk '{s += $2} END {print s}')
+out_bytes=$("$s3_put" ls "$url/out0.data-" | awk '{s += $2} END {printf "%.0f\n", s}')
 echo "reshard output: $out_bytes bytes in $("$s3_put" ls "$url/out0.data-" | wc -l) data objects"
 
 # verdict OK: "ok" or "MISSED".
