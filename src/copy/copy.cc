@@ -335,6 +335,19 @@ void PieceCopier::Progress(uint64_t n) {
   if (progress_) *progress_ += n;
 }
 
+absl::Status PieceCopier::WriteCopiedAt(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name,
+                                       uint64_t at, uint64_t size, const RegionCopies& rc, bool crc_read_back) {
+  if (rc.copies.empty() || !(rc.crc || crc_read_back) || !w_.CopiesInStore(piece.file, at, size)) {
+    return Write(t, piece, out_name, at);
+  }
+  const std::string_view name = out_name.empty() ? std::string_view(t.name) : out_name;
+  const std::optional<Region> region = piece.region.Covers(t.shape) ? std::nullopt : std::optional<Region>(piece.region);
+  TFCKPT_RETURN_IF_ERROR(w_.AddCopiedAt(name, t.dtype, t.shape, region, piece.file, at, rc.copies, rc.crc,
+                                        piece.extents ? &*piece.extents : nullptr));
+  Progress(size);
+  return absl::OkStatus();
+}
+
 absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name,
                                std::optional<uint64_t> at) {
   const std::string_view name = out_name.empty() ? std::string_view(t.name) : out_name;

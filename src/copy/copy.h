@@ -182,6 +182,13 @@ class PieceCopier {
   // REQUIRES: piece.region within t.shape; t's slices belong to the checkpoint given.
   absl::Status Write(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name = {},
                      std::optional<uint64_t> at = std::nullopt);
+  // Writes the piece at `at` of its data file (`size` bytes, PieceSize), copied inside the
+  // store where its data file copies it (`rc`: PlannedCopiesOf, given to the file's
+  // PlanCopies) and its CRC is known (`rc.crc`, or `crc_read_back`: the writer takes it
+  // from the completed object; BundleWriter::AddCopiedAt): then it is not read here at
+  // all. Otherwise as Write. REQUIRES: as Write; `rc` planned for this piece at `at`.
+  absl::Status WriteCopiedAt(const TensorEntry& t, const PlannedPiece& piece, std::string_view out_name, uint64_t at,
+                             uint64_t size, const RegionCopies& rc, bool crc_read_back = false);
 
  private:
   void Progress(uint64_t n);

@@ -255,18 +255,9 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
     const Unit& u = units[i];
     const TensorEntry& t = *u.tp->source;
     if (u.pieces.size() == 1) {
-      const PlannedPiece& p = *u.pieces[0];
-      const RegionCopies& rc = unit_copies[i];
-      if (!rc.copies.empty() && writer->CopiesInStore(p.file, u.at[0], u.bytes) &&
-          (rc.crc || (wo.read_back && wo.read_back(u.tp->out_name())))) {
-        const std::optional<Region> region = p.region.Covers(t.shape) ? std::nullopt : std::optional<Region>(p.region);
-        TFCKPT_RETURN_IF_ERROR(writer->AddCopiedAt(u.tp->out_name(), t.dtype, t.shape, region, p.file, u.at[0],
-                                                   rc.copies, rc.crc, p.extents ? &*p.extents : nullptr));
-        if (options.progress != nullptr) *options.progress += u.bytes;
-        return absl::OkStatus();
-      }
       PieceCopier pw(c, *writer, options.progress);
-      return pw.Write(t, *u.pieces[0], u.tp->out_name(), u.at[0]);
+      return pw.WriteCopiedAt(t, *u.pieces[0], u.tp->out_name(), u.at[0], u.bytes, unit_copies[i],
+                              wo.read_back && wo.read_back(u.tp->out_name()));
     }
     std::vector<BundleWriter::EntryStream> streams;
     for (size_t k = 0; k < u.pieces.size(); ++k) {

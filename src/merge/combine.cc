@@ -827,17 +827,10 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
       return averager.Write(o, src.tensor->slices[w.slice].region, *writer, w.file, w.at);
     }
     const StoredSlice& sl = src.tensor->slices[w.slice];
-    if (const RegionCopies& rc = work_copies[u];
-        !rc.copies.empty() && rc.crc && writer->CopiesInStore(w.file, w.at, units[u].bytes)) {
-      const std::optional<Region> region =
-          sl.region.Covers(src.tensor->shape) ? std::nullopt : std::optional<Region>(sl.region);
-      TFCKPT_RETURN_IF_ERROR(writer->AddCopiedAt(o.name, o.dtype, src.tensor->shape, region, w.file, w.at, rc.copies,
-                                                 rc.crc));
-      if (progress != nullptr) *progress += units[u].bytes;
-      return absl::OkStatus();
-    }
+    // (Copies are planned only for pieces copied unchanged: no cast, so o.dtype is theirs.)
     PieceCopier copier(*plan.inputs[src.input], *writer, progress, options.casts, /*verify_sources=*/true);
-    return copier.Write(*src.tensor, PlannedPiece{sl.region, w.file, sl.data.size, std::nullopt}, o.name, w.at);
+    return copier.WriteCopiedAt(*src.tensor, PlannedPiece{sl.region, w.file, sl.data.size, std::nullopt}, o.name,
+                                w.at, units[u].bytes, work_copies[u]);
   }));
   return writer->Finish();
 }

@@ -384,17 +384,10 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
     }
     for (size_t k = 0; k < entries.size(); ++k) {
       const Entry& e = entries[k];
-      const TensorEntry& te = *e.source;
-      if (in_store && copies[k].crc && !copies[k].copies.empty() && w->CopiesInStore(0, at[k], sizes[k])) {
-        const std::optional<Region> region =
-            e.piece.region.Covers(te.shape) ? std::nullopt : std::optional<Region>(e.piece.region);
-        TFCKPT_RETURN_IF_ERROR(w->AddCopiedAt(e.name, te.dtype, te.shape, region, 0, at[k], copies[k].copies,
-                                              copies[k].crc, e.piece.extents ? &*e.piece.extents : nullptr));
-        if (progress != nullptr) *progress += e.piece.bytes;
-      } else if (in_store) {
-        TFCKPT_RETURN_IF_ERROR(copier.Write(te, e.piece, e.name, at[k]));
+      if (in_store) {
+        TFCKPT_RETURN_IF_ERROR(copier.WriteCopiedAt(*e.source, e.piece, e.name, at[k], sizes[k], copies[k]));
       } else {
-        TFCKPT_RETURN_IF_ERROR(copier.Write(te, e.piece, e.name));
+        TFCKPT_RETURN_IF_ERROR(copier.Write(*e.source, e.piece, e.name));
       }
       ++r.entries;
       r.bytes += e.piece.bytes;
