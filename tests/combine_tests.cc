@@ -7,11 +7,14 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "test_util.h"
+#include "base/crc32c.h"
 #include "format/bundle/bundle_writer.h"
+#include "format/safetensors/safetensors.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
 #include "merge/combine.h"
@@ -348,4 +351,44 @@ TEST_CASE("WriteCombined: a flipped byte in an averaged input is its data.crc er
   REQUIRE_FALSE(r.ok());
   CHECK(tfckpt::ErrorInfoOf(r.status()).check == "data.crc");
   CHECK_FALSE(std::filesystem::exists(dir / "out.index"));
+}
+
+TEST_CASE("WriteCombined: a safetensors input's pieces copied whole have their CRCs noted for the verification") {
+  tfckpt::testing::TempDir dir;
+  // "big" moves in-kernel (a run of 512 KiB), "small" is gathered through a buffer.
+  std::vector<float> big(512 * 256), small(6);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i) / 7;
+  for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<float>(i);
+  const std::string st = dir / "in.safetensors";
+  {
+    auto w = tfckpt::SafetensorsWriter::Create(st, {{"big", kFloat, {512, 256}}, {"small", kFloat, {6}}}, {});
+    REQUIRE(w.ok());
+    REQUIRE((*w)->Append(Floats(big)).ok());
+    REQUIRE((*w)->Append(Floats(small)).ok());
+    REQUIRE((*w)->Finish().ok());
+    REQUIRE((*w)->Commit().ok());
+  }
+  auto in = tfckpt::OpenCheckpoint(st);
+  REQUIRE(in.ok());
+  const tfckpt::StoredData& b = (*in)->Find("big")->slices[0].data;
+  const tfckpt::StoredData& s = (*in)->Find("small")->slices[0].data;
+  {
+    CombineOptions o;
+    o.jobs = 2;
+    o.read_back = true;
+    std::optional<uint32_t> big_crc = 7, small_crc = 7;
+    bool called = false;
+    o.before_commit = [&](const tfckpt::WrittenOutput& written, const tfckpt::CombineReport&) {
+      called = true;
+      REQUIRE(written.source_crc);
+      big_crc = written.source_crc(st, b.offset, b.size);
+      small_crc = written.source_crc(st, s.offset, s.size);
+      return absl::OkStatus();
+    };
+    REQUIRE(tfckpt::CombineCheckpoints({st}, dir / "out", o).ok());
+    REQUIRE(called);
+    REQUIRE(big_crc.has_value());
+    CHECK(*big_crc == tfckpt::crc32c::Value(Floats(big)));
+    CHECK_FALSE(small_crc.has_value());  // (gathered: the verification reads it)
+  }
 }

@@ -2,10 +2,12 @@
 // new side read once; anything else compared (and reported) as without it.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "test_util.h"
+#include "base/crc32c.h"
 #include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/open.h"
@@ -150,4 +152,44 @@ TEST_CASE("by_checksum: new pieces read back, an old side without CRCs (safetens
     REQUIRE(d.ok());
     CHECK(d->differing == (changed ? 1 : 0));  // a difference is found and reported as without it
   }
+}
+
+TEST_CASE("by_checksum: an old side without CRCs whose pieces' CRCs the copy noted (source_crc) is not read") {
+  tfckpt::testing::TempDir dir;
+  const std::string st = dir / "s.safetensors";
+  {
+    auto w = tfckpt::SafetensorsWriter::Create(st, {{"t", 1, {6, 4}}}, {});
+    REQUIRE(w.ok());
+    REQUIRE((*w)->Append(Values()).ok());
+    REQUIRE((*w)->Finish().ok());
+    REQUIRE((*w)->Commit().ok());
+  }
+  Write(dir / "new", kNewRows, Values());
+  // The input changes after the copy: its last element's top byte (element [5, 3]).
+  std::string bytes = tfckpt::testing::ReadFile(st);
+  bytes.back() = static_cast<char>(bytes.back() ^ 0x40);
+  tfckpt::testing::WriteFile(st, bytes);
+  auto a = tfckpt::OpenCheckpoint(dir / "new");
+  auto b = tfckpt::OpenCheckpoint(st);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  const tfckpt::StoredData where = (*b)->Find("t")->slices[0].data;
+  auto compare = [&](std::optional<uint32_t> noted) {
+    tfckpt::CompareOptions o;
+    o.by_checksum = true;
+    o.crc_holds = [](const tfckpt::StoredSlice&) { return true; };
+    o.source_crc = [&](const tfckpt::Checkpoint& c, const tfckpt::StoredSlice& s) -> std::optional<uint32_t> {
+      CHECK(c.info().data_files.at(static_cast<size_t>(s.data.shard)) == st);
+      CHECK(s.data.offset == where.offset);
+      CHECK(s.data.size == where.size);
+      return noted;
+    };
+    auto d = tfckpt::CompareTensorValues(**a, *(*a)->Find("t"), **b, *(*b)->Find("t"), o);
+    REQUIRE(d.ok());
+    return d->differing;
+  };
+  const uint32_t copied = tfckpt::crc32c::Value(Values());  // the CRC the copy took
+  CHECK(compare(copied) == 0);                // proven by CRCs: the input is not read again
+  CHECK(compare(std::nullopt) == 1);          // nothing noted: read, and the change found
+  CHECK(compare(copied ^ 1) == 1);            // a CRC the new pieces do not have: read, as without it
 }

@@ -224,7 +224,7 @@ absl::Status FinishCarriedCrcs(const Checkpoint& c, const TensorEntry& t, Carrie
 
 absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region& region, PieceSink& sink,
                         std::string* buffer, std::atomic<uint64_t>* counter, bool verify_sources,
-                        CarriedCrcs* carried) {
+                        CarriedCrcs* carried, const std::function<void(const StoredSlice&, uint32_t)>& noted) {
   const DTypeInfo* info = LookupDType(t.dtype);
   if (info == nullptr || info->element_size == 0) {
     return absl::InternalError(StrCat("bug: CopyRegion on variable-size tensor \"", t.name, "\""));
@@ -257,6 +257,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
         const uint64_t begin = static_cast<uint64_t>(r.src * esize);
         const uint64_t len = static_cast<uint64_t>(r.n * esize);
         const bool check_run = whole.count(r.s) > 0;
+        const bool note_run = noted && !has_crc && r.src == 0 && r.n == r.s->region.num_elements();
         uint32_t crc = 0;
         // Sequential 1 MiB windows read into a buffer that stays in cache for the CRCs
         // (the writer's, and the piece's), the bytes themselves moved in-kernel. (Windows
@@ -267,13 +268,14 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
         for (uint64_t done = 0; done < len;) {
           const uint64_t n = std::min<uint64_t>(len - done, kCopyChunk);
           TFCKPT_ASSIGN_OR_RETURN(std::string_view window, c.ReadRange(t, *r.s, begin + done, begin + done + n, &buf, &unused));
-          if (check_run) crc = crc32c::Extend(crc, window.data(), window.size());
+          if (check_run || note_run) crc = crc32c::Extend(crc, window.data(), window.size());
           if (has_crc) TFCKPT_RETURN_IF_ERROR(Carry(c, t, *r.s, begin + done, window, carried));
           TFCKPT_RETURN_IF_ERROR(sink.AppendFrom(*file, r.s->data.offset + begin + done, window));
           done += n;
           progress(n);
         }
         if (check_run) TFCKPT_RETURN_IF_ERROR(CheckCopiedCrc(c, t, *r.s, crc));
+        if (note_run) noted(*r.s, crc);
       }
       return absl::OkStatus();
     }
@@ -372,7 +374,13 @@ absl::Status PieceCopier::Write(const TensorEntry& t, const PlannedPiece& piece,
   BundleWriter::EntryStream& stream = *begun;
   EntrySink entry(stream);
   if (out_dtype == t.dtype) {
-    TFCKPT_RETURN_IF_ERROR(CopyRegion(c_, t, piece.region, entry, &buf_, progress_, verify_sources_));
+    // (A piece without a stored CRC that moves whole: its CRC as read proves the copy to
+    // the verification, which then need not read it again.)
+    auto note = [this](const StoredSlice& s, uint32_t crc) {
+      w_.NoteSourceCrc(c_.info().data_files[static_cast<size_t>(s.data.shard)], s.data.offset, s.data.size, crc);
+    };
+    TFCKPT_RETURN_IF_ERROR(CopyRegion(c_, t, piece.region, entry, &buf_, progress_, verify_sources_, nullptr,
+                                      verify_sources_ ? std::function<void(const StoredSlice&, uint32_t)>(note) : nullptr));
   } else {
     CastSink casting(t.dtype, out_dtype, entry);
     TFCKPT_RETURN_IF_ERROR(CopyRegion(c_, t, piece.region, casting, &buf_, progress_, verify_sources_));

@@ -138,6 +138,8 @@ class CastSink : public PieceSink {
 // bytes as they pass, across the calls, and each piece is checked once all of them have
 // passed (FinishCarriedCrcs checks the rest), instead of `verify_sources` reading a piece
 // again for every region that touches it.
+// With `noted`: where a stored piece with no CRC (safetensors) moves whole in-kernel, the
+// CRC-32C of its bytes as read is handed to it (for the verification: WrittenOutput::source_crc).
 // REQUIRES: region inside t.shape; t's element size > 0.
 struct CarriedCrcs {
   struct Piece {
@@ -149,7 +151,8 @@ struct CarriedCrcs {
 };
 absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region& region, PieceSink& sink,
                         std::string* buffer, std::atomic<uint64_t>* progress = nullptr,
-                        bool verify_sources = false, CarriedCrcs* carried = nullptr);
+                        bool verify_sources = false, CarriedCrcs* carried = nullptr,
+                        const std::function<void(const StoredSlice& piece, uint32_t crc)>& noted = {});
 // After the last CopyRegion of `t` with `carried`: checks every stored piece of `t` whose
 // CRC the copies did not prove (VerifyCrc: read again). REQUIRES: t's element size > 0.
 absl::Status FinishCarriedCrcs(const Checkpoint& c, const TensorEntry& t, CarriedCrcs& carried, std::string* buffer);

@@ -311,6 +311,19 @@ bool SameByStoredCrcs(const TensorEntry& a, const std::vector<ByteRange>& new_ra
   return i == new_ranges.size() && j == old_ranges.size();
 }
 
+// `b` (old, without stored CRCs) with the CRCs options.source_crc gives its pieces, as if
+// stored; none when it gives none for any piece.
+std::optional<TensorEntry> WithSourceCrcs(const Checkpoint& cb, const TensorEntry& b, const CompareOptions& options) {
+  if (!options.source_crc) return std::nullopt;
+  TensorEntry noted = b;
+  for (StoredSlice& s : noted.slices) {
+    const std::optional<uint32_t> crc = options.source_crc(cb, s);
+    if (!crc) return std::nullopt;
+    s.data.masked_crc = crc32c::Mask(*crc);
+  }
+  return noted;
+}
+
 // Whether the bytes of `b` (old, raw: `old_ranges`), read once in order, have over each
 // piece of `a` (new) that piece's stored CRC.
 bool OldBytesHaveNewCrcs(const TensorEntry& a, const std::vector<ByteRange>& new_ranges, const Checkpoint& cb,
@@ -361,7 +374,12 @@ bool SameByCrc(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb,
     // An old side without CRCs (safetensors): its bytes, read once, must have the new
     // pieces' CRCs (which hold for the new bytes).
     if (cb.info().format == Format::kSafetensors) {
-      if (auto raw_old = RowTiling(cb, b, esize, /*copies_too=*/true)) return OldBytesHaveNewCrcs(a, *new_ranges, cb, b, *raw_old);
+      if (auto raw_old = RowTiling(cb, b, esize, /*copies_too=*/true)) {
+        if (std::optional<TensorEntry> noted = WithSourceCrcs(cb, b, options)) {
+          return SameByStoredCrcs(a, *new_ranges, *noted, *raw_old);
+        }
+        return OldBytesHaveNewCrcs(a, *new_ranges, cb, b, *raw_old);
+      }
     }
   }
   if (!new_ranges || !old_ranges) return false;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <map>
 #include <string>
 
@@ -42,6 +43,11 @@ struct CompareOptions {
   // boundaries meet, the new pieces' CRCs concatenated (crc32c::Concat) must equal the old
   // pieces' stored CRCs concatenated. Empty: none.
   std::function<bool(const StoredSlice& s)> crc_holds;
+  // With crc_holds: the CRC-32C of an old piece that has none stored (safetensors), where
+  // the copy took it as it read the piece (WrittenOutput::source_crc). When every old piece
+  // of a tensor has one, they stand for stored CRCs and neither side is read. Empty: none
+  // (such an old side is read once against the new pieces' CRCs).
+  std::function<std::optional<uint32_t>(const Checkpoint& c, const StoredSlice& s)> source_crc;
   // The old values are cast to the new dtype first (CastElements), then compared bitwise:
   // for outputs written with a cast (convert --cast). Only dtype pairs CastSupported(old,
   // new) compare this way; other dtype changes stay errors.

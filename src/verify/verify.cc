@@ -87,6 +87,13 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
     co.crc_holds = [&](const StoredSlice& s) {
       return options.written->read_back(s.data.shard, s.data.offset, s.data.size);
     };
+    if (options.written->source_crc) {
+      co.source_crc = [&](const Checkpoint& c, const StoredSlice& s) -> std::optional<uint32_t> {
+        const std::vector<std::string>& files = c.info().data_files;
+        if (s.data.shard < 0 || static_cast<size_t>(s.data.shard) >= files.size()) return std::nullopt;
+        return options.written->source_crc(files[static_cast<size_t>(s.data.shard)], s.data.offset, s.data.size);
+      };
+    }
   }
   std::set<std::string> compared;
   for (const VerifySource& s : sources) {

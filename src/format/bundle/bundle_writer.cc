@@ -529,6 +529,11 @@ absl::Status BundleWriter::CheckDisjoint() const {
   return absl::OkStatus();
 }
 
+void BundleWriter::NoteSourceCrc(const std::string& file, uint64_t offset, uint64_t size, uint32_t crc) {
+  std::lock_guard<std::mutex> lock(mu_);
+  source_crcs_[{file, offset, size}] = crc;
+}
+
 WrittenOutput BundleWriter::Written(WritableFile& index) {
   std::map<std::string, WritableFile*> files{{index.path(), &index}};
   for (auto& f : data_) files.emplace(f->path(), f.get());
@@ -540,6 +545,12 @@ WrittenOutput BundleWriter::Written(WritableFile& index) {
   };
   out.read_back = [this](int32_t shard, uint64_t offset, uint64_t size) {
     return read_back_.count({shard, offset, size}) > 0;  // (Finish: no entry is added any more)
+  };
+  out.source_crc = [this](const std::string& file, uint64_t offset, uint64_t size) -> std::optional<uint32_t> {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = source_crcs_.find({file, offset, size});
+    if (it == source_crcs_.end()) return std::nullopt;
+    return it->second;
   };
   return out;
 }

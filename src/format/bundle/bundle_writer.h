@@ -54,6 +54,10 @@ struct WrittenOutput {
   // (BundleWriterOptions::read_back): that entry's CRC then holds for the file. Empty
   // entries are never named. Empty: none.
   std::function<bool(int32_t shard, uint64_t offset, uint64_t size)> read_back;
+  // The CRC-32C of bytes [offset, offset + size) of the input file `file` (a data file of a
+  // checkpoint with no stored CRCs, e.g. safetensors), where the run took it as it copied
+  // that stored piece whole (BundleWriter::NoteSourceCrc). Empty: none.
+  std::function<std::optional<uint32_t>(const std::string& file, uint64_t offset, uint64_t size)> source_crc;
 };
 
 // What WrittenOutput::open answers for a name that is not one of the output's files: NotFound
@@ -190,6 +194,10 @@ class BundleWriter {
   bool CopiesInStore(int32_t shard, uint64_t offset, uint64_t n) const {
     return !data_[static_cast<size_t>(shard)]->CopiedInStore(offset, n).empty();
   }
+  // Notes the CRC-32C of bytes [offset, offset + size) of the input file `file`, taken as a
+  // copy read them, for the verification (WrittenOutput::source_crc). Thread-safe.
+  void NoteSourceCrc(const std::string& file, uint64_t offset, uint64_t size, uint32_t crc);
+
   // Writes the index, calls options.before_commit, makes every file durable and renames
   // them into place (data files first, the index last). On an object store (data files
   // not ReadableBeforeCommit): the data objects are completed first, before_commit reads
@@ -257,6 +265,7 @@ class BundleWriter {
     std::vector<Stretch> stretches;
   };
   std::vector<Deferred> deferred_;  // (guarded by mu_)
+  std::map<std::tuple<std::string, uint64_t, uint64_t>, uint32_t> source_crcs_;  // NoteSourceCrc (guarded by mu_)
   std::atomic<bool> fault_planted_{false};                     // TFCKPT_FAULT_FLIP_OUTPUT_BYTE
   bool finished_ = false;
   std::mutex mu_;  // guards entries_ and partitioned_
