@@ -40,7 +40,8 @@ struct VerifyOptions {
   // The output is a TF bundle not yet committed (BeforeCommit, bundle_writer.h): its files
   // are read through written->open, by their final names, and the pieces the writer read
   // back (written->read_back) are compared by their CRCs alone where those prove it
-  // (CompareOptions::crc_holds). Nothing is removed on failure (the writer abandons them)
+  // (CompareOptions::crc_holds), against a source without stored CRCs by the CRCs its
+  // copy took as it read it (written->source_crc: CompareOptions::source_crc). Nothing is removed on failure (the writer abandons them)
   // and the messages end "; nothing was written" instead.
   const WrittenOutput* written = nullptr;
 };
