@@ -151,7 +151,8 @@ def dry_run_json_round_trips_through_a_shards_file():
 @test()
 def edited_scale_out_plans_are_checked():
     # An edited --plan gets validate_shards' checks for dtype, shape and task (each entry
-    # records the input data file its bytes come from), with TF's wording; exit 2.
+    # records the input data file its bytes come from), with TF's wording; exit 2. So does
+    # an output.server_side that is not a --server-side word.
     with tempfile.TemporaryDirectory() as d:
         base = fixture(d, "base", "family", "base")
         plan_path = os.path.join(d, "plan.json")
@@ -179,6 +180,14 @@ def edited_scale_out_plans_are_checked():
         json.dump(edited, open(path, "w"))
         one_error_line(run("reshard", "--execute", path, "--task", "1", code=2),
                        "tensors in the object graph were not found in the checkpoint shards")
+        # output.server_side: one of --server-side's words (a plan without it means auto).
+        assert plan["output"]["server_side"] == "auto", plan["output"]
+        edited = json.loads(json.dumps(plan))
+        edited["output"]["server_side"] = "sometimes"
+        path = os.path.join(d, "server_side.json")
+        json.dump(edited, open(path, "w"))
+        one_error_line(run("reshard", "--execute", path, "--task", "0", code=2),
+                       path + ': output.server_side "sometimes": not auto, never or always')
         run("reshard", "--execute", plan_path, "--task", "0", code=0)
 
 

@@ -554,6 +554,11 @@ def wrong_types_name_the_public_parameter():
         with tfckpt.open(prefix) as c:
             raises(TypeError, lambda: c.read(EMB, raw="yes"), "raw")
             raises(TypeError, lambda: c.get_slice(EMB, raw=1), "raw")
+        # A value of the right type that is not one of the option's words.
+        e = raises(ValueError, lambda: tfckpt.reshard(prefix, os.path.join(d, "r"), server_side="sometimes"),
+                   'server_side "sometimes": not auto, never or always')
+        assert isinstance(e, tfckpt.Error), repr(e)
+        assert not os.path.exists(os.path.join(d, "r.index"))
 
 
 @test()

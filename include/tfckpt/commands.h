@@ -106,9 +106,6 @@ struct TransferReport {
   bool object_store = false;  // an object store was involved (the human output says so)
 };
 
-// --server-side MODE: "auto", "never", "always" (man tfckpt-reshard); InvalidArgument else.
-absl::StatusOr<ServerSideCopy> ParseServerSide(std::string_view mode);
-
 struct ReshardRequest {
   std::string ckpt, out;
   std::vector<std::string> partitions;  // [REGEX=]SPEC rules (man tfckpt-reshard)

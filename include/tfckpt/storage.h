@@ -55,6 +55,12 @@ class ReadableFile;
 // or fail (a store that refuses is then an error, not a fallback).
 enum class ServerSideCopy { kAuto, kNever, kAlways };
 
+// A mode by its name, "auto", "never" or "always" (the commands' --server-side, man
+// tfckpt-reshard; a scale-out plan's output.server_side); InvalidArgument else.
+absl::StatusOr<ServerSideCopy> ParseServerSide(std::string_view mode);
+// The name ParseServerSide reads.
+std::string_view ServerSideName(ServerSideCopy mode);
+
 // A range of a file being written that will be a copy of a range of another file
 // (WritableFile::PlanCopies): bytes [offset, offset + size) are those of `src` from
 // `src_offset`.

@@ -579,7 +579,7 @@ absl::Status ServerSide(const Fields& f, ServerSideCopy* out) {
   std::string mode = "auto";
   f.Text("server_side", &mode);
   absl::StatusOr<ServerSideCopy> parsed = ParseServerSide(mode);
-  if (!parsed.ok()) return parsed.status();
+  if (!parsed.ok()) return absl::InvalidArgumentError(StrCat("server_side ", parsed.status().message()));
   *out = *parsed;
   return absl::OkStatus();
 }

@@ -27,13 +27,6 @@ absl::StatusOr<std::string> OutputName(std::string_view option, const std::strin
   return name;
 }
 
-absl::StatusOr<ServerSideCopy> ParseServerSide(std::string_view mode) {
-  if (mode == "auto") return ServerSideCopy::kAuto;
-  if (mode == "never") return ServerSideCopy::kNever;
-  if (mode == "always") return ServerSideCopy::kAlways;
-  return absl::InvalidArgumentError(StrCat("--server-side ", mode, ": not auto, never or always"));
-}
-
 absl::Status CheckServerSide(ServerSideCopy mode, const std::vector<std::string>& inputs, const std::string& out) {
   if (mode != ServerSideCopy::kAlways) return absl::OkStatus();
   const auto why = [](const std::string& path) -> std::string {

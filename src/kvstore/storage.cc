@@ -16,6 +16,22 @@
 
 namespace tfckpt {
 
+absl::StatusOr<ServerSideCopy> ParseServerSide(std::string_view mode) {
+  if (mode == "auto") return ServerSideCopy::kAuto;
+  if (mode == "never") return ServerSideCopy::kNever;
+  if (mode == "always") return ServerSideCopy::kAlways;
+  return absl::InvalidArgumentError(StrCat("\"", mode, "\": not auto, never or always"));
+}
+
+std::string_view ServerSideName(ServerSideCopy mode) {
+  switch (mode) {
+    case ServerSideCopy::kNever: return "never";
+    case ServerSideCopy::kAlways: return "always";
+    case ServerSideCopy::kAuto: break;
+  }
+  return "auto";
+}
+
 absl::Status ReadableFile::PastEndError(uint64_t offset, uint64_t n) const {
   return absl::DataLossError(StrCat(path(), ": offset ", offset, ": range of ", n,
                                     " bytes ends past the end of the file (", size(), " bytes)"));

@@ -285,9 +285,7 @@ absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& p
                            {"num_files", n},
                            {"overwrite", o.overwrite},
                            {"verify", o.verify},
-                           {"server_side", o.server_side == ServerSideCopy::kNever    ? "never"
-                                           : o.server_side == ServerSideCopy::kAlways ? "always"
-                                                                                     : "auto"}}},
+                           {"server_side", ServerSideName(o.server_side)}}},
            {"options", json{{"partition", o.partitions},
                             {"policy", o.policy},
                             {"bytes_per_string", o.bytes_per_string}}},
@@ -328,10 +326,11 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
     }
     r.source = plan.at("source").at("prefix").get<std::string>();
     r.out = out;
-    const std::string mode = plan.at("output").value("server_side", "auto");
-    const ServerSideCopy server_side = mode == "never"    ? ServerSideCopy::kNever
-                                       : mode == "always" ? ServerSideCopy::kAlways
-                                                          : ServerSideCopy::kAuto;
+    // (A plan written before the option existed has none: auto, the option's default.)
+    absl::StatusOr<ServerSideCopy> server_side = ParseServerSide(plan.at("output").value("server_side", "auto"));
+    if (!server_side.ok()) {
+      return absl::InvalidArgumentError(StrCat(plan_path, ": output.server_side ", server_side.status().message()));
+    }
     TFCKPT_ASSIGN_OR_RETURN(auto w, BundleWriter::Create(r.part, wo));
     PieceCopier copier(*c, *w, progress);
     struct Entry {
@@ -369,7 +368,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
     // appended.
     std::vector<RegionCopies> copies(entries.size());
     std::vector<uint64_t> at(entries.size(), 0), sizes(entries.size(), 0);
-    const bool in_store = server_side != ServerSideCopy::kNever && IsUrl(out);
+    const bool in_store = *server_side != ServerSideCopy::kNever && IsUrl(out);
     if (in_store) {
       uint64_t end = 0;
       std::vector<PlannedCopy> all;
@@ -380,7 +379,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
         all.insert(all.end(), copies[k].copies.begin(), copies[k].copies.end());
         end += sizes[k];
       }
-      TFCKPT_RETURN_IF_ERROR(w->PlanCopies(0, end, all, server_side).status());
+      TFCKPT_RETURN_IF_ERROR(w->PlanCopies(0, end, all, *server_side).status());
     }
     for (size_t k = 0; k < entries.size(); ++k) {
       const Entry& e = entries[k];
