@@ -32,17 +32,18 @@ AWS_VARIABLES = [
 ]
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+# The sockets of closed_endpoint, kept bound until the test process ends.
+_bound_not_listening = []
 
 
 def closed_endpoint():
-    """http://127.0.0.1:PORT where nothing listens (a refused connection)."""
-    return f"http://127.0.0.1:{free_port()}"
+    """http://127.0.0.1:PORT where nothing listens (a refused connection). The port stays
+    bound by this process, never listening, until it exits: a port that was only free when
+    asked could be taken by another test's server meanwhile (on a busy machine)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _bound_not_listening.append(s)
+    return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 class Stub:
