@@ -31,7 +31,8 @@
 #   Targets (auto): uploaded <= 1 % of the input + the output's index; downloaded <= 1.05x the
 #   input; wall time <= 0.5x `never`. Fails at once on a tfckpt without --server-side.
 #   The inputs are written into the bucket by tfckpt (multipart objects); INPUT=put writes them
-#   with one PUT an object instead (an object's ETag is then its MD5).
+#   with one PUT an object instead (an object's ETag is then its MD5). VERIFY=0 runs every
+#   command with --no-verify (what the copies cost without the verification's read-back).
 set -euo pipefail
 shopt -s inherit_errexit  # a failure inside $(…) ends the run too
 cd "$(dirname "$0")/.."
@@ -118,7 +119,7 @@ PY
   local ckpt save
   ckpt=$(prefix_bytes "$url/big.")
   save=$(prefix_bytes "$url/save/ckpt_temp/")
-  echo "checkpoint: $ckpt bytes ($(prefix_bytes "$url/big.data-") of data in 4 objects); the save's parts: $save bytes; written by ${INPUT:-tfckpt}; $rounds rounds; $(nproc) cores"
+  echo "checkpoint: $ckpt bytes ($(prefix_bytes "$url/big.data-") of data in 4 objects); the save's parts: $save bytes; written by ${INPUT:-tfckpt}; $rounds rounds; $(nproc) cores$([ "${VERIFY:-1}" != 0 ] || echo "; --no-verify")"
 
   # ss_args COMMAND OUT: `args`, the command line of one benchmark run writing under OUT (a URL
   # prefix); `index`, its index's name.
@@ -136,6 +137,7 @@ PY
     local endpoint=$1 cmd=$2 mode=$3 out=$4 t0 t1 report args index index_bytes=0
     ss_args "$cmd" "$out"
     t0=$(date +%s.%N)
+    [ "${VERIFY:-1}" != 0 ] || args+=(--no-verify)
     report=$(AWS_ENDPOINT_URL=$endpoint "$tfckpt" "${args[@]}" --server-side "$mode" --json -q) ||
       { echo "s3_bench: tfckpt ${args[*]} --server-side $mode failed: $report" >&2; exit 1; }
     t1=$(date +%s.%N)
