@@ -16,7 +16,7 @@ import time
 
 from cli_common import *
 from s3_common import *
-from cloud_common import free_port as closed_port  # a loopback port nobody listens on
+from cloud_common import closed_endpoint  # a loopback port nobody listens on
 
 BUCKET = f"tfckpt-cli-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
@@ -270,7 +270,7 @@ def bad_urls_credentials_and_endpoints_are_one_line_exit_3():
         (f"{ROOT}/no/such/checkpoint", {}, "no checkpoint found"),
         (f"{ROOT}/{T2T}", {"AWS_SECRET_ACCESS_KEY": "not-the-secret"}, "403"),
         # A refused endpoint that never answered: one attempt, not the retry budget.
-        (f"{ROOT}/{T2T}", {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed_port()}"},
+        (f"{ROOT}/{T2T}", {"AWS_ENDPOINT_URL": closed_endpoint()},
          "not retried: the endpoint has not answered yet"),
     ]
     for url, env, why in cases:
