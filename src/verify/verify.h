@@ -41,8 +41,9 @@ struct VerifyOptions {
   // are read through written->open, by their final names, and the pieces the writer read
   // back (written->read_back) are compared by their CRCs alone where those prove it
   // (CompareOptions::crc_holds), against a source without stored CRCs by the CRCs its
-  // copy took as it read it (written->source_crc: CompareOptions::source_crc). Nothing is removed on failure (the writer abandons them)
-  // and the messages end "; nothing was written" instead.
+  // copy took as it read it (written->source_crc: CompareOptions::source_crc). Nothing is
+  // removed on failure (the writer abandons them) and the messages end "; nothing was
+  // written" instead.
   const WrittenOutput* written = nullptr;
 };
 

@@ -268,7 +268,7 @@ class BundleWriter {
   std::map<std::tuple<std::string, uint64_t, uint64_t>, uint32_t> source_crcs_;  // NoteSourceCrc (guarded by mu_)
   std::atomic<bool> fault_planted_{false};                     // TFCKPT_FAULT_FLIP_OUTPUT_BYTE
   bool finished_ = false;
-  std::mutex mu_;  // guards entries_ and partitioned_
+  std::mutex mu_;  // guards entries_, partitioned_, read_back_, deferred_ and source_crcs_ while entries are added
 };
 
 }  // namespace tfckpt
