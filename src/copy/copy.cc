@@ -243,9 +243,12 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
       // whole stored piece has that piece's CRC checked over a window of the mapping as
       // it goes; other pieces are checked beforehand when asked to.
       const std::vector<copy_internal::KernelRun> runs = copy_internal::KernelRuns(region, sources);
+      const auto whole_piece = [](const copy_internal::KernelRun& r) {
+        return r.src == 0 && r.n == r.s->region.num_elements();
+      };
       std::set<const StoredSlice*> whole;
       for (const copy_internal::KernelRun& r : runs) {
-        if (has_crc && r.src == 0 && r.n == r.s->region.num_elements()) whole.insert(r.s);
+        if (has_crc && whole_piece(r)) whole.insert(r.s);
       }
       if (verify_sources && has_crc && carried == nullptr) {
         for (const StoredSlice* s : sources) {
@@ -257,7 +260,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
         const uint64_t begin = static_cast<uint64_t>(r.src * esize);
         const uint64_t len = static_cast<uint64_t>(r.n * esize);
         const bool check_run = whole.count(r.s) > 0;
-        const bool note_run = noted && !has_crc && r.src == 0 && r.n == r.s->region.num_elements();
+        const bool note_run = noted && !has_crc && whole_piece(r);
         uint32_t crc = 0;
         // Sequential 1 MiB windows read into a buffer that stays in cache for the CRCs
         // (the writer's, and the piece's), the bytes themselves moved in-kernel. (Windows
