@@ -323,7 +323,7 @@ for ((i = 0; i < rounds; i++)); do
   r=$(curl_all curl_copy)
   keep_best "curl get|put" "$r 0"
 done
-out_bytes=$("$s3_put" ls "$url/out0.data-" | awk '{s += $2} END {printf "%.0f\n", s}')
+out_bytes=$(prefix_bytes "$url/out0.data-")
 echo "reshard output: $out_bytes bytes in $("$s3_put" ls "$url/out0.data-" | wc -l) data objects"
 
 # verdict OK: "ok" or "MISSED".
