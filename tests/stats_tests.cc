@@ -64,7 +64,9 @@ void Check(const TempDir& dir, int32_t dtype, int64_t rows, int64_t cols, const 
   const std::string prefix = dir / ("c" + std::to_string(dtype) + "_" + std::to_string(slices));
   const int64_t esize = tfckpt::LookupDType(dtype)->element_size;
   {
-    auto w = tfckpt::BundleWriter::Create(prefix, {.num_shards = 2});
+    tfckpt::BundleWriterOptions options;
+    options.num_shards = 2;
+    auto w = tfckpt::BundleWriter::Create(prefix, options);
     REQUIRE(w.ok());
     int64_t at = 0;
     for (int s = 0; s < slices; ++s) {

@@ -312,7 +312,7 @@ TEST_CASE("positional entries written by several threads in any order equal appe
   // A bad string payload is refused before anything is recorded.
   auto w = tfckpt::BundleWriter::Create(dir / "bad");
   REQUIRE(w.ok());
-  CHECK_FALSE((*w)->AddAt("s", 7, {3}, std::nullopt, "\x05ab", 0, 0).ok());
+  CHECK_FALSE((*w)->AddAt("s", 7, {3}, std::nullopt, "\x05" "ab", 0, 0).ok());
   CHECK((*w)->AddAt("s", 7, {3}, std::nullopt, strings, 0, 0).ok());
 }
 

@@ -19,10 +19,11 @@ namespace tfckpt {
 // shards); a V1 glob pattern or `X-?????-of-?????`.
 struct ResolvedCheckpoint {
   Format format = Format::kV2;
-  std::string prefix;                 // V2 prefix, or V1 path / pattern
-  std::vector<std::string> v1_files;  // V1 only
-  std::vector<std::string> notes;     // how it was resolved
-  std::string state_dir;              // the directory whose state file was used, or ""
+  std::string prefix;                      // V2 prefix, or V1 path / pattern
+  std::vector<std::string> v1_files = {};  // V1 only
+  std::vector<std::string> notes = {};     // how it was resolved
+  std::string state_dir = {};              // the directory whose state file was used, or ""
+  // (The "= {}": so that designated initializers may leave them out without a warning.)
 };
 absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec);
 

@@ -294,7 +294,7 @@ class PyCheckpoint {
     });
     if (!s.ok()) Throw(s);
     if (mapped) py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-    return std::move(out);
+    return out;
   }
 
   py::object ObjectGraph() const {
@@ -333,7 +333,7 @@ class PyCheckpoint {
       d["slot_variables"] = std::move(slots);
       nodes.append(std::move(d));
     }
-    return std::move(nodes);
+    return nodes;
   }
 
   // (name, new name) of the tensors the command line's --include/--exclude/--rename and
@@ -392,7 +392,7 @@ class PyCheckpoint {
     py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<const Checkpoint>*>(p); });
     py::array out{dt, region.shape, {}, bytes->data.data(), base};
     py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-    return std::move(out);
+    return out;
   }
 
   py::object ReadStrings(const TensorEntry& t, const Region& region) const {
@@ -412,7 +412,7 @@ class PyCheckpoint {
       Py_XDECREF(items[i]);
       items[i] = b;
     }
-    return std::move(out);
+    return out;
   }
 
   std::shared_ptr<const Checkpoint> c_;

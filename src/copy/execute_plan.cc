@@ -44,8 +44,8 @@ absl::Status GatherPieces(const Checkpoint& c, const TensorEntry& t, const std::
   struct Source {
     const StoredSlice* s;
     int64_t row_elems;
-    crc32c::Cursor crc;
-    TensorBytes owner;
+    crc32c::Cursor crc = {};
+    TensorBytes owner = {};
   };
   std::vector<Source> sources;
   for (const StoredSlice& s : t.slices) {

@@ -262,11 +262,7 @@ absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& p
         // A renamed TF1 slot: the source tensor it is read from.
         if (tp.out_name() != t.name) entry["source"] = t.name;
         entries.push_back(std::move(entry));
-        if (offset && size) {
-          *offset += *size;
-        } else {
-          offset.reset();
-        }
+        offset = offset && size ? std::optional<uint64_t>(*offset + *size) : std::nullopt;
         bytes += p.bytes;
       }
     }

@@ -42,9 +42,10 @@ struct ShardableTensor {
 struct ShardEntry {
   std::string checkpoint_key;
   std::string slice_spec;
-  std::optional<Shape> shape;
-  std::optional<int32_t> dtype;
-  std::optional<std::string> device;  // e.g. "/job:worker/task:1/device:CPU:0"
+  std::optional<Shape> shape = {};
+  std::optional<int32_t> dtype = {};
+  std::optional<std::string> device = {};  // e.g. "/job:worker/task:1/device:CPU:0"
+  // (The "= {}": so that brace initializers may leave them out without a warning.)
 };
 using Shard = std::vector<ShardEntry>;  // one output data file
 

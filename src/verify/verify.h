@@ -28,7 +28,7 @@ struct VerifySource {
   // Output tensor -> the tensor of `input` its values came from (after a rename). Without
   // it: every tensor of the output by its own name, and every tensor of `input` expected
   // in the output.
-  std::optional<std::map<std::string, std::string>> names;
+  std::optional<std::map<std::string, std::string>> names = {};
 };
 
 struct VerifyOptions {
