@@ -15,28 +15,16 @@
 # that is a failure (1) instead.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-
-skip() {
-  echo "moto_server: SKIP: $*"
-  [ "${CI:-}" = "true" ] && { echo "moto_server: CI=true, so this is a failure"; exit 1; }
-  exit 77
-}
+server_name=moto_server
+# shellcheck source=tests/server_lib.sh
+. "$here/server_lib.sh"
 
 python3 -c 'import moto.server, boto3' 2>/dev/null || skip "python3 has no moto/boto3 (pip install 'moto[server]' boto3)"
 
 work=$(mktemp -d /tmp/tfckpt-moto-XXXXXX)
 pids=()
 stop_servers() {
-  local p i
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for i in $(seq 1 50); do
-    local alive=0
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ $alive -eq 0 ] && break
-    sleep 0.1
-  done
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  kill_and_wait "${pids[@]}"
   pids=()
 }
 stop_all() {
@@ -49,7 +37,6 @@ trap stop_all EXIT
 # on its own port within 120 s (moto imports a lot, on two busy cores), or exits (its port was
 # taken between the pick and its bind: listening.py).
 start_servers() {
-  local _ state
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   python3 -m moto.server -H 127.0.0.1 -p "$port" >"$work/moto.log" 2>&1 &
   pids+=($!)
@@ -58,33 +45,13 @@ start_servers() {
   rm -f "$work/proxy.port"
   python3 "$here/s3_fault_proxy.py" "$port" "$work/faults" "$work/proxy.log" "$work/proxy.port" >"$work/proxy.out" 2>&1 &
   pids+=($!)
-  for _ in $(seq 1 240); do
-    state=0
-    python3 "$here/listening.py" "$moto:$port" 2>/dev/null || state=$?
-    [ $state -eq 2 ] && return 1
-    if [ $state -eq 0 ] && [ -s "$work/proxy.port" ] &&
-       python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/moto-api/', timeout=2)" 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.5
-  done
-  return 1
+  wait_until_up 240 "http://127.0.0.1:$port/moto-api/" "$work/proxy.port" "$moto:$port"
+}
+show_logs() {
+  tail -5 "$work/moto.log"
 }
 
-started=0
-for attempt in 1 2 3; do
-  if start_servers; then
-    started=1
-    break
-  fi
-  echo "moto_server: attempt $attempt: moto did not come up on 127.0.0.1:$port; retrying on another port"
-  tail -5 "$work/moto.log"
-  stop_servers
-done
-if [ $started -ne 1 ]; then
-  echo "moto_server: FAIL: moto did not come up in 3 attempts of up to 120 s each"
-  exit 1
-fi
+start_with_retries "moto did not come up on its own port within 120 s"
 echo "moto_server: moto on http://127.0.0.1:$port, fault proxy on port $(cat "$work/proxy.port")"
 
 export MOTO_ENDPOINT="http://127.0.0.1:$port"

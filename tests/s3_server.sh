@@ -18,12 +18,9 @@
 # apt); under CI=true that is a failure (1) instead.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-
-skip() {
-  echo "s3_server: SKIP: $*"
-  [ "${CI:-}" = "true" ] && { echo "s3_server: CI=true, so this is a failure"; exit 1; }
-  exit 77
-}
+server_name=s3_server
+# shellcheck source=tests/server_lib.sh
+. "$here/server_lib.sh"
 
 packages=(swift-proxy swift-account swift-container swift-object memcached)
 missing=()
@@ -44,17 +41,10 @@ fi
 work=$(mktemp -d /tmp/tfckpt-s3-XXXXXX)
 chmod 755 "$work"
 pidfiles=()
-alive() {
-  local f
-  for f in "${pidfiles[@]}"; do kill -0 "$(cat "$f")" 2>/dev/null && return 0; done
-  return 1
-}
 stop_servers() {
-  local f i
-  for f in "${pidfiles[@]}"; do kill "$(cat "$f")" 2>/dev/null || true; done
-  for i in $(seq 1 50); do alive || break; sleep 0.1; done  # up to 5 s, then SIGKILL
-  for f in "${pidfiles[@]}"; do kill -9 "$(cat "$f")" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  local f pids=()
+  for f in "${pidfiles[@]}"; do pids+=("$(cat "$f")"); done
+  kill_and_wait "${pids[@]}"
   pidfiles=()
   rm -rf "$work/etc" "$work/node" "$work/log" "$work"/*.pid "$work/fault_proxy.port" "$work/listening.log"
 }
@@ -158,43 +148,22 @@ python3 "$here/s3_fault_proxy.py" "$proxy_port" "$work/faults" "$work/proxy.log"
 echo $! >"$work/fault_proxy.pid"
 pidfiles+=("$work/fault_proxy.pid")
 
-# Up when the proxy answers /healthcheck and each server listens on its port itself (a port
-# taken by another process between its pick and the server's bind would otherwise look up:
-# listening.py), and the fault proxy has its port.
-local _ state pairs=()
+# Up when every server listens on its own port, the fault proxy has its port and the
+# proxy server answers /healthcheck.
+local pairs=()
 for name in account:$account_port container:$container_port object:$object_port proxy:$proxy_port \
     memcached:$memcached_port; do
   pairs+=("$(cat "$work/${name%%:*}.pid"):${name##*:}")
 done
-for _ in $(seq 1 120); do
-  state=0
-  python3 "$here/listening.py" "${pairs[@]}" 2>>"$work/listening.log" || state=$?
-  [ $state -eq 2 ] && return 1  # a server exited: its port was taken
-  if [ $state -eq 0 ] && [ -s "$work/fault_proxy.port" ] &&
-     python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$proxy_port/healthcheck', timeout=2)" \
-       2>/dev/null; then
-    return 0
-  fi
-  sleep 0.5
-done
-return 1
+wait_until_up 120 "http://127.0.0.1:$proxy_port/healthcheck" "$work/fault_proxy.port" "${pairs[@]}"
+}
+show_logs() {
+  local log
+  for log in "$work"/log/*.log "$work/listening.log"; do [ -f "$log" ] && { echo "--- $log"; tail -5 "$log"; }; done
+  return 0
 }
 
-# Up to three attempts, each on ports of its own.
-started=0
-for attempt in 1 2 3; do
-  if start_servers; then
-    started=1
-    break
-  fi
-  echo "s3_server: attempt $attempt: the servers did not all come up on their own ports; retrying on others"
-  for log in "$work"/log/*.log "$work/listening.log"; do [ -f "$log" ] && { echo "--- $log"; tail -5 "$log"; }; done
-  stop_servers
-done
-if [ $started -ne 1 ]; then
-  echo "s3_server: FAIL: Swift did not come up in 3 attempts of up to 60 s each"
-  exit 1
-fi
+start_with_retries "the servers did not all come up on their own ports within 60 s"
 echo "s3_server: Swift s3api on http://127.0.0.1:$proxy_port, fault proxy on port $(cat "$work/fault_proxy.port")"
 
 export S3_TEST_ENDPOINT="http://127.0.0.1:$proxy_port"
