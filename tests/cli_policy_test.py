@@ -130,7 +130,10 @@ def dry_run_json_round_trips_through_a_shards_file():
         plan = dry_json(base, "-o", os.path.join(d, "a"), *args)
         path = write_shards(d, "same", shards_of(plan), "round trip")
         back = dry_json(base, "-o", os.path.join(d, "a"), *args, "--policy", "file:" + path)
-        assert back["tensors"] == plan["tensors"] and back["files"] == plan["files"], (back, plan)
+        # (The same but for "task", which only policy by-task gives.)
+        untasked = [{**t, "new": [{k: v for k, v in n.items() if k != "task"} for n in t["new"]]}
+                    for t in plan["tensors"]]
+        assert back["tensors"] == untasked and back["files"] == plan["files"], (back, plan)
         run("reshard", base, "-o", os.path.join(d, "a"), *args, code=0)
         run("reshard", base, "-o", os.path.join(d, "b"), *args, "--policy", "file:" + path, code=0)
         for suffix in (".index", ".data-00000-of-00002", ".data-00001-of-00002"):
@@ -146,6 +149,32 @@ def dry_run_json_round_trips_through_a_shards_file():
         assert j["verified"]
         t = [t for t in j["tensors"] if t["name"] == piece["key"]][0]
         assert [n["spec"] for n in t["new"]] == ["0,4:0,2", "0,4:2,1", "4,3:0,3", "7,3:0,3"], t["new"]
+
+
+@test()
+def dry_run_json_gives_each_piece_its_task_under_by_task():
+    # Policy by-task places pieces as TF's round-robin device setter places variable
+    # partitions: a piece stored as it is keeps its data file's task (shard modulo the tasks),
+    # the pieces of a re-sliced tensor go to the tasks in turn. "task" is what a sharding
+    # callback sees as the piece's device (Python's reshard(policy=callback) takes it from
+    # here); it differs from "file" where by-task fills an empty file.
+    with tempfile.TemporaryDirectory() as d:
+        base = fixture(d, "base", "family", "base")
+        out = os.path.join(d, "a")
+
+        def pieces(plan):
+            return {t["name"].split("/")[-3] if "/" in t["name"] else t["name"]:
+                    [(n["spec"], n["file"], n.get("task")) for n in t["new"]] for t in plan["tensors"]}
+
+        two = pieces(dry_json(base, "-o", out, "--partition", "part=fixed:3"))
+        assert two == {"_CHECKPOINTABLE_OBJECT_GRAPH": [("", 0, 0)],
+                       "part": [("0,4:0,3", 0, 0), ("4,3:0,3", 1, 1), ("7,3:0,3", 0, 0)],
+                       "step": [("", 1, 1)], "words": [("", 1, 1)]}, two
+        four = pieces(dry_json(base, "-o", out, "--partition", "part=fixed:3", "--policy", "by-task:4"))
+        assert four["part"] == [("0,4:0,3", 0, 0), ("4,3:0,3", 3, 1), ("7,3:0,3", 2, 2)], four
+        assert four["step"] == [("", 1, 1)] and four["words"] == [("", 1, 1)], four
+        other = dry_json(base, "-o", out, "--partition", "part=fixed:3", "--policy", "shards:2")
+        assert all("task" not in n for t in other["tensors"] for n in t["new"]), other
 
 
 @test()

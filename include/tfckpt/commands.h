@@ -129,6 +129,9 @@ struct ReshardPiece {
   Shape start, shape;  // the region of the tensor it holds
   int32_t file = -1;   // output data file (new pieces), input shard (old pieces; -1 for V1)
   uint64_t bytes = 0;  // new pieces
+  // New pieces under policy by-task: the task it is placed on (as a sharding callback sees
+  // it, its device's); -1 otherwise.
+  int64_t task = -1;
 };
 
 struct ReshardTensor {

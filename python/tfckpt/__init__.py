@@ -1064,19 +1064,12 @@ _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 def _shardable_tensors(plan):
     """The ShardableTensors of a --dry-run --json plan made with policy "by-task", by task:
     {task: [ShardableTensor]} in the order TF hands them to a policy (the object graph
-    last). A piece stored as it is keeps its data file's task; the pieces of tensors the
-    rules cut anew go to the tasks in turn (as PieceTasks in src/reshard/reshard.cc)."""
-    tasks = max(1, plan["num_files"])
-    following = 0
+    last), each piece on the task the plan gives it."""
     by_task, graph = {}, []
     for t in plan["tensors"]:
         full = tuple(t["shape"])
-        shards = {o["spec"]: o["shard"] for o in t["old"] if "shard" in o}
         for piece in t["new"]:
-            if not t["resliced"] and piece["spec"] in shards:
-                task = shards[piece["spec"]] % tasks
-            else:
-                task, following = following % tasks, following + 1
+            task = piece["task"]
             offset, shape = _extents(piece["spec"], full)
             device = f"/job:worker/task:{task}"
             dtype = _DTypeName(t["dtype"])

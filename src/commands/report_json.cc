@@ -188,6 +188,7 @@ json PieceJson(const ReshardPiece& p, bool is_new) {
   if (is_new) {
     j["file"] = p.file;
     j["bytes"] = p.bytes;
+    if (p.task >= 0) j["task"] = p.task;
   } else if (p.file >= 0) {
     j["shard"] = p.file;
   }

@@ -1,5 +1,6 @@
 // reshard: re-slice partitioned variables and re-split data files, and its scale-out steps
 // (commands.h).
+#include <algorithm>
 #include <cstdlib>
 
 #include "commands/command_util.h"
@@ -17,9 +18,13 @@
 namespace tfckpt {
 namespace {
 
-// The plan as the report describes it: each tensor's stored pieces before and after.
-void DescribePlan(const ReshardPlan& plan, ReshardReport* report) {
-  for (const TensorPlan& tp : plan.tensors) {
+// The plan as the report describes it: each tensor's stored pieces before and after (with
+// policy by-task, each new piece's task).
+void DescribePlan(const ReshardPlan& plan, const Policy& policy, ReshardReport* report) {
+  std::vector<std::vector<int64_t>> tasks;
+  if (policy.kind == Policy::Kind::kByTask) tasks = PieceTasks(plan, std::max<int64_t>(1, plan.num_files));
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    const TensorPlan& tp = plan.tensors[i];
     const TensorEntry& t = *tp.source;
     ReshardTensor out{tp.out_name(), tp.out_name() != t.name ? t.name : "", t.dtype, t.shape, tp.resliced, {}, {},
                       tp.rule, tp.note};
@@ -27,8 +32,10 @@ void DescribePlan(const ReshardPlan& plan, ReshardReport* report) {
       out.old_pieces.push_back(
           {StoredSpec(t, s), s.region.start, s.region.shape, s.data.v1_file < 0 ? s.data.shard : -1, 0});
     }
-    for (const PlannedPiece& p : tp.pieces) {
-      out.new_pieces.push_back({StoredSpec(t, p), p.region.start, p.region.shape, p.file, p.bytes});
+    for (size_t j = 0; j < tp.pieces.size(); ++j) {
+      const PlannedPiece& p = tp.pieces[j];
+      out.new_pieces.push_back(
+          {StoredSpec(t, p), p.region.start, p.region.shape, p.file, p.bytes, tasks.empty() ? -1 : tasks[i][j]});
     }
     report->tensors.push_back(std::move(out));
   }
@@ -142,7 +149,7 @@ absl::StatusOr<ReshardReport> ReshardRun(const ReshardRequest& r) {
     TFCKPT_RETURN_IF_ERROR(WriteTaskPlan(*c, plan, r, out, &report));
     return report;
   }
-  DescribePlan(plan, &report);
+  DescribePlan(plan, options.policy, &report);
   if (r.dry_run) {
     report.mode = ReshardReport::Mode::kDryRun;
     return report;

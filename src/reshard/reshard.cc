@@ -46,6 +46,19 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view text) {
   return p;
 }
 
+std::vector<std::vector<int64_t>> PieceTasks(const ReshardPlan& plan, int64_t n) {
+  std::vector<std::vector<int64_t>> tasks;
+  int64_t next = 0;
+  for (const TensorPlan& tp : plan.tensors) {
+    std::vector<int64_t>& t = tasks.emplace_back();
+    for (const PlannedPiece& p : tp.pieces) {
+      const StoredSlice* s = tp.resliced ? nullptr : StoredSliceOf(*tp.source, p.region);
+      t.push_back((s != nullptr ? s->data.shard : next++) % n);
+    }
+  }
+  return tasks;
+}
+
 namespace {
 
 // True when the two lists hold the same regions, in any order.
@@ -265,24 +278,6 @@ absl::StatusOr<std::pair<int64_t, int64_t>> StringSizes(const Checkpoint& c, con
     });
   }
   return std::pair<int64_t, int64_t>{sum, longest};
-}
-
-// The task of every piece, by tensor then piece: a piece stored as it is keeps its data
-// file (modulo `n`); the pieces of re-sliced tensors go to the tasks in turn, as TF's
-// round-robin device setter places variable partitions on parameter servers. Python's
-// reshard(policy=callback) computes the same from --dry-run --json (_shardable_tensors in
-// python/tfckpt/__init__.py): change both.
-std::vector<std::vector<int64_t>> PieceTasks(const ReshardPlan& plan, int64_t n) {
-  std::vector<std::vector<int64_t>> tasks;
-  int64_t next = 0;
-  for (const TensorPlan& tp : plan.tensors) {
-    std::vector<int64_t>& t = tasks.emplace_back();
-    for (const PlannedPiece& p : tp.pieces) {
-      const StoredSlice* s = tp.resliced ? nullptr : StoredSliceOf(*tp.source, p.region);
-      t.push_back((s != nullptr ? s->data.shard : next++) % n);
-    }
-  }
-  return tasks;
 }
 
 // by-task: each piece goes to its task's file (PieceTasks); then no file is left empty

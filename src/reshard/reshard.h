@@ -63,6 +63,12 @@ absl::StatusOr<std::vector<ShardableTensor>> ShardableTensors(const Checkpoint& 
 // allow_any_dtype), by-device without a single mesh.
 absl::StatusOr<ReshardPlan> PlanReshard(const Checkpoint& c, const ReshardOptions& options);
 
+// The task of every piece of `plan` among `n` tasks, by tensor then piece, as policy
+// by-task places them (TF's round-robin device setter): a piece stored as it is keeps its
+// data file's task (its shard modulo n); the pieces of re-sliced tensors go to the tasks
+// in turn. (The piece's file may differ: by-task fills empty files too.) REQUIRES: n >= 1.
+std::vector<std::vector<int64_t>> PieceTasks(const ReshardPlan& plan, int64_t n);
+
 // What VerifyWritten compares the output of `plan` with: each output tensor with the
 // tensor of `c` it came from (TensorPlan::out_name: renamed TF1 slots included).
 std::vector<VerifySource> ReshardSources(const Checkpoint& c, const ReshardPlan& plan);
