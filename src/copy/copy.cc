@@ -143,7 +143,7 @@ absl::StatusOr<RegionCopies> PlannedCopiesOf(const Checkpoint& c, const TensorEn
     const uint64_t size = static_cast<uint64_t>(r.n) * esize;
     out.copies.push_back({at + static_cast<uint64_t>(r.dst) * esize, file,
                           r.s->data.offset + static_cast<uint64_t>(r.src) * esize, size});
-    whole = whole && r.src == 0 && r.n == r.s->region.num_elements();
+    whole = whole && r.WholePiece();
     if (whole) crc = crc32c::Concat(crc, crc32c::Unmask(r.s->data.masked_crc), size);
   }
   if (whole && !out.copies.empty()) out.crc = crc;
@@ -243,12 +243,9 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
       // whole stored piece has that piece's CRC checked over a window of the mapping as
       // it goes; other pieces are checked beforehand when asked to.
       const std::vector<copy_internal::KernelRun> runs = copy_internal::KernelRuns(region, sources);
-      const auto whole_piece = [](const copy_internal::KernelRun& r) {
-        return r.src == 0 && r.n == r.s->region.num_elements();
-      };
       std::set<const StoredSlice*> whole;
       for (const copy_internal::KernelRun& r : runs) {
-        if (has_crc && whole_piece(r)) whole.insert(r.s);
+        if (has_crc && r.WholePiece()) whole.insert(r.s);
       }
       if (verify_sources && has_crc && carried == nullptr) {
         for (const StoredSlice* s : sources) {
@@ -260,7 +257,7 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
         const uint64_t begin = static_cast<uint64_t>(r.src * esize);
         const uint64_t len = static_cast<uint64_t>(r.n * esize);
         const bool check_run = whole.count(r.s) > 0;
-        const bool note_run = noted && !has_crc && whole_piece(r);
+        const bool note_run = noted && !has_crc && r.WholePiece();
         uint32_t crc = 0;
         // Sequential 1 MiB windows read into a buffer that stays in cache for the CRCs
         // (the writer's, and the piece's), the bytes themselves moved in-kernel. (Windows

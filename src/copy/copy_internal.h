@@ -34,6 +34,8 @@ bool MovesInKernel(const Checkpoint& c, const TensorEntry& t, const std::vector<
 struct KernelRun {
   int64_t dst, src, n;
   const StoredSlice* s;
+  // Whether the run is its stored piece, whole (its bytes are the piece's, stored CRC and all).
+  bool WholePiece() const { return src == 0 && n == s->region.num_elements(); }
 };
 // The runs of `region` of `t` in `sources` (SourcesOf), in the region's order.
 std::vector<KernelRun> KernelRuns(const Region& region, const std::vector<const StoredSlice*>& sources);
