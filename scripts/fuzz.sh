@@ -5,7 +5,7 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  default 60 (env FUZZ_SECONDS also works); CI uses 10
-#   TARGET              table bundle slice_key specs state_file v1 safetensors payload
+#   TARGET              table bundle read slice_key specs state_file v1 safetensors payload
 #                       s3_xml url aws_config credential_json merge npz
 # A crash stops with exit 1 and names the reproducer under build-fuzz/artifacts/; copy
 # it into tests/fuzz_regressions/TARGET/ (the normal test suite replays that folder).
@@ -15,7 +15,7 @@ seconds=${1:-${FUZZ_SECONDS:-60}}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(table bundle slice_key specs state_file v1 safetensors payload s3_xml url aws_config credential_json merge npz)
+  targets=(table bundle read slice_key specs state_file v1 safetensors payload s3_xml url aws_config credential_json merge npz)
 fi
 
 scripts/install-deps.sh
@@ -34,7 +34,7 @@ meson compile -C "$build" $(printf 'fuzz_%s ' "${targets[@]}") >/dev/null
 testdata=../shared/testdata/tf
 seeds=$build/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{table,bundle,v1,state_file,safetensors,merge}
+mkdir -p "$seeds"/{table,bundle,read,v1,state_file,safetensors,merge}
 if [ -d "$testdata" ]; then
   python3 - "$testdata" "$seeds" <<'PY'
 import glob, os, struct, sys
@@ -53,6 +53,7 @@ for root, _, files in os.walk(src):
             kind = "table" if f.endswith(".index") else "v1"
             open(os.path.join(out, kind, name), "wb").write(blob)
             if kind == "v1":
+                open(os.path.join(out, "read", name + ".v1"), "wb").write(b"\x03" + blob)
                 open(os.path.join(out, "table", name), "wb").write(blob)
         if f.endswith(".index") and blob is not None:
             data = p[:-len(".index")] + ".data-00000-of-00001"
@@ -60,6 +61,8 @@ for root, _, files in os.walk(src):
                 data = p[:-len(".index")] + ".data-00000-of-00002"
             payload = open(data, "rb").read() if os.path.exists(data) and os.path.getsize(data) <= (1 << 20) else b""
             open(os.path.join(out, "bundle", name), "wb").write(struct.pack("<I", len(blob)) + blob + payload)
+            # fuzz_read: the same bundle after its format byte (0: V2).
+            open(os.path.join(out, "read", name), "wb").write(b"\x00" + struct.pack("<I", len(blob)) + blob + payload)
             shards = glob.glob(glob.escape(p[:-len(".index")]) + ".data-?????-of-?????")
             merge_inputs.append((name, blob, int(shards[0][-5:]) if shards else 1))
         n += 1
@@ -124,10 +127,13 @@ for t in "${targets[@]}"; do
   done
   log=$build/fuzz-$t.log
   echo "fuzz: $t for ${seconds}s"
-  # Limits: an input may not make us allocate over 1 GiB at once or take over 10 s.
-  if ! ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  # Limits: the guarantee of docs/RELIABILITY.md (untrusted input): no input of up to 64 KiB
+  # may make us allocate over 256 MiB at once (a count the input merely claims), grow past
+  # 512 MiB resident (ASan's quarantine kept at 64 MiB inside that) or take over 10 s.
+  if ! ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0:quarantine_size_mb=64 \
+      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       "$build/fuzz/fuzz_$t" "${dirs[@]}" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
-      -malloc_limit_mb=1024 -rss_limit_mb=2560 -artifact_prefix="$build/artifacts/$t-" -print_final_stats=1 \
+      -malloc_limit_mb=256 -rss_limit_mb=512 -artifact_prefix="$build/artifacts/$t-" -print_final_stats=1 \
       >"$log" 2>&1; then
     echo "fuzz: $t FAILED; see $log and $build/artifacts/$t-*" >&2
     grep -E "ERROR|SUMMARY|Test unit written" "$log" | head -5 >&2 || true

@@ -135,6 +135,11 @@ class PieceReader {
   // See Checkpoint::DataFile. REQUIRES: 0 <= shard < CheckpointInfo::num_shards.
   virtual absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const;
 
+  // See Checkpoint::CheckStored: OK when the bytes of `s` are present where the index puts
+  // them (V2, safetensors: inside its data file). By default OK (V1 and .npz loaders check
+  // their pieces against the bytes that hold them). REQUIRES: t.defect is empty.
+  virtual absl::Status CheckStored(const TensorEntry& t, const StoredSlice& s) const;
+
   // See Checkpoint::ForEachIndexEntry and raw_header (V2 only; others have neither).
   virtual absl::Status ForEachIndexEntry(const IndexEntryVisitor& visit) const;
   virtual const std::string& raw_header() const;
@@ -191,6 +196,13 @@ class Checkpoint {
   // The error every read of `t` gives when its index entry is defective (t.defect: DataLoss
   // naming the index and the tensor); OK when it has none.
   absl::Status DefectError(const TensorEntry& t) const;
+  // Before anything is allocated from `t`'s shape: OK when `t` has no defect and every
+  // stored piece that meets `box` (all of them when null) lies inside the bytes that hold
+  // it (V2, safetensors: its data file, opened for its size). Else the error a read would
+  // give (DataLoss: entry.bounds naming the data file, tensor and offset). So an element
+  // count taken from a checked tensor is backed by bytes that exist: an index cannot make
+  // a caller allocate more than its data files hold (docs/RELIABILITY.md, untrusted input).
+  absl::Status CheckStored(const TensorEntry& t, const Region* box = nullptr) const;
   // A PayloadCheck of the piece when its format stores a checksum other than CRC-32C of
   // the payload (.npz: the member's CRC-32); nullptr otherwise (V2: the stored CRC-32C,
   // which a caller computes itself; safetensors: none). REQUIRES: t.defect is empty.

@@ -272,6 +272,12 @@ class PyCheckpoint {
       throw py::index_error("region outside tensor " + PrintableKey(t.name) + " of shape " + ShapeString(t.shape));
     }
     const DTypeInfo* info = LookupDType(t.dtype);
+    if (info != nullptr && info->element_size > 0) {
+      // Nothing is allocated from the shape before the pieces are known to be present: an
+      // index cannot make the interpreter allocate more than its data files hold.
+      const absl::Status present = Interruptible(*session_, remote_, [&] { return c_->CheckStored(t, &region); });
+      if (!present.ok()) Throw(present);
+    }
     if (info != nullptr && info->kind == ValueKind::kString) return ReadStrings(t, region);
     const std::string np_type = NumpyType(t.dtype, raw);
     if (info == nullptr || info->element_size == 0 || np_type.empty()) {

@@ -229,8 +229,9 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
   if (info == nullptr || info->element_size == 0) {
     return absl::InternalError(StrCat("bug: CopyRegion on variable-size tensor \"", t.name, "\""));
   }
+  // (Every piece present and the region covered before a chunk is sized: CheckStored.)
+  TFCKPT_RETURN_IF_ERROR(c.CheckStored(t, &region));
   const std::vector<const StoredSlice*> sources = SourcesOf(t, region);
-  TFCKPT_RETURN_IF_ERROR(CheckCovered(c, t, region, sources));
   auto progress = [counter](uint64_t n) {
     if (counter) *counter += n;
   };
@@ -408,9 +409,12 @@ absl::StatusOr<std::string_view> VariablePayload(const Checkpoint& c, const Tens
 
 absl::StatusOr<std::vector<std::string_view>> GatherStrings(const Checkpoint& c, const TensorEntry& t,
                                                             const Region& region, std::vector<TensorBytes>* keep) {
-  std::vector<std::string_view> elements(static_cast<size_t>(region.num_elements()));
+  // Sized only once the pieces are known to be present (each element of a checked string
+  // tensor takes at least one byte of them: its count cannot outgrow the data files).
+  TFCKPT_RETURN_IF_ERROR(c.CheckStored(t, &region));
   const std::vector<const StoredSlice*> sources = SourcesOf(t, region);
   TFCKPT_RETURN_IF_ERROR(CheckCovered(c, t, region, sources));
+  std::vector<std::string_view> elements(static_cast<size_t>(region.num_elements()));
   for (const StoredSlice* s : sources) {
     TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(t, *s, /*verify=*/true));
     TFCKPT_ASSIGN_OR_RETURN(DecodedElements d, DecodeStrings(b.data, s->region.num_elements()));

@@ -36,6 +36,8 @@ using copy_internal::SourcesOf;
 absl::Status GatherPieces(const Checkpoint& c, const TensorEntry& t, const std::vector<const PlannedPiece*>& pieces,
                           std::vector<BundleWriter::EntryStream>& streams, std::atomic<uint64_t>* progress,
                           const std::atomic<bool>& stop) {
+  // The slabs below are sized from the shape: only once the pieces are known to hold it.
+  TFCKPT_RETURN_IF_ERROR(c.CheckStored(t));
   const int64_t esize = LookupDType(t.dtype)->element_size;
   const int64_t rows = t.shape[0];
   const int64_t row_bytes = rows == 0 ? 0 : *NumElements(t.shape) / rows * esize;

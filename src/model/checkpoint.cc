@@ -67,6 +67,8 @@ absl::StatusOr<const ReadableFile*> PieceReader::DataFile(int32_t shard) const {
   return absl::InternalError(StrCat("bug: no data file ", shard, " in a format without data files"));
 }
 
+absl::Status PieceReader::CheckStored(const TensorEntry&, const StoredSlice&) const { return absl::OkStatus(); }
+
 absl::Status PieceReader::ForEachIndexEntry(const IndexEntryVisitor&) const {
   return absl::InternalError("bug: index entries walked in a format without a V2 index");
 }
@@ -101,6 +103,28 @@ absl::Status Checkpoint::DefectError(const TensorEntry& t) const {
   if (t.defect.empty()) return absl::OkStatus();
   return DataLossAt(t.defect_check, info_.format == Format::kV2 ? info_.index_path : info_.prefix, t.name, -1,
                     t.defect);
+}
+
+absl::Status Checkpoint::CheckStored(const TensorEntry& t, const Region* box) const {
+  TFCKPT_RETURN_IF_ERROR(DefectError(t));
+  const Region whole = Region::Full(t.shape);
+  if (box == nullptr) box = &whole;
+  // Every element of the box in some piece (overlapping pieces count twice, but each
+  // counted element is then still backed by a byte of its own piece), every piece present.
+  int64_t covered = 0;
+  for (const StoredSlice& s : t.slices) {
+    const std::optional<Region> inter = box->rank() == 0 ? std::optional<Region>(s.region) : Intersect(s.region, *box);
+    if (!inter) continue;
+    TFCKPT_RETURN_IF_ERROR(reader_->CheckStored(t, s));
+    covered += inter->num_elements();
+    if (covered >= box->num_elements()) covered = box->num_elements();  // (no overflow)
+  }
+  if (covered < box->num_elements()) {
+    return DataLossAt("slice.gap", info_.format == Format::kV2 ? info_.index_path : info_.prefix, t.name, -1,
+                      StrCat(box->num_elements() - covered, " elements of ", SliceString(*box, t.shape),
+                             " are in no stored slice"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TensorBytes> Checkpoint::Read(const TensorEntry& t, const StoredSlice& s, bool verify) const {

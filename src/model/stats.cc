@@ -312,6 +312,9 @@ absl::StatusOr<TensorStats> ComputeStats(const Checkpoint& c, const TensorEntry&
   const DTypeInfo* info = LookupDType(t.dtype);
   if (info == nullptr || info->element_size == 0 || info->kind == ValueKind::kComplex) return st;
   st.numeric = true;
+  // The chunks below are counted from the pieces' sizes: only once those are known to lie
+  // inside their data files (an index claiming 2^62 bytes would otherwise list 2^42 chunks).
+  TFCKPT_RETURN_IF_ERROR(c.CheckStored(t));
   const int64_t esize = info->element_size;
   const CheckpointInfo& ci = c.info();
   // Pieces read in place with pread (V2 little-endian, safetensors) are cut into chunks

@@ -177,6 +177,16 @@ absl::Status BundleLoader::LoadV2Entries(TableReader& table, std::vector<Finding
                                      ShapeString(shape), " ", info->name, " needs ", n, " x ", info->element_size,
                                      " bytes")};
       }
+    } else {
+      // Strings and variants: every element takes at least one length byte (variants also
+      // a 4-byte checksum), so a count the payload cannot hold is refused here, before any
+      // reader sizes a list of elements from it.
+      const int64_t n = *NumElements(shape);
+      const int64_t least = dtype == static_cast<int32_t>(DType::kVariant) ? 5 : 1;
+      if (n > e.size() / least) {
+        return {"entry.size", StrCat("entry \"", PrintableKey(key), "\": a ", info->name, " tensor of ", n,
+                                     " elements cannot fit in ", e.size(), " bytes")};
+      }
     }
     return {};
   };
@@ -293,6 +303,16 @@ absl::StatusOr<const ReadableFile*> BundleReader::DataFile(int32_t shard) const 
     data_files_[shard] = std::move(*f);
   }
   return data_files_[shard].get();
+}
+
+absl::Status BundleReader::CheckStored(const TensorEntry& t, const StoredSlice& s) const {
+  TFCKPT_ASSIGN_OR_RETURN(const ReadableFile* file, DataFile(s.data.shard));
+  if (s.data.offset > file->size() || s.data.size > file->size() - s.data.offset) {
+    return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(std::min<uint64_t>(s.data.offset, INT64_MAX)),
+                      StrCat(PieceLabel(t, s), "tensor of ", s.data.size, " bytes runs past the end of the file (",
+                             file->size(), " bytes)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TensorBytes> BundleReader::Read(const TensorEntry& t, const StoredSlice& s, bool verify) const {

@@ -94,6 +94,7 @@ class BundleReader : public PieceReader {
   absl::Status ReadInto(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end, char* out,
                         bool verify) const override;
   absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const override;
+  absl::Status CheckStored(const TensorEntry& t, const StoredSlice& s) const override;
 
  private:
   DataFiles info_;

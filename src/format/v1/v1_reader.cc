@@ -184,6 +184,14 @@ absl::Status V1Loader::LoadV1(const std::vector<std::string>& files, std::vector
           t.defect = StrCat("slice ", SliceString(s.region, t.shape), " has no entry in ", files[fi]);
           t.defect_check = "slice.missing-entry";
         }
+        // Every value takes at least one byte of its table (a Snappy block at most 1/32 of
+        // one): a slice claiming more elements than that is refused before a reader sizes
+        // a buffer from its shape.
+        if (t.defect.empty() && static_cast<uint64_t>(s.region.num_elements()) > table->file_size() * 32 + 64) {
+          t.defect = StrCat("slice ", SliceString(s.region, t.shape), " claims ", s.region.num_elements(),
+                            " values, more than the ", table->file_size(), " bytes of ", files[fi], " can hold");
+          t.defect_check = "v1.slice";
+        }
         t.slices.push_back(std::move(s));
       }
     }
