@@ -28,8 +28,11 @@ struct ResolvedCheckpoint {
 absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec);
 
 // The newest checkpoint named by the `checkpoint` state file in `dir`.
-// A state file lists a few paths: one larger than this is not read.
-inline constexpr uint64_t kMaxStateFileBytes = 64 << 20;
+// A state file lists a few paths: one larger than this is not read (16 MiB: 100 000 kept
+// checkpoints' paths and more), and a path longer than the longest a file system or object
+// store takes (PATH_MAX, 4096) is refused before anything is looked up by it.
+inline constexpr uint64_t kMaxStateFileBytes = 16 << 20;
+inline constexpr size_t kMaxCheckpointPathBytes = 4096;
 absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes);
 
 // Opens what the user named (see ResolveCheckpoint); its notes become the checkpoint's.

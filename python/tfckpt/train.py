@@ -191,7 +191,11 @@ def _unescape(text):
     return bytes(out)
 
 
-_MODEL_PATH = _re.compile(r'^\s*model_checkpoint_path\s*:\s*(?:"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\')', _re.M)
+_MAX_PATH_BYTES = 4096  # PATH_MAX; as the command line (open.h: kMaxCheckpointPathBytes)
+# (Each quoted string as "unrolled loops", [^"\\]*(?:\\.[^"\\]*)*: a run of plain characters
+# is one step of the regex engine, not one backtracking frame per character, so a path of
+# megabytes costs no more memory than its text.)
+_MODEL_PATH = _re.compile(r'^\s*model_checkpoint_path\s*:\s*(?:"([^"\\]*(?:\\.[^"\\]*)*)"|\'([^\'\\]*(?:\\.[^\'\\]*)*)\')', _re.M)
 
 
 def _join(directory, path):
@@ -217,7 +221,7 @@ def latest_checkpoint(checkpoint_dir, latest_filename=None):
     if not found:
         return None
     quoted = found[-1][0] or found[-1][1]  # (the last one wins, as when a text proto is merged)
-    if not quoted:
+    if not quoted or len(quoted) > _MAX_PATH_BYTES:  # (no file system or store has such a path)
         return None
     prefix = _join(directory, _os.fsdecode(_unescape(quoted)))
     for candidate in (prefix + ".index", prefix):

@@ -66,6 +66,9 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
   pb::CheckpointState state;
   google::protobuf::TextFormat::Parser parser;
   parser.AllowUnknownField(true);
+  // A state file is two flat fields: deep nesting (of unknown fields, say) is refused
+  // before the parser's recursion runs out of stack.
+  parser.SetRecursionLimit(16);
   struct Quiet : google::protobuf::io::ErrorCollector {
     std::string first;
     void AddError(int line, int col, const std::string& m) override {
@@ -78,6 +81,11 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
   }
   if (state.model_checkpoint_path().empty()) {
     return DataLossAt("state.parse", path, "", -1, "model_checkpoint_path is empty");
+  }
+  if (state.model_checkpoint_path().size() > kMaxCheckpointPathBytes) {
+    return DataLossAt("state.parse", path, "", -1,
+                      StrCat("model_checkpoint_path is ", state.model_checkpoint_path().size(),
+                             " bytes long, longer than any path (", kMaxCheckpointPathBytes, ")"));
   }
   std::string prefix = JoinPath(dir, state.model_checkpoint_path());
   if (!state.model_checkpoint_path().empty() && state.model_checkpoint_path()[0] == '/' &&

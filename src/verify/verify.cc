@@ -95,6 +95,19 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
       };
     }
   }
+  // An input's defective entry is corrupt input (exit 3), wherever its copy is found.
+  for (const VerifySource& s : sources) {
+    std::set<std::string> used;
+    if (s.names) {
+      for (const auto& [name, from] : *s.names) used.insert(from);
+    }
+    for (const TensorEntry& t : s.input->tensors()) {
+      if (t.defect.empty()) continue;
+      // (MergedSources leaves defective tensors out of `names`: their copy under the same
+      // name is what is checked then.)
+      if (!s.names || used.count(t.name) || written->Find(t.name) != nullptr) return s.input->DefectError(t);
+    }
+  }
   std::set<std::string> compared;
   for (const VerifySource& s : sources) {
     TFCKPT_RETURN_IF_ERROR(CompareCheckpoints(*written, *s.input, s.names ? &*s.names : nullptr, co, &report));
@@ -105,8 +118,40 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
     }
   }
   CheckUncompared(*written, compared, options.written, options.jobs, progress, &report.findings);
+  // Damage of an input (a defective entry, a piece past its data file, a CRC that does not
+  // hold) is the input's: reported as corrupt input where it is, not as an output that
+  // failed its verification. (A copy of a defective entry has the defect too: the input's
+  // finding is looked for first.)
+  std::set<std::string> input_files;
+  for (const VerifySource& s : sources) {
+    for (const std::string& f : FilesOf(s.input->info())) input_files.insert(f);
+    input_files.insert(s.input->info().prefix);  // (where compare.h places an input's defects)
+  }
+  for (const Finding& f : report.findings) {
+    if (f.severity != Severity::kError || input_files.count(f.file) == 0) continue;
+    return DataLossAt(f.check, f.file, f.key, f.offset, StrCat(f.message, removal));
+  }
   for (const Finding& f : report.findings) {
     if (f.severity != Severity::kError) continue;
+    // A damaged copy of a damaged input (a string payload whose lengths do not add up,
+    // copied byte for byte by a merge, say): the input's damage is what is reported.
+    for (const VerifySource& s : sources) {
+      std::string from = f.key;
+      if (s.names) {
+        auto it = s.names->find(f.key);
+        if (it == s.names->end() && written->Find(f.key) == nullptr) continue;
+        if (it != s.names->end()) from = it->second;
+      }
+      const TensorEntry* t = s.input->Find(from);
+      if (t == nullptr || !t->defect.empty()) continue;
+      std::string buffer;
+      for (const StoredSlice& piece : t->slices) {
+        if (absl::Status st = s.input->VerifyCrc(*t, piece, &buffer); !st.ok()) {
+          const Finding in = FindingOf(st);
+          return DataLossAt(in.check, in.file, in.key, in.offset, StrCat(in.message, removal));
+        }
+      }
+    }
     return DataLossAt("output.mismatch", f.file, f.key, -1, StrCat(f.check, ": ", f.message, removal));
   }
   return VerifyReport{static_cast<int64_t>(written->tensors().size()), report.bytes_checked};

@@ -40,7 +40,8 @@ int64_t CountSlicesField(std::string_view value) {
 }
 
 // The header entry of `path` (`raw`, in the block at `block`), parsed and checked.
-absl::StatusOr<pb::BundleHeaderProto> ParseHeader(const std::string& path, std::string_view raw, uint64_t block) {
+absl::StatusOr<pb::BundleHeaderProto> ParseHeader(const std::string& path, std::string_view raw, uint64_t block,
+                                                  uint64_t index_size) {
   pb::BundleHeaderProto header;
   if (!header.ParseFromArray(raw.data(), static_cast<int>(raw.size()))) {
     return DataLossAt("header.parse", path, "", block, "header is not a BundleHeaderProto");
@@ -51,6 +52,11 @@ absl::StatusOr<pb::BundleHeaderProto> ParseHeader(const std::string& path, std::
   }
   if (header.num_shards() < 0 || header.num_shards() > kMaxBundleShards) {
     return DataLossAt("header.num-shards", path, "", block, StrCat("header has implausible num_shards ", header.num_shards()));
+  }
+  if (static_cast<uint64_t>(header.num_shards()) > MaxShardsFor(index_size)) {
+    return DataLossAt("header.num-shards", path, "", block,
+                      StrCat("header counts ", header.num_shards(), " data files, more than an index of ", index_size,
+                             " bytes can name (", MaxShardsFor(index_size), ")"));
   }
   return header;
 }
@@ -89,7 +95,7 @@ absl::Status VisitBundleIndex(TableReader& index, std::vector<Finding>* findings
   TFCKPT_RETURN_IF_ERROR(VisitTable(index, findings, [&](std::string_view key, std::string_view value, uint64_t block) {
     if (key.empty()) {
       have_header = true;  // a damaged header is one finding, not one per entry after it
-      TFCKPT_ASSIGN_OR_RETURN(const pb::BundleHeaderProto header, ParseHeader(path, value, block));
+      TFCKPT_ASSIGN_OR_RETURN(const pb::BundleHeaderProto header, ParseHeader(path, value, block, index.file_size()));
       return visit.header(value, header);
     }
     if (!have_header) return DataLossAt("header.missing", path, key, block, "index has no header entry (empty key) before tensors");

@@ -22,6 +22,11 @@ namespace tfckpt {
 // The most data files a header may count (check header.num-shards): far more than any
 // saver writes, few enough that a loop or a list over them stays small.
 inline constexpr int32_t kMaxBundleShards = 1 << 20;
+// The most data files an index of `index_size` bytes may count (check header.num-shards): a
+// data file holds the bytes of at least one entry (each over 16 bytes of the index), but for
+// the few that a merge of tasks that saved nothing leaves empty. So a 100-byte index cannot
+// make a reader list, open or check a million data files.
+inline uint64_t MaxShardsFor(uint64_t index_size) { return 1000 + index_size / 16; }
 
 // The reader's bound on a metadata entry's slice list (check entry.slices): more slices than
 // twice the slice entries before it in the index, plus 1000, are refused before the list is

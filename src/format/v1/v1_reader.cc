@@ -5,10 +5,14 @@
 #include <map>
 #include <mutex>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include "absl/strings/str_cat.h"
 #include "saved_tensor_slice.pb.h"
 #include "model/tensor_encoding.h"
 #include "format/bundle/bundle_proto.h"
+#include "format/bundle/bundle_reader.h"
 #include "format/table/table.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
@@ -22,6 +26,36 @@ void AppendAs(const Field& values, std::string* out) {
     T x = static_cast<T>(v);
     out->append(reinterpret_cast<const char*>(&x), sizeof x);
   }
+}
+
+// How many messages at `path` (field numbers, each a length-delimited field inside the one
+// before) a serialized message holds, counted on the wire format without building messages;
+// -1 when it does not parse. (SavedTensorSlices.meta.tensor.slice: the slices a table of
+// contents lists, counted before millions of TensorSliceProtos are built.)
+int64_t CountNested(std::string_view bytes, const int* path, int depth) {
+  namespace wfl = google::protobuf::internal;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  int64_t n = 0;
+  while (uint32_t tag = in.ReadTag()) {
+    if (tag == wfl::WireFormatLite::MakeTag(path[0], wfl::WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) {
+      uint32_t len = 0;
+      if (!in.ReadVarint32(&len)) return -1;
+      const size_t at = static_cast<size_t>(in.CurrentPosition());
+      if (len > bytes.size() - at) return -1;
+      if (depth == 1) {
+        ++n;
+      } else {
+        const int64_t inner = CountNested(bytes.substr(at, len), path + 1, depth - 1);
+        if (inner < 0) return -1;
+        n += inner;
+      }
+      if (!in.Skip(static_cast<int>(len))) return -1;
+      continue;
+    }
+    if (!wfl::WireFormatLite::SkipField(&in, tag)) return -1;
+  }
+  return in.ConsumedEntireMessage() || in.CurrentPosition() == static_cast<int>(bytes.size()) ? n : -1;
 }
 
 // The V2 payload of `n` elements of `dtype` held in a V1 TensorProto.
@@ -155,6 +189,15 @@ absl::Status V1Loader::LoadV1(const std::vector<std::string>& files, std::vector
     }));
     info_.index_has_snappy = info_.index_has_snappy || table->saw_snappy();
     if (!have_meta) return DataLossAt("v1.meta", files[fi], "", -1, "V1 checkpoint has no table of contents (empty key)");
+    // As for a V2 metadata entry (TooManySlices): a table of contents listing far more
+    // slices than the table holds is refused before its messages are built.
+    static constexpr int kSlicePath[] = {1, 1, 4};  // SavedTensorSlices.meta.tensor.slice
+    const int64_t listed = CountNested(meta_value, kSlicePath, 3);
+    if (listed >= 0 && TooManySlices(listed, static_cast<int64_t>(keys.size()))) {
+      return DataLossAt("entry.slices", files[fi], "", -1,
+                        StrCat("table of contents lists ", listed, " slices but the table holds only ", keys.size(),
+                               " slice entries"));
+    }
     pb::SavedTensorSlices sts;
     if (!sts.ParseFromString(meta_value) || !sts.has_meta()) {
       return DataLossAt("v1.meta", files[fi], "", -1, "table of contents is not a SavedTensorSlices message");
