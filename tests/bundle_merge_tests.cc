@@ -130,24 +130,39 @@ TEST_CASE("merge refuses an entry naming a data file past the header's count, as
 }
 
 TEST_CASE("merge refuses inputs whose headers count more data files in all than a bundle may have") {
+  // Each index large enough (a tensor named by 9 MiB of bytes) to count just over half of
+  // the most data files a bundle may have (MaxShardsFor): each opens, their sum is refused.
   TempDir dir;
-  const int32_t n = tfckpt::kMaxBundleShards;
+  const int32_t n = tfckpt::kMaxBundleShards / 2 + 1;
   std::vector<std::string> inputs;
   for (const char* name : {"x", "y"}) {
     inputs.push_back(dir / name);
-    WriteIndex(inputs.back(), n, Scalars({{name, 0}}));
+    WriteIndex(inputs.back(), n, Scalars({{name + std::string(9 << 20, 'x'), 0}}));
     WriteFile(tfckpt::DataFileName(inputs.back(), 0, n), std::string(4, '\0'));
   }
+  REQUIRE(tfckpt::OpenCheckpoint(inputs[0]).ok());
   CheckRefused(tfckpt::MergeBundles(inputs, dir / "out", {}), "header.num-shards", inputs[1] + ".index", dir);
+}
+
+TEST_CASE("a header counting more data files than its index can name is refused before any is listed") {
+  TempDir dir;
+  const std::string in = dir / "in";
+  WriteIndex(in, tfckpt::kMaxBundleShards, Scalars({{"a", 0}}));
+  WriteFile(tfckpt::DataFileName(in, 0, tfckpt::kMaxBundleShards), std::string(4, '\0'));
+  auto c = tfckpt::OpenCheckpoint(in);
+  REQUIRE(!c.ok());
+  CHECK(tfckpt::ErrorInfoOf(c.status()).check == "header.num-shards");
+  CHECK(std::string(c.status().message()).find("more than an index of") != std::string::npos);
+  CheckRefused(tfckpt::MergeBundles({in}, dir / "out", {}), "header.num-shards", in + ".index", dir);
 }
 
 TEST_CASE("merge keeps an input's data files no entry uses, found among the files that exist") {
   TempDir dir;
   const std::string in = dir / "in";
   // Files 0 and 2 of 3 exist, file 1 does not; only file 0 is used. Then the same with a
-  // header counting the most files a bundle may have: the files that exist are found, not
-  // every name the header allows probed.
-  for (int32_t n : {3, tfckpt::kMaxBundleShards}) {
+  // header counting the most files so small an index may name (MaxShardsFor): the files
+  // that exist are found, not every name the header allows probed.
+  for (int32_t n : {3, static_cast<int32_t>(tfckpt::MaxShardsFor(0))}) {
     CAPTURE(n);
     WriteIndex(in, n, Scalars({{"a", 0}}));
     WriteFile(tfckpt::DataFileName(in, 0, n), "used");

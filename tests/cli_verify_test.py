@@ -25,15 +25,19 @@ def damaged(d):
 
 @test()
 def merge_publishes_no_output_that_does_not_verify():
+    """The damage a plain merge copies is found by the verification and reported as the
+    input's: exit 3 (corrupt input), naming the input's data file, never the output."""
     with tempfile.TemporaryDirectory() as d:
         src = damaged(d)
         out = os.path.join(d, "o", "m")
-        line = one_error_line(run("merge", src, "-o", out, code=1), out + ".data-00001-of-00002", '"' + EMB + '"',
-                              "data.crc", "nothing was written")
-        assert "does not validate" not in line, line
+        line = one_error_line(run("merge", src, "-o", out, code=3), src + ".data-00001-of-00002", '"' + EMB + '"',
+                              "checksum mismatch", "nothing was written")
+        assert "does not validate" not in line and out not in line, line
+        assert line.count("nothing was written") == 1, line
         assert not os.path.exists(os.path.dirname(out)), os.listdir(os.path.dirname(out))
-        j = json.loads(run("merge", src, "-o", out, "--json", code=1).stdout)
-        assert j["error"]["id"] == "output.mismatch" and j["error"]["key"] == EMB, j
+        j = json.loads(run("merge", src, "-o", out, "--json", code=3).stdout)
+        assert j["error"]["id"] == "data.crc" and j["error"]["key"] == EMB, j
+        assert j["error"]["file"] == src + ".data-00001-of-00002", j
         assert not os.path.exists(os.path.dirname(out))
         # --no-verify writes it (the copy does not read the bytes it moves).
         run("merge", src, "-o", out, "--no-verify", code=0)
@@ -77,14 +81,15 @@ def a_forced_run_that_fails_verification_leaves_the_output_it_would_replace():
             plain_merge = case == ("merge",)
             os.environ["TFCKPT_FAULT_FLIP_OUTPUT_BYTE"] = "100"
             try:
-                p = run(case[0], bad if plain_merge else good, "-o", out, *case[1:], "--force", code=1)
+                code = 3 if plain_merge else 1  # (a damaged input is corrupt input)
+                p = run(case[0], bad if plain_merge else good, "-o", out, *case[1:], "--force", code=code)
                 j = json.loads(run(case[0], bad if plain_merge else good, "-o", out, *case[1:], "--force", "--json",
-                                   code=1).stdout)
+                                   code=code).stdout)
             finally:
                 del os.environ["TFCKPT_FAULT_FLIP_OUTPUT_BYTE"]
-            line = one_error_line(p, out + ".data-0000", "nothing was written")
+            line = one_error_line(p, (bad if plain_merge else out) + ".data-0000", "nothing was written")
             assert "removed" not in line, line
-            assert j["error"]["id"] == "output.mismatch", j
+            assert j["error"]["id"] == ("data.crc" if plain_merge else "output.mismatch"), j
             # The key is the tensor's name (a slice is described in the message), never a raw
             # slice key.
             key = j["error"]["key"]

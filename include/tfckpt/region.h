@@ -15,8 +15,13 @@ namespace tfckpt {
 
 using Shape = std::vector<int64_t>;
 
-// Number of elements of `shape`; error when a dim is negative or the product overflows
-// int64 (untrusted shapes come from files).
+// The most elements a shape may have, counting only its non-zero dimensions: 2^59, so
+// that a count times the widest element (16 bytes) and every stride and byte offset inside
+// it fit in int64 (untrusted shapes come from files).
+inline constexpr int64_t kMaxElements = INT64_MAX / 16;
+
+// Number of elements of `shape`; error when a dim is negative or the product of its
+// non-zero dims exceeds kMaxElements.
 absl::StatusOr<int64_t> NumElements(const Shape& shape);
 
 // Row-major strides in elements. REQUIRES: NumElements(shape) succeeded.

@@ -272,16 +272,6 @@ class PyCheckpoint {
       throw py::index_error("region outside tensor " + PrintableKey(t.name) + " of shape " + ShapeString(t.shape));
     }
     const DTypeInfo* info = LookupDType(t.dtype);
-    // numpy refuses a shape whose non-zero dimensions multiply past its index range even
-    // when another dimension is 0 (TF takes [0, 2^62, 2^62]): refused here as the input's.
-    int64_t addressed = 16;  // bytes of the widest element
-    for (int64_t d : shape) {
-      if (d != 0 && addressed > INT64_MAX / d) {
-        Throw(DataLossAt("entry.shape", c_->info().format == Format::kV2 ? c_->info().index_path : c_->info().prefix,
-                         t.name, -1, StrCat("shape ", ShapeString(shape), " cannot be a numpy array")));
-      }
-      if (d != 0) addressed *= d;
-    }
     if (info != nullptr && info->element_size > 0) {
       // Nothing is allocated from the shape before the pieces are known to be present: an
       // index cannot make the interpreter allocate more than its data files hold.

@@ -15,15 +15,18 @@
 namespace tfckpt {
 
 absl::StatusOr<int64_t> NumElements(const Shape& shape) {
-  int64_t n = 1;
+  // The count, and the product of the non-zero dimensions within kMaxElements: a 0-sized
+  // dim makes the count 0, but strides and byte offsets are still products of the others
+  // (TF takes [0, 2^62, 2^62]; no checkpoint holds it, and its strides would overflow).
+  int64_t n = 1, nonzero = 1;
   for (int64_t d : shape) {
     if (d < 0) return absl::InvalidArgumentError(StrCat("negative dimension in ", ShapeString(shape)));
-    if (d != 0 && n > INT64_MAX / d) {
+    if (d != 0 && nonzero > kMaxElements / d) {
       return absl::InvalidArgumentError(StrCat("element count of ", ShapeString(shape), " overflows"));
     }
+    if (d != 0) nonzero *= d;
     n *= d;
   }
-  // A 0-sized dim makes the count 0 even after an earlier overflow check passed.
   return n;
 }
 

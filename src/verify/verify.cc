@@ -129,7 +129,7 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
   }
   for (const Finding& f : report.findings) {
     if (f.severity != Severity::kError || input_files.count(f.file) == 0) continue;
-    return DataLossAt(f.check, f.file, f.key, f.offset, StrCat(f.message, removal));
+    return DataLossAt(f.check, f.file, f.key, f.offset, f.message);  // (VerifyWritten adds `removal`)
   }
   for (const Finding& f : report.findings) {
     if (f.severity != Severity::kError) continue;
@@ -146,10 +146,7 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
       if (t == nullptr || !t->defect.empty()) continue;
       std::string buffer;
       for (const StoredSlice& piece : t->slices) {
-        if (absl::Status st = s.input->VerifyCrc(*t, piece, &buffer); !st.ok()) {
-          const Finding in = FindingOf(st);
-          return DataLossAt(in.check, in.file, in.key, in.offset, StrCat(in.message, removal));
-        }
+        if (absl::Status st = s.input->VerifyCrc(*t, piece, &buffer); !st.ok()) return st;
       }
     }
     return DataLossAt("output.mismatch", f.file, f.key, -1, StrCat(f.check, ": ", f.message, removal));
