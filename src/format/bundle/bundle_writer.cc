@@ -727,7 +727,19 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std:
   if (absl::Status s = CheckStop(); !s.ok()) return fail(s);
   if (absl::Status s = remove_old_index(); !s.ok()) return fail(s);
   no_return();
-  if (absl::Status s = commit_index(); !s.ok()) return fail(s);
+  if (absl::Status s = commit_index(); !s.ok()) {
+    // An index whose commit may have been carried out (its last attempt went unanswered)
+    // names these data files: it goes before them, and unless it is gone for sure they stay
+    // (a reader must never find an index whose data files were removed).
+    if (CommitMayHaveHappened(s)) {
+      absl::Status gone = store.Remove(index);
+      if (!gone.ok() && !absl::IsNotFound(gone)) {
+        return absl::Status(s.code(), StrCat(s.message(), " (", index, " may have been written and could not be "
+                                             "removed: ", gone.message(), "; its data files were left in place)"));
+      }
+    }
+    return fail(s);
+  }
   TFCKPT_RETURN_IF_ERROR(Reached("index-committed"));
   // The old checkpoint's data files that the new one does not use: removed last.
   std::vector<std::string> ours = data_files;

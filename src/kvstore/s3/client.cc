@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "kvstore/s3/curl_method.h"
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
@@ -538,11 +540,38 @@ absl::Status Client::ReadRanges(const ObjectUrl& url, std::string_view etag, con
   });
 }
 
+absl::StatusOr<std::optional<std::string>> Client::Holds(const ObjectUrl& url, std::string_view body) {
+  absl::StatusOr<ObjectInfo> info = HeadIfPresent(url);
+  if (absl::IsNotFound(info.status())) return std::nullopt;
+  if (!info.ok()) return info.status();
+  if (info->size != body.size()) return std::nullopt;
+  if (absl::StripPrefix(absl::StripSuffix(info->etag, "\""), "\"") == Md5Hex(body)) return info->etag;
+  // An ETag that is not the bytes' MD5 (a multipart object, encryption with a KMS key):
+  // the bytes themselves, pinned to that ETag (sizes that a PUT takes: at most 64 MiB here).
+  std::string there(body.size(), '\0');
+  absl::Status read = Read(url, 0, there.size(), info->etag, there.data());
+  if (!read.ok()) return read;
+  if (there != body) return std::nullopt;
+  return info->etag;
+}
+
 absl::StatusOr<std::string> Client::Put(const ObjectUrl& url, std::string_view body, bool if_absent) {
   if (if_absent && impl_->if_none_match_supported) {
     auto etag = impl_->PutOnce(url, body, {{"If-None-Match", "*"}});
     if (etag.ok() || etag.status().code() != absl::StatusCode::kUnimplemented) {
       if (etag.status().code() == absl::StatusCode::kFailedPrecondition) {
+        // 412: an object is there. It may be this PUT's own, carried out by an attempt whose
+        // answer was lost (a connection reset, a 5xx sent after the commit) and sent again
+        // -- by our retries, or by curl's own on a kept-alive connection, which we do not
+        // see. What is there decides: these very bytes are this PUT's object (or one equal
+        // to it in every byte, which is as good); anything else is another writer's.
+        absl::StatusOr<std::optional<std::string>> ours = Holds(url, body);
+        if (!ours.ok()) {
+          return absl::UnavailableError(StrCat("PUT ", url.ToString(), ": answered 412, and whether the object "
+                                               "there is this upload's could not be found out (",
+                                               ours.status().message(), ")"));
+        }
+        if (ours->has_value()) return **ours;
         return absl::AlreadyExistsError(StrCat("PUT ", url.ToString(), ": the object exists already"));
       }
       return etag;
