@@ -571,6 +571,57 @@ TEST_CASE("fault proxy: a GET reset mid-body resumes from the last byte received
   CHECK(log[1].find("if-match=\"") != std::string::npos);
 }
 
+// "bytes=A-B" of a logged request's range= field, or {1, 0} when it has none.
+std::pair<uint64_t, uint64_t> LoggedRange(const std::string& line) {
+  const size_t at = line.find(" range=bytes=");
+  if (at == std::string::npos) return {1, 0};
+  const size_t dash = line.find('-', at + 13);
+  return {std::stoull(line.substr(at + 13, dash - at - 13)), std::stoull(line.substr(dash + 1))};
+}
+
+TEST_CASE("fault proxy: short, long and inconsistent bodies are retried, never taken for the object's end") {
+  auto c = ViaProxy();  // 4 retries
+  const ObjectUrl obj = In(NewBucket(*c, "bodies"), "m.data");
+  const std::string body = RandomBytes(1 << 20, 38);
+  REQUIRE_OK(c->Put(obj, body));
+  const uint64_t offset = 4096, size = 512 << 10;
+  for (const std::string fault : {"short-body", "short-range", "long-body"}) {
+    CAPTURE(fault);
+    // Twice, then a whole answer: the bytes asked for, each attempt asking for bytes that are
+    // still missing (never an inverted range).
+    ClearProxyLog();
+    Faults(fault + "\n" + fault + "\n");
+    std::string out(size, '\0');
+    REQUIRE_OK(c->Read(obj, offset, size, "", out.data()));
+    CHECK(out == body.substr(offset, size));
+    auto log = ProxyLog();
+    REQUIRE(log.size() == 3);
+    for (const auto& line : log) {
+      const auto [first, last] = LoggedRange(line);
+      CHECK(first >= offset);
+      CHECK(first <= last);
+      CHECK(last == offset + size - 1);
+    }
+    CHECK(CountContaining(log, "fault=" + fault) == 2);
+    // Every attempt faulty: Unavailable naming the object, never OutOfRange or DataLoss.
+    std::string faults;
+    for (int i = 0; i < 5; ++i) faults += fault + "\n";
+    Faults(faults);
+    absl::Status s = c->Read(obj, offset, size, "", out.data());
+    Faults("");
+    CHECK(s.code() == absl::StatusCode::kUnavailable);
+    CHECK(Message(s).find("GET " + obj.ToString()) == 0);
+    CHECK(Message(s).find("(5 attempts)") != std::string::npos);
+  }
+  // An object that really ends before the range: OutOfRange at once, as before.
+  ClearProxyLog();
+  std::string out(200, '\0');
+  absl::Status end = c->Read(obj, body.size() - 100, out.size(), "", out.data());
+  CHECK(end.code() == absl::StatusCode::kOutOfRange);
+  CHECK(Message(end).find("the object ends at byte " + std::to_string(body.size())) != std::string::npos);
+  CHECK(ProxyLog().size() == 1);
+}
+
 TEST_CASE("fault proxy: a streamed read resumes without repeating a byte; a sink error ends it") {
   auto c = ViaProxy();
   const ObjectUrl obj = In(NewBucket(*c, "sink"), "m.data");
