@@ -151,6 +151,29 @@ def a_lost_answer_to_the_index_put_is_the_commit_not_a_refusal():
 
 
 @test(needs_data=True)
+def a_force_whose_new_index_may_have_gone_up_keeps_the_old_checkpoint():
+    """A --force whose index PUT ends with its outcome unknown (carried out, answered 500, and
+    the HEAD that would tell answered 500 too, retries 0): the index there is deleted before
+    the new data objects, the old index is put back, and the run's undo leaves that old index
+    alone (it deletes the name only while it holds the new index's bytes). Before, the undo
+    deleted the old index it had just put back: neither checkpoint."""
+    remote = uploaded(MOTO)
+    out = f"s3://{BUCKET}/forceunknown/m"
+    run("reshard", remote, "-o", out, "--policy", "shards:2", code=0, env=MOTO["env"])
+    old = sorted(put(MOTO, "ls", out + ".").splitlines())
+    # (other names: 3 data files; the old index is deleted right before the new one goes up)
+    faults(MOTO, "when PUT forceunknown/m.index forward-status 500 InternalError",
+           "when HEAD forceunknown/m.index status 500 InternalError")
+    p = run("reshard", remote, "-o", out, "--policy", "shards:3", "--force", code=3,
+            env={**MOTO["env"], "TFCKPT_S3_MAX_RETRIES": "0"})
+    faults(MOTO)
+    one_error_line(p, f"{out}.index", "500")
+    now = sorted(put(MOTO, "ls", out + ".").splitlines())
+    assert [l.rsplit(" ", 1)[0] for l in now] == [l.rsplit(" ", 1)[0] for l in old], (now, old)
+    run("validate", out, "--against", data(T2T), code=0, env=MOTO["env"])
+
+
+@test(needs_data=True)
 def the_aws_cli_flags_endpoint_url_profile_and_region():
     swift = STORES["swift"]
     remote = uploaded(swift)
