@@ -439,7 +439,7 @@ class HeldFile final : public ReadableFile {
 // and Commit() completes. With WriteOptions::if_absent (a bundle's index, the commit of a
 // checkpoint) it is completed only if no object has that name yet (If-None-Match: *), so a
 // run never replaces an index another run wrote meanwhile (--force removes the old one
-// before it writes anything: PublishBundle).
+// first, or replaces it in one PUT without if_absent: PublishBundle).
 class S3Upload final : public WritableFile {
  public:
   // `exclusive`: completed only if no object has the name yet.
