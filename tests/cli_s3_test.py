@@ -135,6 +135,42 @@ def validate_reads_through_503_bursts_and_a_reset_mid_body():
 
 
 @test(needs_data=True)
+def short_long_and_inconsistent_bodies_are_retried_then_an_io_error_never_a_verdict():
+    """Issue 38, item 3: a ranged answer whose body is shorter than asked (Content-Length
+    disagreeing with Content-Range, or both saying fewer bytes), or longer, is the network's
+    fault: retried with the one notice, resumed only with ranges still missing; when every
+    attempt is faulty, exit 3 naming the object, error id "io" -- never a finding on the
+    checkpoint (before: entry.bounds, "the object ends at byte ...", validate's exit 1)."""
+    uploaded()
+    remote = f"{ROOT}/{T2T}"
+    data_key = f"/{BUCKET}/{T2T}".rsplit("/", 1)[0] + "/" + T2T_DATA1
+    data_url = f"{ROOT}/{T2T}".rsplit("/", 1)[0] + "/" + T2T_DATA1
+    for fault in ("short-body", "short-range", "long-body"):
+        clear_proxy_log()
+        faults(f"when GET {data_key} {fault}", f"when GET {data_key} {fault}")
+        p = run("validate", remote, code=0, env=PROXY)
+        gets = [l for l in proxy_log() if l.startswith(f"GET {data_key} ")]
+        assert len([l for l in gets if f"fault={fault}" in l]) == 2, (fault, gets)
+        for l in gets:
+            first, last = l.split(" range=bytes=")[1].split(" ")[0].split("-")
+            assert int(first) <= int(last), (fault, l)
+        notices = [l for l in p.stderr.splitlines() if "retrying" in l]
+        assert 1 <= len(notices) <= 2 and all(data_url in l for l in notices), (fault, p.stderr)
+        # For good: one line naming the object, exit 3, error id "io".
+        faults(f"always GET {data_key} {fault}")
+        env = {**PROXY, "TFCKPT_S3_MAX_RETRIES": "2"}
+        p = run("validate", remote, code=3, env=env)
+        line = one_error_line(p, data_url, "(3 attempts)")
+        assert "entry.bounds" not in p.stdout + p.stderr and "FAILED" not in p.stdout, (fault, p.stdout, line)
+        p = run("validate", remote, "--json", code=3, env=env)
+        error = json.loads(p.stdout)["error"]
+        assert error["id"] == "io" and data_url in error["message"], (fault, error)
+        p = run("inspect", remote, "--stats", code=3, env=env)
+        one_error_line(p, data_url)
+        faults()
+
+
+@test(needs_data=True)
 def a_data_object_replaced_during_validate_is_an_error_naming_it():
     uploaded()
     prefix = f"{ROOT}/replaced/model.ckpt-1"

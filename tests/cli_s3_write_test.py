@@ -117,8 +117,9 @@ def the_index_goes_up_last_only_if_absent_and_force_replaces_in_that_order():
     # Without --force an existing output is refused (nothing asked to change);
     one_error_line(run("reshard", src, "-o", out, code=2), out, "--force")
     # with it, the new data under names the old checkpoint does not use go up first (it
-    # stays whole meanwhile), then the old index is replaced by the new one (DELETE, PUT),
-    # and the old data objects go last.
+    # stays whole meanwhile), then the old index is replaced by the new one in one PUT (no
+    # DELETE before it: a reader finds one or the other at every moment), and the old data
+    # objects go last.
     clear_proxy_log()
     run("reshard", src, "-o", out, "--policy", "single", "--force", code=0, env=PROXY)
     writes = [l for l in proxy_log() if "/order/" in l and l.startswith(("PUT", "POST", "DELETE"))]
@@ -126,7 +127,9 @@ def the_index_goes_up_last_only_if_absent_and_force_replaces_in_that_order():
     visible = [l.split()[0] + " " + l.split()[1].split("/order/")[1].split("?")[0] + ("?uploadId" if "uploadId=" in l else "")
                for l in writes if "partNumber=" not in l and "?uploads" not in l]
     assert visible[0] == "POST m.data-00000-of-00001?uploadId", visible
-    assert visible[1] == "DELETE m.index" and visible[2].startswith("PUT m.index"), visible
+    assert visible[1].startswith("PUT m.index") and "DELETE m.index" not in visible, visible
+    index_puts = [l for l in writes if l.startswith("PUT") and "/order/m.index" in l]
+    assert index_puts and all("if-none-match= " in l for l in index_puts), index_puts  # (it replaces)
     assert sorted(visible[-2:]) == ["DELETE m.data-00000-of-00002", "DELETE m.data-00001-of-00002"], visible
     # With the same names (one data file again), the old index goes right before the first
     # completion that replaces one of its data objects.
@@ -173,6 +176,35 @@ def a_failed_force_keeps_the_old_checkpoint_and_a_finished_one_leaves_nothing_of
     run("reshard", data(T2T), "-o", out, "--policy", "shards:3", "--force", code=0)
     assert objects() == names(3), objects()
     run("validate", out, "--against", data(T2T), code=0)
+
+
+@test(needs_data=True)
+def a_force_to_other_names_keeps_an_index_at_every_point():
+    """Issue 38, item 2 (where the new data files take none of the old ones' names): the old
+    index is replaced by the new one in one PUT, never deleted first. A kill at
+    `index-replacing` (the new data complete and verified, the index about to go up) leaves
+    the old checkpoint readable and valid beside the new data objects (before: the old index
+    deleted at `old-index-removed`, neither checkpoint); a stop there undoes the run (the
+    old checkpoint exactly as it was)."""
+    src = big()
+    out = f"{ROOT}/inplace/m"
+    objects = lambda: sorted(listing(out + "."))
+    run("reshard", data(T2T), "-o", out, "--policy", "shards:2", code=0)
+    old = objects()
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        proc = paused_at(TFCKPT, ["reshard", src, "-o", out, "--policy", "shards:3", "--force"], "index-replacing")
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=HANG)
+        if sig == signal.SIGINT:
+            assert proc.returncode == 130 and "interrupted" in err, (proc.returncode, err)
+            assert objects() == old and uploads(out) == [], (objects(), uploads(out))
+        else:
+            assert set(old) < set(objects()), (objects(), old)
+        run("validate", out, "--against", data(T2T), code=0)
+    # The next --force finishes and leaves the new checkpoint alone.
+    run("reshard", src, "-o", out, "--policy", "shards:3", "--force", code=0)
+    assert objects() == sorted([key_of(out) + ".index"] + [key_of(out) + f".data-{i:05d}-of-00003" for i in range(3)])
+    run("validate", out, "--against", src, code=0)
 
 
 @test(needs_data=True)

@@ -24,6 +24,7 @@
 #include "kvstore/s3/part_plan.h"
 #include "kvstore/s3/ranges.h"
 #include "kvstore/s3/s3_storage.h"
+#include "kvstore/s3/sigv4.h"
 #include "test_util.h"
 
 namespace tfckpt::testing {
@@ -251,6 +252,59 @@ TEST_CASE("PUT if absent: Swift answers 501 to If-None-Match, the client checks 
   REQUIRE_OK(c->Read(obj, 0, 5, "", buf.data()));
   CHECK(buf == "first");
   CHECK(c->Put(obj, "third").ok());  // without if_absent it replaces
+}
+
+// Against moto behind its fault proxy (tests/moto_server.sh; run by s3_client_copy_moto):
+// moto, like S3 since 2024 and MinIO, honours If-None-Match: * (Swift answers 501).
+TEST_CASE("PUT if absent where If-None-Match is honoured: a 412 is the PUT's own object when it holds its bytes") {
+  const char* proxy = std::getenv("MOTO_PROXY_ENDPOINT");
+  if (proxy == nullptr || *proxy == '\0') {
+    MESSAGE("skipped: needs tests/moto_server.sh (MOTO_PROXY_ENDPOINT)");
+    return;
+  }
+  auto made = Client::Create(ResolveFrom("s3", {{"AWS_ACCESS_KEY_ID", "testing"},
+                                                {"AWS_SECRET_ACCESS_KEY", "testing"},
+                                                {"AWS_REGION", "us-east-1"},
+                                                {"AWS_ENDPOINT_URL", proxy}}),
+                             FastRetries());
+  REQUIRE_OK(made);
+  Client& c = **made;
+  const auto faults = [](const std::string& lines) { std::ofstream(Env("MOTO_FAULTS"), std::ios::trunc) << lines; };
+  const ObjectUrl bucket = NewBucket(c, "ifnone-moto");
+  const std::string body = RandomBytes(100 << 10, 38);
+  // The store carries the PUT out and its answer is lost (reset), or is a 500: the retry is
+  // answered 412, and the object there holds these bytes: the PUT succeeded.
+  int n = 0;
+  for (const char* fault : {"forward-reset", "forward-status 500 InternalError"}) {
+    const ObjectUrl obj = In(bucket, "lost" + std::to_string(n++) + "/m.index");
+    faults(std::string(fault) + "\n");
+    auto etag = c.Put(obj, body, true);
+    faults("");
+    REQUIRE_OK(etag);
+    CHECK(*etag == "\"" + Md5Hex(body) + "\"");
+    auto held = c.Holds(obj, body);
+    REQUIRE_OK(held);
+    CHECK(held->value_or("") == *etag);
+  }
+  // Another writer's object: other bytes of the same size, or another size, is a refusal.
+  const ObjectUrl other = In(bucket, "other/m.index");
+  std::string flipped = body;
+  flipped[4096] ^= 1;
+  REQUIRE_OK(c.Put(other, flipped));
+  auto refused = c.Put(other, body, true);
+  CHECK(refused.status().code() == absl::StatusCode::kAlreadyExists);
+  CHECK(Message(refused.status()).find(other.ToString()) != std::string::npos);
+  CHECK(c.Put(other, "short", true).status().code() == absl::StatusCode::kAlreadyExists);
+  auto held = c.Holds(other, body);
+  REQUIRE_OK(held);
+  CHECK_FALSE(held->has_value());
+  auto absent = c.Holds(In(bucket, "no/such"), body);
+  REQUIRE_OK(absent);
+  CHECK_FALSE(absent->has_value());
+  // Equal in every byte though written by another: as good as this PUT's own.
+  const ObjectUrl same = In(bucket, "same/m.index");
+  REQUIRE_OK(c.Put(same, body));
+  REQUIRE_OK(c.Put(same, body, true));
 }
 
 TEST_CASE("multipart upload: parts of 8 MiB, hidden until complete, listed while in progress, abort") {
@@ -515,6 +569,57 @@ TEST_CASE("fault proxy: a GET reset mid-body resumes from the last byte received
   CHECK(log[1].find("range=bytes=4096-") == std::string::npos);
   CHECK(log[1].find("-1052671") != std::string::npos);
   CHECK(log[1].find("if-match=\"") != std::string::npos);
+}
+
+// "bytes=A-B" of a logged request's range= field, or {1, 0} when it has none.
+std::pair<uint64_t, uint64_t> LoggedRange(const std::string& line) {
+  const size_t at = line.find(" range=bytes=");
+  if (at == std::string::npos) return {1, 0};
+  const size_t dash = line.find('-', at + 13);
+  return {std::stoull(line.substr(at + 13, dash - at - 13)), std::stoull(line.substr(dash + 1))};
+}
+
+TEST_CASE("fault proxy: short, long and inconsistent bodies are retried, never taken for the object's end") {
+  auto c = ViaProxy();  // 4 retries
+  const ObjectUrl obj = In(NewBucket(*c, "bodies"), "m.data");
+  const std::string body = RandomBytes(1 << 20, 38);
+  REQUIRE_OK(c->Put(obj, body));
+  const uint64_t offset = 4096, size = 512 << 10;
+  for (const std::string fault : {"short-body", "short-range", "long-body"}) {
+    CAPTURE(fault);
+    // Twice, then a whole answer: the bytes asked for, each attempt asking for bytes that are
+    // still missing (never an inverted range).
+    ClearProxyLog();
+    Faults(fault + "\n" + fault + "\n");
+    std::string out(size, '\0');
+    REQUIRE_OK(c->Read(obj, offset, size, "", out.data()));
+    CHECK(out == body.substr(offset, size));
+    auto log = ProxyLog();
+    REQUIRE(log.size() == 3);
+    for (const auto& line : log) {
+      const auto [first, last] = LoggedRange(line);
+      CHECK(first >= offset);
+      CHECK(first <= last);
+      CHECK(last == offset + size - 1);
+    }
+    CHECK(CountContaining(log, "fault=" + fault) == 2);
+    // Every attempt faulty: Unavailable naming the object, never OutOfRange or DataLoss.
+    std::string faults;
+    for (int i = 0; i < 5; ++i) faults += fault + "\n";
+    Faults(faults);
+    absl::Status s = c->Read(obj, offset, size, "", out.data());
+    Faults("");
+    CHECK(s.code() == absl::StatusCode::kUnavailable);
+    CHECK(Message(s).find("GET " + obj.ToString()) == 0);
+    CHECK(Message(s).find("(5 attempts)") != std::string::npos);
+  }
+  // An object that really ends before the range: OutOfRange at once, as before.
+  ClearProxyLog();
+  std::string out(200, '\0');
+  absl::Status end = c->Read(obj, body.size() - 100, out.size(), "", out.data());
+  CHECK(end.code() == absl::StatusCode::kOutOfRange);
+  CHECK(Message(end).find("the object ends at byte " + std::to_string(body.size())) != std::string::npos);
+  CHECK(ProxyLog().size() == 1);
 }
 
 TEST_CASE("fault proxy: a streamed read resumes without repeating a byte; a sink error ends it") {

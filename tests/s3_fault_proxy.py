@@ -18,6 +18,18 @@ test writes it) and applies it instead of, or to, that request:
   delay SECONDS         wait, then forward and answer as usual (a slow server, no failure)
   deny-missing          forward; an answer 404 becomes 403 AccessDenied (what S3 answers
                         for a missing key to a caller without s3:ListBucket)
+  forward-reset         forward (the server carries the request out), then close the
+                        connection at once (RST) without answering: a lost answer
+  forward-status CODE [S3CODE]  forward (the server carries the request out), then answer
+                        CODE with an S3 <Error> body instead of the server's answer
+  short-body            forward; a 2xx answer's body cut to its first half, Content-Length
+                        saying so, Content-Range (if any) left as the server sent it: a body
+                        shorter than the range it claims
+  short-range           forward; a 2xx answer's body cut to its first half, Content-Length
+                        and Content-Range both saying so (the total left as it was): an
+                        answer consistent in itself, shorter than the range asked for
+  long-body             forward; a 2xx answer's body followed by as many bytes again (0xEE),
+                        Content-Length saying so, Content-Range left as the server sent it
   when METHOD TEXT FAULT…  FAULT for the first METHOD request whose target holds TEXT;
                         other requests pass untouched and leave the line in place
   always METHOD TEXT FAULT…  FAULT for every METHOD request whose target holds TEXT (TEXT
@@ -209,6 +221,14 @@ def response_bytes(status, reason, headers, body, head_only):
     return ("\r\n".join(out) + "\r\n\r\n").encode("latin-1"), (b"" if head_only else body)
 
 
+def short_range(content_range, length):
+    """A Content-Range "bytes A-B/T" that says `length` bytes from A were sent."""
+    unit, _, rest = content_range.partition(" ")
+    span, _, total = rest.partition("/")
+    first = int(span.split("-")[0])
+    return f"{unit} {first}-{first + length - 1}/{total}"
+
+
 def forward(method, target, headers, body):
     up = http.client.HTTPConnection("127.0.0.1", UPSTREAM_PORT, timeout=60)
     up.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
@@ -258,6 +278,23 @@ def serve(conn_id, method, target, headers, body):
         fault = None
     status, reason, rheaders, data = forward(method, target, headers, body)
     count(method, is_copy, copy_range, body, status, data)
+    if fault and fault[0] == "forward-reset":
+        note_fired("forward-reset")
+        return None, None, "reset"
+    if fault and fault[0] == "forward-status":
+        note_fired("forward-status")
+        s3code = fault[2] if len(fault) > 2 else "InjectedFault"
+        data = f"<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>{s3code}</Code><Message>injected after the request was carried out</Message></Error>"
+        return response_bytes(int(fault[1]), "Injected", [("Content-Type", "application/xml")], data.encode(), False) + (None,)
+    if fault and fault[0] in ("short-body", "short-range", "long-body") and 200 <= status < 300 and method == "GET":
+        note_fired(fault[0])
+        if fault[0] == "long-body":
+            data = data + b"\xee" * len(data)
+        else:
+            data = data[: len(data) // 2]
+            if fault[0] == "short-range":
+                rheaders = [(k, short_range(v, len(data)) if k.lower() == "content-range" else v) for k, v in rheaders]
+        fault = None
     if fault and fault[0] == "deny-missing":
         fault = None
         if status == 404:

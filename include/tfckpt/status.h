@@ -42,7 +42,10 @@ absl::Status DataLossAt(std::string_view check, std::string_view file, std::stri
 absl::Status DataLossCheck(std::string_view check, std::string_view what);
 
 // Places `inner` (e.g. from DecodeStrings) at FILE/KEY/OFFSET, keeping its check id, or
-// using `fallback_check` when it has none. Keeps inner's code.
+// using `fallback_check` when it has none -- unless `inner` is a failure of the medium
+// (Unavailable, DeadlineExceeded, PermissionDenied, Unauthenticated, Cancelled: a store
+// that stopped answering, no permission, a stop), which says nothing of the file's bytes
+// and so gets no check id (its error id stays "io" and the like). Keeps inner's code.
 absl::Status Locate(const absl::Status& inner, std::string_view fallback_check, std::string_view file,
                     std::string_view key, int64_t offset, std::string_view what_prefix = "");
 

@@ -79,7 +79,9 @@ absl::Status DataLossCheck(std::string_view check, std::string_view what) {
 absl::Status Locate(const absl::Status& inner, std::string_view fallback_check, std::string_view file,
                     std::string_view key, int64_t offset, std::string_view what_prefix) {
   std::string check = Payload(inner, kCheck);
-  if (check.empty()) check = std::string(fallback_check);
+  const bool medium = absl::IsUnavailable(inner) || absl::IsDeadlineExceeded(inner) ||
+                      absl::IsPermissionDenied(inner) || absl::IsUnauthenticated(inner) || absl::IsCancelled(inner);
+  if (check.empty() && !medium) check = std::string(fallback_check);
   return Located(inner.code(), check, file, key, offset, StrCat(what_prefix, SV(inner.message())));
 }
 

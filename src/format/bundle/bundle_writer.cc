@@ -582,8 +582,10 @@ absl::Status BundleWriter::Finish() {
   }
   TFCKPT_RETURN_IF_ERROR(CheckDisjoint());
   std::unique_ptr<WritableFile> index;
+  bool replace_in_place = false;  // (PublishBundle's decision, on an object store)
   const auto write_index = [&]() -> absl::Status {
-    TFCKPT_ASSIGN_OR_RETURN(index, Storage::For(prefix_).Create(prefix_ + ".index", kIndexWrite));
+    TFCKPT_ASSIGN_OR_RETURN(index, Storage::For(prefix_).Create(prefix_ + ".index",
+                                                                replace_in_place ? kIndexReplace : kIndexWrite));
     TableWriter table(index.get());
     std::string value;
     MakeHeader(options_.num_shards).SerializeToString(&value);
@@ -620,7 +622,7 @@ absl::Status BundleWriter::Finish() {
       return check();
     };
     return PublishBundle(prefix_, options_.overwrite, DataNames(), commit_data, [&] { return index->Commit(); },
-                         index_then_check);
+                         index_then_check, &replace_in_place);
   }
   TFCKPT_RETURN_IF_ERROR(TakeDeferredCrcs());
   TFCKPT_RETURN_IF_ERROR(write_index());
@@ -645,7 +647,7 @@ std::vector<std::string> BundleWriter::DataNames() const {
 absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std::vector<std::string>& data_files,
                            const std::function<absl::Status(size_t)>& commit_data_file,
                            const std::function<absl::Status()>& commit_index,
-                           const std::function<absl::Status()>& check_data) {
+                           const std::function<absl::Status()>& check_data, bool* replace_in_place) {
   Storage& store = Storage::For(prefix);
   const std::string index = prefix + ".index";
   std::vector<std::string> stale;
@@ -668,6 +670,11 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std:
     collides[i] = std::find(stale.begin(), stale.end(), data_files[i]) != stale.end() ||
                   FileExists(data_files[i]);
   }
+  // Where the store replaces in one step and no new data file takes an old one's name, the
+  // old index is never removed: the new one replaces it (a reader finds one or the other).
+  const bool in_place = replace_in_place != nullptr && replacing &&
+                        std::find(collides.begin(), collides.end(), true) == collides.end();
+  if (replace_in_place != nullptr) *replace_in_place = in_place;
   std::vector<bool> committed(data_files.size(), false);
   std::optional<std::string> old_index;  // its bytes, while it may be put back
   bool old_index_removed = false;
@@ -725,9 +732,36 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std:
     if (absl::Status s = check_data(); !s.ok()) return fail(s);
   }
   if (absl::Status s = CheckStop(); !s.ok()) return fail(s);
-  if (absl::Status s = remove_old_index(); !s.ok()) return fail(s);
+  if (in_place) {
+    // (its bytes, to be put back should the new one's commit end unknown)
+    absl::StatusOr<std::string> bytes = store.ReadSmallFile(index, kIndexWrite.part_size);
+    if (bytes.ok()) old_index = *std::move(bytes);
+    if (absl::Status s = Reached("index-replacing"); !s.ok()) return fail(s);
+  } else if (absl::Status s = remove_old_index(); !s.ok()) {
+    return fail(s);
+  }
   no_return();
-  if (absl::Status s = commit_index(); !s.ok()) return fail(s);
+  if (absl::Status s = commit_index(); !s.ok()) {
+    // An index whose commit may have been carried out (its last attempt went unanswered)
+    // names these data files: it goes before them, and unless it is gone for sure they stay
+    // (a reader must never find an index whose data files were removed). Replacing in
+    // place, the old index still there says the new one did not go up; anything else is
+    // removed too, and the old one put back (fail).
+    const auto still_old = [&] {
+      if (!in_place || !old_index.has_value()) return false;
+      absl::StatusOr<std::string> now = store.ReadSmallFile(index, kIndexWrite.part_size);
+      return now.ok() && *now == *old_index;
+    };
+    if (CommitMayHaveHappened(s) && !still_old()) {
+      absl::Status gone = store.Remove(index);
+      if (!gone.ok() && !absl::IsNotFound(gone)) {
+        return absl::Status(s.code(), StrCat(s.message(), " (", index, " may have been written and could not be "
+                                             "removed: ", gone.message(), "; its data files were left in place)"));
+      }
+      if (in_place) old_index_removed = true;
+    }
+    return fail(s);
+  }
   TFCKPT_RETURN_IF_ERROR(Reached("index-committed"));
   // The old checkpoint's data files that the new one does not use: removed last.
   std::vector<std::string> ours = data_files;

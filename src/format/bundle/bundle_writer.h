@@ -30,9 +30,13 @@ namespace tfckpt {
 
 // How a bundle's index is written (Storage::Create): only if absent -- it is the commit of
 // the whole checkpoint, and a run never replaces an index another run wrote meanwhile
-// (--force removes the old one first: PublishBundle) -- and held whole up to 64 MiB (an
+// (--force removes the old one first, or replaces it with kIndexReplace: PublishBundle) --
+// and held whole up to 64 MiB (an
 // index of ~500,000 entries), so that it can be read before it is committed, to be checked.
 inline constexpr WriteOptions kIndexWrite{true, 64ull << 20};
+// The index that replaces an old one in one step (an object store's PUT; PublishBundle's
+// replace_in_place).
+inline constexpr WriteOptions kIndexReplace{false, 64ull << 20};
 
 // Name of data file `shard` of `num_shards` for `prefix`: PREFIX.data-00000-of-00002.
 std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards);
@@ -98,10 +102,18 @@ struct BundleWriterOptions {
 // left of both is removed). `check_data`, when given, runs between the data's commits and
 // the index's (an object store, whose uploads cannot be read before they are complete:
 // WritableFile::ReadableBeforeCommit); a failure there is a failure as above.
+// `replace_in_place`, when given (a store whose commit replaces an object in one step: an
+// object store's PUT), is set before check_data runs: true when the old index is to be
+// replaced by the new one in that one step instead of removed first (overwrite, an old
+// index, and no new data file under one of its data files' names), so that a reader finds
+// the old checkpoint or the new one at every moment; commit_index must then replace
+// (kIndexReplace). A commit that fails, or whose outcome cannot be told, leaves the old
+// index (put back in the second case).
 absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std::vector<std::string>& data_files,
                            const std::function<absl::Status(size_t)>& commit_data_file,
                            const std::function<absl::Status()>& commit_index,
-                           const std::function<absl::Status()>& check_data = nullptr);
+                           const std::function<absl::Status()>& check_data = nullptr,
+                           bool* replace_in_place = nullptr);
 
 class BundleWriter {
  public:

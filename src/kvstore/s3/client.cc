@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "kvstore/s3/curl_method.h"
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
@@ -36,8 +38,21 @@ void GlobalInit() {
 
 struct Response;
 
+// A fault of an answer's body (shorter or longer than it says, headers that disagree):
+// the network's or the server's, not the object's, so the request is tried again.
+constexpr char kBodyFaultPayload[] = "tfckpt/s3-body-fault";
+absl::Status BodyFault(std::string message) {
+  absl::Status s = absl::UnavailableError(message);
+  s.SetPayload(kBodyFaultPayload, absl::Cord("1"));
+  return s;
+}
+bool IsBodyFault(const absl::Status& s) { return s.GetPayload(kBodyFaultPayload).has_value(); }
+
 // One HTTP request. `sink`, when set, receives the body of a 2xx response (a GET)
-// instead of Response::body; a non-OK return aborts the transfer with that error.
+// instead of Response::body; a non-OK return aborts the transfer with that error (a
+// BodyFault: the attempt is retried). `finish`, when set, judges a 2xx answer received
+// whole (OK, a BodyFault to try again, else a failure). `satisfied`, when set, says that the
+// caller has every byte it asked for: a failure after that is not retried.
 struct Request {
   std::string method;
   const ObjectUrl* url = nullptr;
@@ -46,6 +61,8 @@ struct Request {
   std::string_view body;
   std::string payload_hash = std::string(kEmptySha256);
   std::function<absl::Status(const Response& resp, std::string_view data)> sink;
+  std::function<absl::Status(const Response& resp)> finish;
+  std::function<bool()> satisfied;
 };
 
 struct Response {
@@ -55,6 +72,7 @@ struct Response {
   std::string body;
   std::map<std::string, std::string> headers;  // lowercase names
   absl::Status sink_status;
+  absl::Status body_fault;  // the sink found the answer's body faulty (BodyFault)
 
   std::string Header(const std::string& name) const {
     auto it = headers.find(name);
@@ -177,7 +195,7 @@ size_t OnBody(char* data, size_t size, size_t n, void* arg) {
   if (t->request->sink && t->response->status / 100 == 2) {
     absl::Status s = t->request->sink(*t->response, chunk);
     if (!s.ok()) {
-      t->response->sink_status = std::move(s);
+      (IsBodyFault(s) ? t->response->body_fault : t->response->sink_status) = std::move(s);
       return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
     }
     return chunk.size();
@@ -336,6 +354,7 @@ struct Client::Impl {
   Outcome Classify(const Request& r, const Response& resp) const {
     const std::string what = StrCat(r.method, " ", r.url->ToString());
     if (!resp.sink_status.ok()) return {Verdict::kFail, Annotate(resp.sink_status, what)};
+    if (!resp.body_fault.ok()) return {Verdict::kRetry, Annotate(resp.body_fault, what)};
     if (resp.curl != CURLE_OK) {
       // An endpoint that never answered and refuses connections or has no address is not
       // going to (a wrong endpoint, no network): one line at once instead of the budget.
@@ -349,7 +368,14 @@ struct Client::Impl {
     }
     const std::optional<S3Error> err = ParseError(resp.body);
     // CompleteMultipartUpload may answer 200 and report its failure in the body.
-    if (resp.status / 100 == 2 && !err.has_value()) return {Verdict::kOk, absl::OkStatus()};
+    if (resp.status / 100 == 2 && !err.has_value()) {
+      if (r.finish) {
+        if (absl::Status s = r.finish(resp); !s.ok()) {
+          return {IsBodyFault(s) ? Verdict::kRetry : Verdict::kFail, Annotate(s, what)};
+        }
+      }
+      return {Verdict::kOk, absl::OkStatus()};
+    }
     const std::string code = err.has_value() ? err->code : "";
     const long status = resp.status / 100 == 2 ? 500 : resp.status;
     std::string message = StrCat(what, ": HTTP ", resp.status);
@@ -381,6 +407,9 @@ struct Client::Impl {
       }
       if (Stopping()) return StoppedError();
       if (o.verdict == Verdict::kFail) return o.status;
+      // (every byte asked for is here: what failed after them needs no other attempt, and
+      // the next would ask for nothing -- an inverted range)
+      if (r.satisfied && r.satisfied()) return resp;
       if (attempt >= retry.max_retries) {
         return absl::Status(o.status.code(), StrCat(o.status.message(), " (", attempt + 1, " attempts)"));
       }
@@ -487,32 +516,117 @@ absl::StatusOr<ObjectInfo> Client::HeadIfPresent(const ObjectUrl& url) {
                                     ": no such object, or not allowed to read it (403 AccessDenied)"));
 }
 
+namespace {
+
+// "bytes A-B/T" (T may be "*"): [A, B] and T, or nullopt.
+struct ContentRange {
+  uint64_t first = 0, last = 0;
+  std::optional<uint64_t> total;
+};
+std::optional<ContentRange> ParseContentRange(std::string_view v) {
+  if (!v.starts_with("bytes ")) return std::nullopt;
+  v.remove_prefix(6);
+  const size_t dash = v.find('-'), slash = v.find('/');
+  if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) return std::nullopt;
+  ContentRange r;
+  if (!absl::SimpleAtoi(AV(v.substr(0, dash)), &r.first) ||
+      !absl::SimpleAtoi(AV(v.substr(dash + 1, slash - dash - 1)), &r.last) || r.last < r.first) {
+    return std::nullopt;
+  }
+  uint64_t total = 0;
+  if (absl::SimpleAtoi(AV(v.substr(slash + 1)), &total)) r.total = total;
+  return r;
+}
+
+}  // namespace
+
 absl::Status Client::ReadTo(const ObjectUrl& url, uint64_t offset, uint64_t size, std::string_view etag,
                             const ByteSink& sink) {
   if (size == 0) return absl::OkStatus();
   uint64_t got = 0;
   std::string pinned(etag);  // else the ETag of the first response, for resumed attempts
-  auto receive = [&](const Response& resp, std::string_view data) -> absl::Status {
-    if (resp.status != 206 && offset + got != 0) {
-      return absl::DataLossError(StrCat("server answered ", resp.status, " to a range request"));
+  // This attempt's answer, from its headers (checked at its first bytes): where its body
+  // ends in the object, and the object's size when the answer says it.
+  bool checked = false;
+  uint64_t answer_end = 0;
+  std::optional<uint64_t> total;
+  // The answer's headers must describe the bytes asked for: a body shorter or longer than
+  // they say, or headers that disagree, is a fault of this answer (retried), never taken
+  // as the object's end. Nothing of such an answer reaches the sink.
+  const auto check = [&](const Response& resp) -> absl::Status {
+    const uint64_t first = offset + got, end = offset + size;
+    const std::string length_header = resp.Header("content-length");
+    std::optional<uint64_t> length;
+    if (uint64_t n = 0; !length_header.empty() && absl::SimpleAtoi(AV(length_header), &n)) length = n;
+    if (resp.status == 206) {
+      const std::string header = resp.Header("content-range");
+      const std::optional<ContentRange> range = ParseContentRange(header);
+      if (!range.has_value()) return BodyFault(StrCat("the answer's Content-Range \"", header, "\" is not a byte range"));
+      if (range->first != first || range->last >= end) {
+        return BodyFault(StrCat("the answer holds bytes ", range->first, "-", range->last, ", not the bytes ", first,
+                                "-", end - 1, " asked for"));
+      }
+      if (length.has_value() && *length != range->last - range->first + 1) {
+        return BodyFault(StrCat("the answer's Content-Length ", *length, " disagrees with its Content-Range ", header));
+      }
+      answer_end = range->last + 1;
+      total = range->total;
+      return absl::OkStatus();
     }
-    if (data.size() > size - got) {
-      return absl::DataLossError(StrCat("server sent more than the ", size, " bytes asked for at offset ", offset));
+    // 200: the whole object, which a range request gets only from a server that ignores
+    // ranges -- taken for a read from byte 0 of all there is.
+    if (resp.status != 200 || first != 0) {
+      return BodyFault(StrCat("the server answered ", resp.status, " to a request for bytes ", first, "-", end - 1));
+    }
+    if (length.has_value() && *length > end) {
+      return BodyFault(StrCat("the server answered 200 with ", *length, " bytes to a request for bytes 0-", end - 1));
+    }
+    answer_end = length.value_or(end);
+    total = length;
+    return absl::OkStatus();
+  };
+  auto receive = [&](const Response& resp, std::string_view data) -> absl::Status {
+    if (!checked) {
+      TFCKPT_RETURN_IF_ERROR(check(resp));
+      checked = true;
+    }
+    if (data.size() > answer_end - (offset + got)) {
+      return BodyFault(StrCat("the answer is longer than the ", answer_end - offset - got, " bytes its headers say"));
     }
     if (pinned.empty()) pinned = resp.Header("etag");
     TFCKPT_RETURN_IF_ERROR(sink(data));
     got += data.size();
     return absl::OkStatus();
   };
+  // A whole answer that ended before the bytes asked for: the object's end only where the
+  // answer says the object ends there; else a short answer, tried again from where it ended.
+  auto finish = [&](const Response& resp) -> absl::Status {
+    if (got == size) return absl::OkStatus();
+    if (!checked) {
+      if (absl::Status s = check(resp); !s.ok()) return s;  // (an answer with no body at all)
+    }
+    if (total.has_value() && *total <= offset + got) {
+      return absl::OutOfRangeError(StrCat("the object ends at byte ", offset + got, ", before the ", size,
+                                          " bytes needed from offset ", offset));
+    }
+    return BodyFault(StrCat("the answer ended at byte ", offset + got, ", before the ", size,
+                            " bytes asked for from offset ", offset, " (Content-Length ",
+                            resp.Header("content-length"), ", Content-Range ", resp.Header("content-range"), ")"));
+  };
   // Each attempt asks for what is still missing: an interrupted transfer resumes.
   TFCKPT_RETURN_IF_ERROR(impl_
                              ->Execute([&] {
+                               checked = false;
+                               answer_end = 0;
+                               total.reset();
                                Request r;
                                r.method = "GET";
                                r.url = &url;
                                r.headers.emplace_back("Range", StrCat("bytes=", offset + got, "-", offset + size - 1));
                                if (!pinned.empty()) r.headers.emplace_back("If-Match", pinned);
                                r.sink = receive;
+                               r.finish = finish;
+                               r.satisfied = [&] { return got == size; };
                                return r;
                              })
                              .status());
@@ -538,11 +652,38 @@ absl::Status Client::ReadRanges(const ObjectUrl& url, std::string_view etag, con
   });
 }
 
+absl::StatusOr<std::optional<std::string>> Client::Holds(const ObjectUrl& url, std::string_view body) {
+  absl::StatusOr<ObjectInfo> info = HeadIfPresent(url);
+  if (absl::IsNotFound(info.status())) return std::nullopt;
+  if (!info.ok()) return info.status();
+  if (info->size != body.size()) return std::nullopt;
+  if (absl::StripPrefix(absl::StripSuffix(info->etag, "\""), "\"") == Md5Hex(body)) return info->etag;
+  // An ETag that is not the bytes' MD5 (a multipart object, encryption with a KMS key):
+  // the bytes themselves, pinned to that ETag (sizes that a PUT takes: at most 64 MiB here).
+  std::string there(body.size(), '\0');
+  absl::Status read = Read(url, 0, there.size(), info->etag, there.data());
+  if (!read.ok()) return read;
+  if (there != body) return std::nullopt;
+  return info->etag;
+}
+
 absl::StatusOr<std::string> Client::Put(const ObjectUrl& url, std::string_view body, bool if_absent) {
   if (if_absent && impl_->if_none_match_supported) {
     auto etag = impl_->PutOnce(url, body, {{"If-None-Match", "*"}});
     if (etag.ok() || etag.status().code() != absl::StatusCode::kUnimplemented) {
       if (etag.status().code() == absl::StatusCode::kFailedPrecondition) {
+        // 412: an object is there. It may be this PUT's own, carried out by an attempt whose
+        // answer was lost (a connection reset, a 5xx sent after the commit) and sent again
+        // -- by our retries, or by curl's own on a kept-alive connection, which we do not
+        // see. What is there decides: these very bytes are this PUT's object (or one equal
+        // to it in every byte, which is as good); anything else is another writer's.
+        absl::StatusOr<std::optional<std::string>> ours = Holds(url, body);
+        if (!ours.ok()) {
+          return absl::UnavailableError(StrCat("PUT ", url.ToString(), ": answered 412, and whether the object "
+                                               "there is this upload's could not be found out (",
+                                               ours.status().message(), ")"));
+        }
+        if (ours->has_value()) return **ours;
         return absl::AlreadyExistsError(StrCat("PUT ", url.ToString(), ": the object exists already"));
       }
       return etag;

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -133,8 +134,14 @@ class Client {
 
   // Uploads `body` as the whole object; returns its ETag. With `if_absent` the object
   // must not exist yet (If-None-Match: *; where the server answers 501 to that, a HEAD
-  // checks first, and later calls skip the header): AlreadyExists when it does.
+  // checks first, and later calls skip the header): AlreadyExists when it does. A 412 is
+  // this PUT's own success when the object holds exactly `body` (Holds): an attempt may
+  // have been carried out and its answer lost, and the 412 answered its retry. When that
+  // cannot be found out, Unavailable (the outcome is unknown).
   absl::StatusOr<std::string> Put(const ObjectUrl& url, std::string_view body, bool if_absent = false);
+  // The object's ETag when it holds exactly `body` (its size, and its ETag as the MD5 of
+  // `body`, else its bytes read back); nullopt when it is absent or holds other bytes.
+  absl::StatusOr<std::optional<std::string>> Holds(const ObjectUrl& url, std::string_view body);
 
   // Multipart upload, step by step. Parts are numbered from 1; each is retried alone.
   absl::StatusOr<std::string> CreateMultipartUpload(const ObjectUrl& url);

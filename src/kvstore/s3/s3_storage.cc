@@ -439,7 +439,7 @@ class HeldFile final : public ReadableFile {
 // and Commit() completes. With WriteOptions::if_absent (a bundle's index, the commit of a
 // checkpoint) it is completed only if no object has that name yet (If-None-Match: *), so a
 // run never replaces an index another run wrote meanwhile (--force removes the old one
-// before it writes anything: PublishBundle).
+// first, or replaces it in one PUT without if_absent: PublishBundle).
 class S3Upload final : public WritableFile {
  public:
   // `exclusive`: completed only if no object has the name yet.
@@ -608,6 +608,15 @@ class S3Upload final : public WritableFile {
       if (!CommitMayHaveHappened(completed)) {
         ForgetAtUndo(delete_work_);
         delete_work_ = 0;
+      } else if (std::optional<std::string_view> whole = writer_->HeldWhole()) {
+        // A small object (an index) whose PUT may or may not have gone up: the undo deletes
+        // what is under the name only while it holds these bytes -- not an object put there
+        // since, such as the old index that a failed --force puts back (PublishBundle).
+        ForgetAtUndo(delete_work_);
+        delete_work_ = AtUndo([client = client_, url = url_, bytes = std::string(*whole)] {
+          absl::StatusOr<std::optional<std::string>> ours = client->Holds(url, bytes);
+          if (!ours.ok() || ours->has_value()) client->Delete(url).IgnoreError();
+        });
       }
       return Named(completed, name_);
     }
