@@ -76,6 +76,18 @@ CASES = [
         V("whole", [2, 3], "float32", None, special=True),
         V("step", [], "int64", None)],
      "reshards": [rule(FIXED2), R("none single", ["--partition", "none", "--policy", "single"], NONE)]},
+    # The dtypes beyond the common ones: TF 2.21 assembles sliced int4/uint4 (and int8,
+    # complex64), refuses sliced uint16 and float8.
+    {"name": "tf1_more_dtypes", "kind": "tf1", "vars": [
+        V("i4", [7, 2], "int4", ("fixed", 3, 0)),
+        V("u4", [5], "uint4", ("fixed", 2, 0)),
+        V("i8", [6, 2], "int8", ("fixed", 2, 1)),
+        V("u16", [5], "uint16", ("fixed", 2, 0)),
+        V("c64", [4, 2], "complex64", ("fixed", 2, 0)),
+        V("f8", [6], "float8_e4m3fn", ("fixed", 3, 0))],
+     "reshards": [R("fixed:2 any-dtype", ["--partition", "fixed:2", "--allow-any-dtype"], FIXED2),
+                  R("[iu]4$=fixed:2", ["--partition", "^[iu]4$=fixed:2"], {"i4": FIXED2, "u4": FIXED2}),
+                  R("none single", ["--partition", "none", "--policy", "single"], NONE)]},
     # More shards than rows: TF makes min(shards, rows) parts.
     {"name": "tf1_more_shards_than_rows", "kind": "tf1", "vars": [
         V("a", [2, 6], "float32", ("fixed", 5, 0)),
@@ -182,6 +194,13 @@ EXPECTED = {
     ("tf1_half_string", "tfckpt.train.load_variable refuses s as TF does"): HALF_STRING.format("string", "string"),
     ("tf1_v1", "tfckpt.train.load_variable refuses a as TF does"): V1_SLICED,
     ("tf1_v1", "tfckpt.train.load_variable refuses c as TF does"): V1_SLICED,
+    # Difference 5, the other half: TF 2.21's GetSliceValue assembles int4/uint4 (TF's
+    # reader returns them as ml_dtypes arrays); tfckpt's list of such dtypes lacks them.
+    ("tf1_more_dtypes", "reshard [iu]4$=fixed:2"):
+        "reshard refuses to cut int4/uint4 without --allow-any-dtype, though TF 2.21 assembles them from slices",
+    ("tf1_more_dtypes", "tfckpt.train.load_variable == tf.train.load_variable"):
+        "tfckpt.train refuses int4/uint4 (\"numpy cannot represent\"); tf.train.load_variable returns ml_dtypes arrays",
+    ("tf1_more_dtypes", "tfckpt.train.load_variable refuses u16 as TF does"): HALF_STRING.format("uint16", "uint16"),
     # Found here: TF's writer stores a variable its partitioner left in one part whole
     # (BundleWriter::AddSlice of a full slice is Add), so the checkpoint cannot tell it was
     # partitioned; a rule without a REGEX applies only to tensors stored in slices and leaves it
@@ -207,11 +226,25 @@ def import_tf():
     return np, tf
 
 
+ML_DTYPES = ("bfloat16", "int4", "uint4", "float8_e4m3fn", "float8_e5m2")
+
+
 def np_dtype(np, dtype):
-    if dtype == "bfloat16":
+    if dtype in ML_DTYPES:
         import ml_dtypes
-        return ml_dtypes.bfloat16
+        return getattr(ml_dtypes, dtype)
     return object if dtype == "string" else np.dtype(dtype)
+
+
+def bits(np, x, dtype):
+    """The bits of an array whose dtype numpy lacks (ml_dtypes' are 1 or 2 bytes an element)."""
+    if dtype == "bfloat16":
+        return np.asarray(x).view(np.uint16)
+    if dtype in ("int4", "uint4"):  # their values (tfckpt prints them; numpy has no such type)
+        return np.asarray(x).astype(np.int8 if dtype == "int4" else np.uint8)
+    if dtype in ML_DTYPES:
+        return np.asarray(x).view(np.uint8)
+    return x
 
 
 def values_for(np, spec, rng):
@@ -224,7 +257,12 @@ def values_for(np, spec, rng):
         return np.array(flat, dtype=object).reshape(shape)
     if dtype == "bool":
         return (rng.random(n) < 0.5).reshape(shape)
-    if dtype.startswith("int"):
+    if dtype in ("int4", "uint4"):
+        lo = -8 if dtype == "int4" else 0
+        return rng.integers(lo, lo + 16, n).astype(np_dtype(np, dtype)).reshape(shape)
+    if dtype == "complex64":
+        return (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64).reshape(shape)
+    if dtype.startswith("int") or dtype.startswith("uint"):
         info = np.iinfo(dtype)
         return rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True).reshape(shape)
     x = rng.standard_normal(n) * 10
@@ -240,7 +278,7 @@ def poison_for(np, spec):
         return np.full(spec["shape"], b"poison", dtype=object)
     if dtype == "bool":
         return np.zeros(spec["shape"], dtype=bool)  # with 9+ random bits one differs
-    return np.full(spec["shape"], 77, dtype=np_dtype(np, dtype))
+    return np.full(spec["shape"], 3, dtype=np_dtype(np, dtype))
 
 
 def tf_partitioner(tf, p):
@@ -404,10 +442,8 @@ def save_reference(np, tf, prefix, session, path):
         except Exception as e:  # noqa: BLE001 (TF raises ValueError/InvalidArgumentError)
             refused[name] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
             x = session[name]
-        x = np.asarray(x)
-        if dtypes[name] == "bfloat16":
-            x = x.view(np.uint16)
-        elif dtypes[name] == "string":
+        x = bits(np, np.asarray(x), dtypes[name])
+        if dtypes[name] == "string":
             x = np.array([bytes(b) for b in x.reshape(-1)], dtype=object).reshape(x.shape)
             arrays[name] = ("string", [b.hex() for b in x.reshape(-1)], list(x.shape))
             continue
@@ -454,9 +490,7 @@ def compare_to_reference(np, ref, dtypes, got):
         if k not in got:
             bad.append(f"{k}: not restored")
             continue
-        x = np.asarray(got[k])
-        if dtypes.get(k) == "bfloat16":
-            x = x.view(np.uint16)
+        x = bits(np, np.asarray(got[k]), dtypes.get(k))
         if not same_bits(np, want, x):
             bad.append(f"{k}: differs")
     return bad
@@ -666,29 +700,55 @@ def driver(venv_python, tfckpt_bin, package_dir):
             checks.check(name, "tfckpt.train.list_variables == tf.train.list_variables", tl == sorted(m["list"]),
                          f"{tl} != {sorted(m['list'])}")
 
-            # Every value, bit for bit: tfckpt's .npz (bfloat16 widened exactly to float32).
+            def same_value(x, want, dtype):
+                """tfckpt's value x (bfloat16 widened exactly to float32, strings as bytes) has
+                the reference's bits."""
+                x = np.asarray(x)
+                if dtype == "bfloat16":
+                    b = x.view(np.uint32)
+                    return x.dtype == np.float32 and not (b & 0xFFFF).any() and \
+                        np.array_equal((b >> 16).astype(np.uint16), want)
+                if dtype == "string":
+                    return x.dtype.kind in "SO" and x.shape == want.shape and \
+                        [bytes(b) for b in x.reshape(-1)] == [bytes(b) for b in want.reshape(-1)]
+                return same_bits(np, want, x)
+
+            # Every value, bit for bit: tfckpt's .npz; the dtypes an .npz cannot hold (int4,
+            # uint4: `inspect --tensor --json`; float8: the package's raw bits).
             npz = os.path.join(work, name, "tfckpt.npz")
             p = run("convert", prefix, "-o", npz, "--cast", "bfloat16=float32")
             bad = [] if p.returncode == 0 else [err(p)]
             if p.returncode == 0:
-                with np.load(npz, allow_pickle=False) as z:
+                with np.load(npz, allow_pickle=False) as z, tfckpt.open(prefix) as c:
                     for k, want in ref.items():
-                        if k not in z.files:
+                        if k in z.files:
+                            x = z[k]
+                        elif dtypes[k] in ("int4", "uint4"):
+                            q = run("inspect", prefix, "--tensor", k, "--json")
+                            x = np.array(json.loads(q.stdout)["tensors"][0]["values"],
+                                         dtype=np.int8 if dtypes[k] == "int4" else np.uint8)
+                        elif dtypes[k].startswith("float8"):
+                            x = c.read(k, raw=True)
+                        else:
                             bad.append(f"{k}: missing from the .npz")
                             continue
-                        x = z[k]
-                        if dtypes[k] == "bfloat16":
-                            bits = x.view(np.uint32)
-                            same = x.dtype == np.float32 and not (bits & 0xFFFF).any() and \
-                                np.array_equal((bits >> 16).astype(np.uint16), want)
-                        elif dtypes[k] == "string":
-                            same = x.dtype.kind == "S" and x.shape == want.shape and \
-                                [bytes(b) for b in x.reshape(-1)] == [bytes(b) for b in want.reshape(-1)]
-                        else:
-                            same = same_bits(np, want, x)
-                        if not same:
+                        if not same_value(x, want, dtypes[k]):
                             bad.append(f"{k}: differs ({x.dtype} {x.shape})")
             checks.check(name, "values == tf.train.load_variable (convert .npz)", not bad, "\n".join(bad))
+
+            # The package's tf.train look-alike on every tensor TF's reader reads.
+            bad = []
+            for k, want in ref.items():
+                if k in m["refused"]:
+                    continue
+                try:
+                    x = tfckpt.train.load_variable(prefix, k)
+                except Exception as e:  # noqa: BLE001
+                    bad.append(f"{k} ({dtypes[k]}): {e}")
+                    continue
+                if not same_value(x, want, dtypes[k]):
+                    bad.append(f"{k}: differs ({np.asarray(x).dtype} {np.shape(x)})")
+            checks.check(name, "tfckpt.train.load_variable == tf.train.load_variable", not bad, "\n".join(bad))
 
             # Where TF's reader refuses (a sliced float16 or string tensor), tfckpt.train should too.
             for k, why in sorted(m["refused"].items()):
