@@ -152,10 +152,14 @@ CASES = [
      "reshards": [R("single", ["--policy", "single"], "same"), R("shards:2", ["--policy", "shards:2"], "same")]},
     {"name": "tf2_keras_legacy_adagrad", "kind": "keras", "opt": "legacy_adagrad",
      "reshards": [R("single", ["--policy", "single"], "same")]},
+    # TF2 ParameterServerStrategy on an in-process cluster (a worker and two ps tasks, gRPC on
+    # localhost) with FixedShardsPartitioner(2): a ShardedVariable and its legacy-Adam slots
+    # (.OPTIMIZER_SLOT keys, stored in the variable's slices), trained by a ClusterCoordinator.
+    {"name": "tf2_ps_strategy", "kind": "ps", "shards": 2, "shape": [7, 3],
+     "reshards": [R("fixed:3@0", ["--partition", "fixed:3"], 3),
+                  R("emb$=fixed:3", ["--partition", r"^emb/\.ATTRIBUTES/VARIABLE_VALUE$=fixed:3"], 3)]},
     # TF2 ShardedVariable, made directly (tf.distribute's sharded_variable.ShardedVariable over
-    # component variables): what ParameterServerStrategy saves, without its cluster. Its
-    # optimizer slots need the strategy's distributed training (an in-process cluster of gRPC
-    # servers): not generated here.
+    # component variables), of two dtypes.
     {"name": "tf2_sharded_variable", "kind": "sharded", "vars": [
         V("sv", [7, 3], "float32", ("fixed", 3, 0)),
         V("si", [5], "int64", ("fixed", 2, 0))],
@@ -222,6 +226,7 @@ EXPECTED = {
     ("tf2_keras_adam", "pass-through reshard is byte-identical"): TF2_ORDER,
     ("tf2_keras_legacy_adagrad", "pass-through reshard is byte-identical"): TF2_ORDER,
     ("tf2_sharded_variable", "pass-through reshard is byte-identical"): TF2_ORDER,
+    ("tf2_ps_strategy", "pass-through reshard is byte-identical"): TF2_ORDER,
     # Difference 3: TF colocates each slot partition with its primary; by-task's round robin
     # continues across tensors (a: files 0,1,0,1,0, a/Adam: 1,0,1,0,1).
     ("tf1_slots", "reshard fixed:5 by-task:2: slot partitions in their primary's files"):
@@ -230,6 +235,10 @@ EXPECTED = {
     # cuts ExponentialMovingAverage's shadow (a slot, slot_creator) as its primary.
     ("tf1_ema", "reshard a$=fixed:2: slices as TF's Saver cuts them"):
         "a rule naming a variable leaves its ExponentialMovingAverage slot in the old slices",
+    # ... nor do a ShardedVariable's TF2 .OPTIMIZER_SLOT slots, which ParameterServerStrategy
+    # cuts as their variable.
+    ("tf2_ps_strategy", "reshard emb$=fixed:3: slices as TF's Saver cuts them"):
+        "a rule naming a ShardedVariable leaves its .OPTIMIZER_SLOT slots in the old slices",
     # Difference 5: sliced float16 (and string) assembled where TF's reader refuses.
     ("tf1_half_string", "tfckpt.train.load_variable refuses h as TF does"): HALF_STRING.format("float16", "half"),
     ("tf1_half_string", "tfckpt.train.load_variable refuses s as TF does"): HALF_STRING.format("string", "string"),
@@ -471,6 +480,78 @@ def write_sharded(np, tf, case, prefix, rng):
     return {}, []
 
 
+PS = {}
+
+
+def ps_strategy(tf, shards):
+    """A ParameterServerStrategy over an in-process cluster (started once per process; one
+    strategy per process, which is all a phase needs) cutting variables in `shards`."""
+    import socket
+    if "strategy" in PS:
+        assert PS["shards"] == shards, "one ParameterServerStrategy per process"
+        return PS["strategy"]
+
+    def port():
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+    spec = {"worker": [f"localhost:{port()}"], "ps": [f"localhost:{port()}", f"localhost:{port()}"]}
+    cluster = tf.train.ClusterSpec(spec)
+    PS["servers"] = [tf.distribute.Server(cluster, job_name=j, task_index=i, protocol="grpc", start=True)
+                     for j in spec for i in range(len(spec[j]))]
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, rpc_layer="grpc")
+    PS["strategy"] = tf.distribute.experimental.ParameterServerStrategy(
+        resolver, variable_partitioner=tf.distribute.experimental.partitioners.FixedShardsPartitioner(shards))
+    PS["shards"] = shards
+    return PS["strategy"]
+
+
+def ps_objects(tf, st, values):
+    import tf_keras as keras
+    with st.scope():
+        emb = tf.Variable(values, name="emb")
+        opt = keras.optimizers.legacy.Adam(0.1)
+    return emb, opt, tf.train.Checkpoint(emb=emb, opt=opt)
+
+
+def write_ps(np, tf, case, prefix, rng):
+    st = ps_strategy(tf, case["shards"])
+    emb, opt, ckpt = ps_objects(tf, st, rng.standard_normal(case["shape"]).astype(np.float32))
+    coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(st)
+
+    @tf.function
+    def step():
+        def fn():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.square(tf.convert_to_tensor(emb) - 1))
+            grads = tape.gradient(loss, emb.variables)
+            opt.apply_gradients(zip(grads, emb.variables))
+            return loss
+        return st.run(fn)
+    for _ in range(2):
+        coordinator.schedule(step)
+    coordinator.join()
+    ckpt.write(prefix)
+    return {}, []
+
+
+def restore_ps(np, tf, case, r, prefix, resave):
+    """The primary restored by TF into a ShardedVariable of the new shard count; the slots and
+    the optimizer's other values as TF's reader reads them from tfckpt's output (restoring the
+    legacy optimizer's slots of a ShardedVariable outside training is not done here). The
+    re-save carries TF's own slicing of the variable and its slots."""
+    st = ps_strategy(tf, r["new_part"])
+    emb, opt, ckpt = ps_objects(tf, st, np.full(case["shape"], 77, dtype=np.float32))
+    ckpt.read(prefix)
+    with st.scope():
+        opt._create_all_weights(emb.variables)
+    ckpt.write(resave)
+    got = {n: tf.train.load_variable(prefix, n) for n, _ in tf.train.list_variables(prefix)
+           if n != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+    got["emb/.ATTRIBUTES/VARIABLE_VALUE"] = np.concatenate([v.numpy() for v in emb.variables])
+    return got
+
+
 def save_reference(np, tf, prefix, session, path):
     """What TF's reader answers on PREFIX: names, shapes, dtypes, and every value
     (tf.train.load_variable; where TF refuses a sliced float16 or string tensor, the value the
@@ -506,7 +587,7 @@ def tf_write(workdir):
         os.makedirs(os.path.join(d, "in"))
         prefix = os.path.join(d, "in", "ckpt")
         rng = np.random.default_rng(1000 + i)
-        writer = {"tf1": write_tf1, "keras": write_keras, "sharded": write_sharded}[case["kind"]]
+        writer = {"tf1": write_tf1, "keras": write_keras, "sharded": write_sharded, "ps": write_ps}[case["kind"]]
         session, sliced = writer(np, tf, case, prefix, rng)
         ref = save_reference(np, tf, prefix, session, os.path.join(d, "ref.npz"))
         manifest["cases"][case["name"]] = {"prefix": prefix, "sliced": sliced, **ref}
@@ -617,11 +698,13 @@ def tf_restore(workdir):
                     got = restore_tf1(np, tf, case, r, out, resave if r["resave"] else None, entry["sliced"])
                 elif case["kind"] == "keras":
                     got = restore_keras(np, tf, case, out, resave)
+                elif case["kind"] == "ps":
+                    got = restore_ps(np, tf, case, r, out, resave)
                 else:
                     got = restore_sharded(np, tf, case, r, out)
                     resave = None
                 results[key] = {"mismatches": compare_to_reference(np, ref, entry["dtypes"], got),
-                                "resave": resave if case["kind"] == "tf1" and r["resave"] else None}
+                                "resave": resave if case["kind"] in ("tf1", "ps") and r["resave"] else None}
             except Exception as e:  # noqa: BLE001
                 results[key] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
     real = os.path.join(workdir, "real_ftrl")
@@ -933,9 +1016,11 @@ def layout_difference(run, ours, theirs):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--tf-write":
-        tf_write(sys.argv[2])
-    elif len(sys.argv) == 3 and sys.argv[1] == "--tf-restore":
-        tf_restore(sys.argv[2])
+    if len(sys.argv) == 3 and sys.argv[1] in ("--tf-write", "--tf-restore"):
+        (tf_write if sys.argv[1] == "--tf-write" else tf_restore)(sys.argv[2])
+        # The in-process gRPC servers of the ParameterServerStrategy cases never stop.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     else:
         sys.exit(driver(*sys.argv[1:4]))
