@@ -59,6 +59,12 @@ def R(label, args, new_part=None, resave=True):
     return {"label": label, "args": args, "new_part": new_part, "resave": resave}
 
 
+# A round trip through safetensors (`convert CKPT -o X.safetensors`, then `convert X.safetensors
+# -o OUT`): whole tensors, which TF restores into the original partitioning.
+VIA_SAFETENSORS = {"label": "via safetensors", "args": None, "new_part": "same", "resave": False,
+                   "convert": True}
+
+
 def rule(p):
     return R(tfckpt_rule(p), ["--partition", tfckpt_rule(p)], p)
 
@@ -76,7 +82,8 @@ CASES = [
         V("flags", [9], "bool", ("fixed", 5, 0)),
         V("whole", [2, 3], "float32", None, special=True),
         V("step", [], "int64", None)],
-     "reshards": [rule(FIXED2), R("none single", ["--partition", "none", "--policy", "single"], NONE)]},
+     "reshards": [rule(FIXED2), R("none single", ["--partition", "none", "--policy", "single"], NONE),
+                  VIA_SAFETENSORS]},
     # The dtypes beyond the common ones: TF 2.21 assembles sliced int4/uint4 (and int8,
     # complex64), refuses sliced uint16 and float8.
     {"name": "tf1_more_dtypes", "kind": "tf1", "vars": [
@@ -123,7 +130,7 @@ CASES = [
      "reshards": [rule(FIXED2),
                   R("fixed:5 by-task:2", ["--partition", "fixed:5", "--policy", "by-task:2"], ("fixed", 5, 0)),
                   R("a$=fixed:2", ["--partition", "^a$=fixed:2"], {"a": FIXED2}),
-                  R("none single", ["--partition", "none", "--policy", "single"], NONE)]},
+                  R("none single", ["--partition", "none", "--policy", "single"], NONE), VIA_SAFETENSORS]},
     # ExponentialMovingAverage of a partitioned variable: its shadow is a slot ("a/ExponentialMovingAverage").
     {"name": "tf1_ema", "kind": "tf1", "ema": True, "vars": [
         V("a", [8, 3], "float32", ("fixed", 3, 0), opt="sgd"),
@@ -914,15 +921,22 @@ def driver(venv_python, tfckpt_bin, package_dir):
 
             for r in case["reshards"]:
                 out = os.path.join(work, name, "out-" + slug(r["label"]), "ckpt")
-                p = run("reshard", prefix, "-o", out, "--json", *r["args"])
+                verb = "convert" if r.get("convert") else "reshard"
+                if r.get("convert"):
+                    st = os.path.join(work, name, "model.safetensors")
+                    p = run("convert", prefix, "-o", st)
+                    if p.returncode == 0:
+                        p = run("convert", st, "-o", out)
+                else:
+                    p = run("reshard", prefix, "-o", out, "--json", *r["args"])
                 ok = p.returncode == 0
-                checks.check(name, f"reshard {r['label']}", ok, err(p))
+                checks.check(name, f"{verb} {r['label']}", ok, err(p))
                 if not ok:
                     continue
-                plan = json.loads(p.stdout)
+                plan = None if r.get("convert") else json.loads(p.stdout)
                 p = run("validate", out, "--against", prefix)
-                checks.check(name, f"reshard {r['label']}: validate --against IN", p.returncode == 0, err(p))
-                if case["kind"] == "tf1" and "by-task" in " ".join(r["args"]):
+                checks.check(name, f"{verb} {r['label']}: validate --against IN", p.returncode == 0, err(p))
+                if case["kind"] == "tf1" and "by-task" in " ".join(r["args"] or []):
                     bad = slots_apart(plan, tf_list)
                     checks.check(name, f"reshard {r['label']}: slot partitions in their primary's files", not bad,
                                  "\n".join(bad))
@@ -953,7 +967,8 @@ def driver(venv_python, tfckpt_bin, package_dir):
                 if res is None or res.get("error") == "no output":
                     continue
                 ok = "error" not in res and not res["mismatches"]
-                checks.check(case["name"], f"reshard {r['label']}: TF restores it exactly", ok,
+                verb = "convert" if r.get("convert") else "reshard"
+                checks.check(case["name"], f"{verb} {r['label']}: TF restores it exactly", ok,
                              res.get("error") or "\n".join(res["mismatches"]))
                 if res.get("resave"):
                     out = os.path.join(work, case["name"], "out-" + slug(r["label"]), "ckpt")
