@@ -23,7 +23,6 @@ passing is a failure too, so the list stays true. The last line is "oracle: N ca
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
