@@ -18,6 +18,11 @@ restored). TensorFlow is imported twice in all (each import costs seconds); all 
 in the driver. Each check of each case prints one line; known differences between TensorFlow and
 tfckpt are expected failures (EXPECTED below, each naming the difference), and one that starts
 passing is a failure too, so the list stays true. The last line is "oracle: N cases, ...".
+
+Besides the cases written out below, TFCKPT_ORACLE_CASES random TF1 cases (default 40) are drawn
+from TFCKPT_ORACLE_SEED (default 39); `TFCKPT_ORACLE_CASES=300 TFCKPT_ORACLE_SEED=7 meson test
+-C build tf_oracle` runs a longer search (about 3 minutes). The real estimator_linear_ftrl_2shards
+of ../shared/testdata/tf (TFCKPT_TESTDATA) adds one case when present.
 """
 
 import json
