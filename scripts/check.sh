@@ -62,6 +62,11 @@ if ! stage build scripts/build.sh; then
   echo "build failed" >&2
   exit 1
 fi
+# The TensorFlow oracle's virtual environment (tests/tf_oracle_test.py; TF 2.21 from the pinned
+# tests/requirements-oracle.txt) before the release tests: created once in build-venv/oracle and
+# reused while the requirements are unchanged. Under CI=true a failure to create it fails here
+# (and the tf_oracle test fails); elsewhere the test is skipped.
+stage oracle-venv scripts/oracle-venv.sh
 # The release build's corruption sweep tests every 4th index offset here (all of them took
 # half of this stage; `meson test corruption_sweep` still does all), the phase taken from the
 # commit as for the sanitizer build.
