@@ -63,7 +63,8 @@ if ! stage build scripts/build.sh; then
   exit 1
 fi
 # The TensorFlow oracle's virtual environment (tests/tf_oracle_test.py; TF 2.21 from the pinned
-# tests/requirements-oracle.txt) before the release tests: created once in build-venv/oracle and
+# tests/requirements-oracle.txt) before the release tests: created once in a cache outside the
+# checkout (build-venv/oracle links to it) and
 # reused while the requirements are unchanged. Under CI=true a failure to create it fails here
 # (and the tf_oracle test fails); elsewhere the test is skipped.
 stage oracle-venv scripts/oracle-venv.sh

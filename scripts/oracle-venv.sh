@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Creates (or reuses) the virtual environment of the TensorFlow oracle test (tests/tf_oracle_test.py)
 # from the pinned tests/requirements-oracle.txt, and prints its python's path.
-# Usage: scripts/oracle-venv.sh [VENV_DIR]   (default: $TFCKPT_ORACLE_VENV, else build-venv/oracle)
+# Usage: scripts/oracle-venv.sh [VENV_DIR]   (default: $TFCKPT_ORACLE_VENV, else build-venv/oracle,
+# a link to the cache below)
 #
 # The environment is reused when the SHA-256 of the requirements file and the interpreter's
 # version, recorded in VENV_DIR/requirements.sha256 after a complete install, match; otherwise it
 # is removed and created again. Runs that start at the same time wait for each other (flock).
+# The default VENV_DIR is a link to a cache outside the checkout ($TFCKPT_VENV_CACHE, else
+# ~/.cache/tfckpt/oracle-STAMP), so that fresh clones on one machine (CI's) reuse one
+# environment instead of installing TensorFlow each time.
 # The interpreter is $ORACLE_PYTHON, else python3.11, else python3 (TF 2.21's wheels need
 # CPython 3.10-3.13). A line of the requirements file ending in `# --no-deps` is installed
 # without its dependencies.
@@ -15,8 +19,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-venv=${1:-${TFCKPT_ORACLE_VENV:-build-venv/oracle}}
-case $venv in /*) ;; *) venv=$root/$venv ;; esac
+venv=${1:-${TFCKPT_ORACLE_VENV:-}}
+link=
+if [ -z "$venv" ]; then
+  link=$root/build-venv/oracle  # (where tests/meson.build looks)
+fi
+case $venv in /* | '') ;; *) venv=$root/$venv ;; esac
 reqs=$root/tests/requirements-oracle.txt
 
 fail() {
@@ -40,6 +48,11 @@ fi
 [ -n "$python" ] || fail "no python3 on PATH"
 version=$("$python" -c 'import sys; print(sys.version.split()[0])') || fail "$python does not run"
 stamp=$( (cat "$reqs"; echo "python $version") | sha256sum | cut -d' ' -f1)
+if [ -n "$link" ]; then
+  venv=${TFCKPT_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfckpt}/oracle-${stamp:0:16}
+  mkdir -p "$(dirname "$link")"
+  ln -sfn "$venv" "$link"
+fi
 
 mkdir -p "$(dirname "$venv")"
 exec 9>"$venv.lock"
