@@ -481,6 +481,23 @@ def a_damaged_num_shards_is_refused_the_same_way_everywhere():
 
 
 @test()
+def a_listing_names_each_tensor_that_cannot_be_read():
+    """Plain inspect reads no payload and exits 0, but says once, on stderr, which tensors
+    cannot be read and why (as --json says in "defect"); a clean listing says nothing."""
+    with tempfile.TemporaryDirectory() as d:
+        base = family(d, "base")
+        p = run("inspect", base)
+        assert p.stderr == "", p.stderr
+        bad = mutate(d, "size", base)
+        p = run("inspect", bad, code=0)
+        lines = p.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith('tfckpt inspect: note: tensor "'), p.stderr
+        assert "cannot be read" in lines[0] and "(entry.size; run tfckpt validate)" in lines[0], lines
+        defective = [t for t in json.loads(run("inspect", bad, "--json").stdout)["tensors"] if t.get("defect")]
+        assert len(defective) == 1 and '"%s"' % defective[0]["name"] in lines[0], (defective, lines)
+
+
+@test()
 def validate_planted_index_and_layout_defects():
     with tempfile.TemporaryDirectory() as d:
         base = family(d, "base")

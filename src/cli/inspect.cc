@@ -103,6 +103,13 @@ int RunInspect(const InspectArgs& a) {
   }
   if (request.tensors.empty() && !request.stats) {
     PrintTable(r);
+    // (The listing reads no payload; a tensor whose entry cannot be read is said once here,
+    // as --json says it in "defect".)
+    for (const InspectedTensor& t : r.tensors) {
+      if (t.tensor->defect.empty()) continue;
+      std::cerr << "tfckpt inspect: note: tensor \"" << PrintableKey(t.tensor->name) << "\" cannot be read: "
+                << t.tensor->defect << " (" << t.tensor->defect_check << "; run tfckpt validate)\n";
+    }
     return finish();
   }
   if (request.stats) PrintStats(r);
