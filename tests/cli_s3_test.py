@@ -314,6 +314,26 @@ def bad_urls_credentials_and_endpoints_are_one_line_exit_3():
             p = run(cmd, url, code=3, env=env)
             line = one_error_line(p, url.split("/m")[0] if "malformed" in why else url, why)
             assert secret not in p.stderr + p.stdout and "not-the-secret" not in p.stderr, line
+    # User information in an endpoint URL is a secret: in no error line, plain or --json
+    # (a refused endpoint, whose error names it; one with a path, which is refused).
+    port = closed_endpoint().rsplit(":", 1)[1]
+    for endpoint, why in ((f"http://someone:Pass-Word-1@127.0.0.1:{port}", f"http://127.0.0.1:{port}"),
+                          (f"http://someone:Pass-Word-1@127.0.0.1:{port}/base", "has a path")):
+        for json_flag in ((), ("--json",)):
+            p = run("inspect", f"{ROOT}/{T2T}", "--endpoint-url", endpoint, *json_flag, code=3 if "path" not in why else None)
+            assert p.returncode in (2, 3), p
+            assert "Pass-Word-1" not in p.stdout + p.stderr and "someone" not in p.stdout + p.stderr, p
+            assert why in p.stdout + p.stderr, p
+    # credential_process: that it failed and its exit status, never the text of its stderr.
+    with tempfile.TemporaryDirectory() as d:
+        config = os.path.join(d, "config")
+        with open(config, "w") as f:
+            f.write("[profile helper]\ncredential_process = sh -c 'echo token=Helper-Secret-2 >&2; exit 7'\n")
+        for json_flag in ((), ("--json",)):
+            p = run("inspect", f"{ROOT}/{T2T}", "--profile", "helper", *json_flag, code=3,
+                    env={"AWS_CONFIG_FILE": config, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""})
+            assert "Helper-Secret-2" not in p.stdout + p.stderr, p
+            assert "exit status 7" in p.stdout + p.stderr and "1 line" in p.stdout + p.stderr, p
     # A variable of ours that is not a number is a usage error, not a default.
     p = run("inspect", f"{ROOT}/{T2T}", code=2, env={"TFCKPT_S3_MAX_RETRIES": "many"})
     one_error_line(p, "TFCKPT_S3_MAX_RETRIES=many")

@@ -23,6 +23,7 @@
 #include "kvstore/s3/credential_json.h"
 #include "kvstore/s3/credentials.h"
 #include "kvstore/s3/gcp_auth.h"
+#include "kvstore/s3/http_fetch.h"
 #include "kvstore/s3/retry_bursts.h"
 #include "kvstore/s3/settings.h"
 #include "kvstore/s3/xml.h"
@@ -383,7 +384,8 @@ TEST_CASE("AWS chain: the credentials file before credential_process before the 
       ".aws/config",
       "[default]\ncredential_process = sh '" + script + "'\n"
       "aws_access_key_id = CONFIGKEY\naws_secret_access_key = c\n"
-      "[profile failing]\ncredential_process = sh -c 'echo broken >&2; exit 3'\n"
+      "[profile failing]\ncredential_process = sh -c 'echo broken-secret >&2; echo second-line >&2; exit 3'\n"
+      "[profile silent]\ncredential_process = sh -c 'exit 4'\n"
       "[profile garbage]\ncredential_process = sh -c 'echo not-json-secret'\n"
       "[profile keys]\naws_access_key_id = CONFIGKEY\naws_secret_access_key = c\n"
       "[profile half]\naws_access_key_id = HALF\n");
@@ -398,7 +400,15 @@ TEST_CASE("AWS chain: the credentials file before credential_process before the 
   flags.profile = "failing";
   auto failing = Resolve(env, flags)->credentials->Get();
   REQUIRE(!failing.ok());
-  CHECK(Message(failing.status()).find("credential_process of profile \"failing\" (sh) failed with exit status 3: broken") !=
+  // Its standard error is never echoed (a helper may print a secret there): how much it wrote is.
+  CHECK(Message(failing.status()).find("credential_process of profile \"failing\" (sh) failed with exit status 3 (its "
+                                       "standard error, 2 lines, is not shown") != std::string::npos);
+  CHECK(Message(failing.status()).find("broken-secret") == std::string::npos);
+  CHECK(Message(failing.status()).find("second-line") == std::string::npos);
+  flags.profile = "silent";
+  auto silent = Resolve(env, flags)->credentials->Get();
+  REQUIRE(!silent.ok());
+  CHECK(Message(silent.status()).find("failed with exit status 4 and wrote nothing on its standard error") !=
         std::string::npos);
   flags.profile = "garbage";
   auto garbage = Resolve(env, flags)->credentials->Get();
@@ -522,6 +532,21 @@ TEST_CASE("AWS endpoints and regions: flags, then variables, then the profile's 
   auto bad = Resolve(env, flags);
   REQUIRE(!bad.ok());
   CHECK(Message(bad.status()).find("--endpoint-url") != std::string::npos);
+  // User information in an endpoint is never kept (requests do not send it) nor shown.
+  flags.endpoint_url = "http://user:pass-secret@127.0.0.1:7/";
+  CHECK(Resolve(env, flags)->endpoint == "http://127.0.0.1:7");
+  CHECK(Resolve(env, flags)->DebugString().find("pass-secret") == std::string::npos);
+  flags.endpoint_url = "http://user:pass-secret@127.0.0.1:7/base";
+  bad = Resolve(env, flags);
+  REQUIRE(!bad.ok());
+  CHECK(Message(bad.status()).find("\"http://127.0.0.1:7/base\" has a path") != std::string::npos);
+  CHECK(Message(bad.status()).find("pass-secret") == std::string::npos);
+  CHECK(Message(bad.status()).find("user") == std::string::npos);
+  CHECK(RedactedUrl("https://u:p@[::1]:9/x") == "https://[::1]:9/x");
+  CHECK(RedactedUrl("http://u:p/w#?@host:9") == "http://host:9");  // unencoded '/', '#', '?' in a password
+  CHECK(RedactedUrl("http://host:9/") == "http://host:9/");
+  CHECK(RedactedUrl("u:p@host") == "host");
+  CHECK(Message(SplitHttpUrl("ftp://u:pass-secret@host/").status()).find("pass-secret") == std::string::npos);
   env.vars.erase("AWS_ENDPOINT_URL_S3");
   env.vars.erase("AWS_ENDPOINT_URL");
   env.vars["AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"] = "True";

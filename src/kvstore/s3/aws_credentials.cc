@@ -2,6 +2,7 @@
 
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -126,7 +127,7 @@ absl::StatusOr<Credentials> CallSts(const StsCall& sts, std::vector<QueryParam> 
     if (answer->status == 200 && parsed.ok()) {
       Credentials c{parsed->access_key_id, parsed->secret_access_key, parsed->session_token, "", std::nullopt};
       auto expiration = ParseIso8601(parsed->expiration);
-      if (!expiration.ok()) return absl::DataLossError(StrCat(what, ": STS ", action, " at ", sts.endpoint, ": the Expiration is not an ISO 8601 time"));
+      if (!expiration.ok()) return absl::DataLossError(StrCat(what, ": STS ", action, " at ", RedactedUrl(sts.endpoint), ": the Expiration is not an ISO 8601 time"));
       c.expiration = *expiration;
       TFCKPT_RETURN_IF_ERROR(CheckKeys(c, StrCat(what, ": STS ", action)));
       return c;
@@ -135,7 +136,7 @@ absl::StatusOr<Credentials> CallSts(const StsCall& sts, std::vector<QueryParam> 
     last = absl::Status(answer->status >= 500 ? absl::StatusCode::kUnavailable
                         : answer->status == 200 ? absl::StatusCode::kDataLoss
                                                 : absl::StatusCode::kPermissionDenied,
-                        StrCat("STS ", action, " at ", sts.endpoint, ": HTTP ", answer->status, why));
+                        StrCat("STS ", action, " at ", RedactedUrl(sts.endpoint), ": HTTP ", answer->status, why));
     if (answer->status < 500) break;
   }
   return Annotate(last, what);
@@ -210,9 +211,13 @@ SourceResult ProcessSource(const AwsContext& ctx, const std::string& profile) {
     absl::StatusOr<CommandResult> r = RunCommand(argv);
     if (!r.ok()) return Annotate(r.status(), what);
     if (r->exit_code != 0) {
-      std::string err(Trim(r->err.substr(0, r->err.find('\n'))));
+      // Its standard error is never shown: a helper may print a secret there (a token it
+      // was refused, its own configuration). How much it wrote says where to look.
+      const size_t lines = r->err.empty() ? 0 : std::count(r->err.begin(), r->err.end(), '\n') + (r->err.ends_with('\n') ? 0 : 1);
       return absl::UnauthenticatedError(StrCat(what, " (", argv[0], ") failed with exit status ", r->exit_code,
-                                               err.empty() ? "" : ": ", PrintableKey(err.substr(0, 300))));
+                                               lines == 0 ? " and wrote nothing on its standard error"
+                                                          : StrCat(" (its standard error, ", lines, lines == 1 ? " line" : " lines",
+                                                                   ", is not shown: it may hold secrets; run the command yourself to see it)")));
     }
     absl::StatusOr<Credentials> c = ParseProcessCredentials(r->out);
     if (!c.ok()) return absl::InvalidArgumentError(StrCat(what, " (", argv[0], "): its output: ", c.status().message()));
@@ -304,9 +309,9 @@ SourceResult SsoSource(const AwsContext& ctx, const std::string& profile) {
     if (answer->status == 401 || answer->status == 403) {
       return absl::UnauthenticatedError(StrCat(what, ": the SSO portal refused the cached token (HTTP ", answer->status, "): run ", login));
     }
-    if (answer->status != 200) return absl::UnavailableError(StrCat(what, ": GET ", r.url, ": HTTP ", answer->status));
+    if (answer->status != 200) return absl::UnavailableError(StrCat(what, ": GET ", RedactedUrl(r.url), ": HTTP ", answer->status));
     absl::StatusOr<Credentials> c = ParseSsoRoleCredentials(answer->body);
-    if (!c.ok()) return absl::DataLossError(StrCat(what, ": GET ", r.url, ": ", c.status().message()));
+    if (!c.ok()) return absl::DataLossError(StrCat(what, ": GET ", RedactedUrl(r.url), ": ", c.status().message()));
     return c;
   };
   return Provider(std::make_shared<RefreshingCredentials>(fetch, what));
@@ -336,7 +341,7 @@ SourceResult ContainerSource(const AwsContext& ctx) {
   }
   const std::optional<std::string> token_file = Var(ctx, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
   const std::optional<std::string> token = Var(ctx, "AWS_CONTAINER_AUTHORIZATION_TOKEN");
-  const std::string what = StrCat("container credentials ", url);
+  const std::string what = StrCat("container credentials ", RedactedUrl(url));
   auto fetch = [=]() -> absl::StatusOr<Credentials> {
     HttpRequest r;
     r.url = url;
@@ -393,7 +398,7 @@ absl::StatusOr<Imds> ImdsFor(const AwsContext& ctx) {
     base = absl::AsciiStrToLower(mode) == "ipv6" ? "http://[fd00:ec2::254]/" : "http://169.254.169.254/";
   }
   if (!SplitHttpUrl(base).ok()) {
-    return absl::InvalidArgumentError(StrCat("instance metadata endpoint \"", base, "\" is not an http(s) URL"));
+    return absl::InvalidArgumentError(StrCat("instance metadata endpoint \"", RedactedUrl(base), "\" is not an http(s) URL"));
   }
   if (!absl::EndsWith(base, "/")) base += "/";
   m.base = base;
@@ -442,9 +447,9 @@ absl::StatusOr<Credentials> FetchImds(const Imds& m) {
     } else if (a->status == 403 || a->status == 404 || a->status == 405) {
       token_refused = true;
     } else if (a->status == 400) {
-      return absl::NotFoundError(StrCat("PUT ", r.url, ": HTTP 400"));
+      return absl::NotFoundError(StrCat("PUT ", RedactedUrl(r.url), ": HTTP 400"));
     } else {
-      last = absl::UnavailableError(StrCat("PUT ", r.url, ": HTTP ", a->status));
+      last = absl::UnavailableError(StrCat("PUT ", RedactedUrl(r.url), ": HTTP ", a->status));
     }
   }
   if (!token.empty() && !CheckHeaderValue(token, "").ok()) return absl::NotFoundError("the IMDSv2 token is not a header value");
@@ -452,11 +457,11 @@ absl::StatusOr<Credentials> FetchImds(const Imds& m) {
     if (!token_refused && !last.ok()) return absl::NotFoundError(last.message());
     if (m.v1_disabled) {
       return absl::UnauthenticatedError(
-          StrCat("instance metadata ", m.base, ": no IMDSv2 token and IMDSv1 is disabled (AWS_EC2_METADATA_V1_DISABLED)"));
+          StrCat("instance metadata ", RedactedUrl(m.base), ": no IMDSv2 token and IMDSv1 is disabled (AWS_EC2_METADATA_V1_DISABLED)"));
     }
   }
   auto get = [&](const std::string& path) -> absl::StatusOr<std::string> {
-    absl::Status failure = absl::NotFoundError(StrCat("GET ", m.base, path, ": no answer"));
+    absl::Status failure = absl::NotFoundError(StrCat("GET ", RedactedUrl(m.base), path, ": no answer"));
     for (int i = 0; i < m.attempts; ++i) {
       HttpRequest r = request("GET", path);
       if (!token.empty()) r.headers.emplace_back("x-aws-ec2-metadata-token", token);
@@ -466,7 +471,7 @@ absl::StatusOr<Credentials> FetchImds(const Imds& m) {
         continue;
       }
       if (a->status != 200 || a->body.empty()) {
-        failure = absl::NotFoundError(StrCat("GET ", r.url, ": HTTP ", a->status, a->body.empty() ? " (empty)" : ""));
+        failure = absl::NotFoundError(StrCat("GET ", RedactedUrl(r.url), ": HTTP ", a->status, a->body.empty() ? " (empty)" : ""));
         continue;
       }
       return a->body;
@@ -476,11 +481,11 @@ absl::StatusOr<Credentials> FetchImds(const Imds& m) {
   TFCKPT_ASSIGN_OR_RETURN(std::string role, get("latest/meta-data/iam/security-credentials/"));
   role = std::string(Trim(role));
   if (role.find_first_of("/\r\n") != std::string::npos || !CheckHeaderValue(role, "").ok()) {
-    return absl::NotFoundError(StrCat("instance metadata ", m.base, ": the role name is not a single name"));
+    return absl::NotFoundError(StrCat("instance metadata ", RedactedUrl(m.base), ": the role name is not a single name"));
   }
   TFCKPT_ASSIGN_OR_RETURN(const std::string body, get(StrCat("latest/meta-data/iam/security-credentials/", role)));
   absl::StatusOr<Credentials> c = ParseMetadataCredentials(body);
-  if (!c.ok()) return absl::NotFoundError(StrCat("instance metadata ", m.base, " role ", role, ": ", c.status().message()));
+  if (!c.ok()) return absl::NotFoundError(StrCat("instance metadata ", RedactedUrl(m.base), " role ", role, ": ", c.status().message()));
   return c;
 }
 
@@ -501,14 +506,14 @@ Provider ImdsProvider(const Imds& m, std::string none_message, std::string hint 
       state->succeeded = true;
       return c;
     }
-    const std::string what = StrCat("EC2 instance metadata ", m.base);
+    const std::string what = StrCat("EC2 instance metadata ", RedactedUrl(m.base));
     if (!state->succeeded && absl::IsNotFound(c.status())) {
       state->none = absl::UnauthenticatedError(StrCat(none_message, what, " (", c.status().message(), ")", hint));
       return *state->none;
     }
     return Annotate(c.status(), what);
   };
-  return std::make_shared<RefreshingCredentials>(fetch, StrCat("EC2 instance metadata ", m.base));
+  return std::make_shared<RefreshingCredentials>(fetch, StrCat("EC2 instance metadata ", RedactedUrl(m.base)));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ absl::StatusOr<Credentials> ExchangeForToken(const std::string& token_uri, const
     const absl::StatusCode code = answer->status >= 500 ? absl::StatusCode::kUnavailable
                                   : answer->status == 200 ? absl::StatusCode::kDataLoss
                                                           : absl::StatusCode::kPermissionDenied;
-    return absl::Status(code, StrCat(what, ": POST ", token_uri, ": HTTP ", answer->status, why));
+    return absl::Status(code, StrCat(what, ": POST ", RedactedUrl(token_uri), ": HTTP ", answer->status, why));
   }
   Credentials c;
   c.bearer_token = token->access_token;
@@ -156,9 +156,9 @@ Provider MetadataServer(const std::string& host, const std::string& looked) {
       }
       failure = absl::DataLossError(std::string(token.status().message()));
     }
-    if (state->succeeded) return Annotate(failure, StrCat("GCE metadata server ", url));
+    if (state->succeeded) return Annotate(failure, StrCat("GCE metadata server ", RedactedUrl(url)));
     state->none = absl::UnauthenticatedError(
-        StrCat("no Google Cloud credentials found; looked in ", looked, "the GCE metadata server ", url, " (",
+        StrCat("no Google Cloud credentials found; looked in ", looked, "the GCE metadata server ", RedactedUrl(url), " (",
                failure.message(), ") (for a public bucket: --no-sign-request)"));
     return *state->none;
   };

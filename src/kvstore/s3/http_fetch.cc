@@ -55,18 +55,18 @@ absl::StatusOr<HttpAnswer> HttpFetch(const HttpRequest& r) {
   const std::string why = error[0] != 0 ? error : curl_easy_strerror(rc);
   curl_slist_free_all(headers);
   curl_easy_cleanup(h);
-  if (x.too_large) return absl::DataLossError(StrCat(r.method, " ", r.url, ": the answer is over 1 MiB"));
-  if (rc != CURLE_OK) return absl::UnavailableError(StrCat(r.method, " ", r.url, ": no answer: ", why));
+  if (x.too_large) return absl::DataLossError(StrCat(r.method, " ", RedactedUrl(r.url), ": the answer is over 1 MiB"));
+  if (rc != CURLE_OK) return absl::UnavailableError(StrCat(r.method, " ", RedactedUrl(r.url), ": no answer: ", why));
   return std::move(x.answer);
 }
 
 absl::StatusOr<UrlParts> SplitHttpUrl(std::string_view url) {
   UrlParts p;
   const size_t sep = url.find("://");
-  if (sep == std::string_view::npos) return absl::InvalidArgumentError(StrCat("\"", url, "\" is not a URL"));
+  if (sep == std::string_view::npos) return absl::InvalidArgumentError(StrCat("\"", RedactedUrl(url), "\" is not a URL"));
   p.scheme = std::string(url.substr(0, sep));
   if (p.scheme != "http" && p.scheme != "https") {
-    return absl::InvalidArgumentError(StrCat("\"", url, "\" is not an http:// or https:// URL"));
+    return absl::InvalidArgumentError(StrCat("\"", RedactedUrl(url), "\" is not an http:// or https:// URL"));
   }
   std::string_view rest = url.substr(sep + 3);
   const size_t end = rest.find_first_of("/?#");
@@ -78,14 +78,22 @@ absl::StatusOr<UrlParts> SplitHttpUrl(std::string_view url) {
   std::string_view host = authority;
   if (!host.empty() && host[0] == '[') {
     const size_t close = host.find(']');
-    if (close == std::string_view::npos) return absl::InvalidArgumentError(StrCat("\"", url, "\" has a malformed host"));
+    if (close == std::string_view::npos) return absl::InvalidArgumentError(StrCat("\"", RedactedUrl(url), "\" has a malformed host"));
     host = host.substr(1, close - 1);
   } else if (const size_t colon = host.rfind(':'); colon != std::string_view::npos) {
     host = host.substr(0, colon);
   }
-  if (host.empty()) return absl::InvalidArgumentError(StrCat("\"", url, "\" has no host"));
+  if (host.empty()) return absl::InvalidArgumentError(StrCat("\"", RedactedUrl(url), "\" has no host"));
   p.host = std::string(host);
   return p;
+}
+
+std::string RedactedUrl(std::string_view url) {
+  const size_t sep = url.find("://");
+  const size_t start = sep == std::string_view::npos ? 0 : sep + 3;
+  const size_t at = url.rfind('@');
+  if (at == std::string_view::npos || at < start) return std::string(url);
+  return StrCat(url.substr(0, start), url.substr(at + 1));
 }
 
 bool IsLoopbackAddress(std::string_view host) {

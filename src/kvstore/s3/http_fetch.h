@@ -40,6 +40,12 @@ struct UrlParts {
 };
 absl::StatusOr<UrlParts> SplitHttpUrl(std::string_view url);
 
+// `url` as messages may show it: without the user information ("user:password@") a URL
+// may carry before its host, which can be a secret. Conservative: where an '@' follows
+// the "://" anywhere (a password may hold '/', '?' or '#' unencoded), everything up to the
+// last '@' is left out. "http://u:p@host:9000" is "http://host:9000".
+std::string RedactedUrl(std::string_view url);
+
 // True for a literal loopback address: 127.0.0.0/8 or ::1.
 bool IsLoopbackAddress(std::string_view host);
 

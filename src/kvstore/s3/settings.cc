@@ -6,6 +6,7 @@
 #include "kvstore/s3/aws_config.h"
 #include "kvstore/s3/aws_credentials.h"
 #include "kvstore/s3/gcp_auth.h"
+#include "kvstore/s3/http_fetch.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
@@ -39,7 +40,7 @@ absl::Status CheckEndpoint(const std::string& endpoint, std::string_view from) {
     problem = "holds a space or a query";
   }
   if (problem.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(StrCat(from, ": endpoint \"", endpoint, "\" ", problem));
+  return absl::InvalidArgumentError(StrCat(from, ": endpoint \"", RedactedUrl(endpoint), "\" ", problem));
 }
 
 std::string WithoutTrailingSlash(std::string s) {
@@ -107,7 +108,9 @@ absl::StatusOr<Settings> ResolveS3(const EnvLookup& env, const ObjectStoreOption
     s.path_style = false;
   } else {
     TFCKPT_RETURN_IF_ERROR(CheckEndpoint(endpoint.url, endpoint.from));
-    s.endpoint = WithoutTrailingSlash(endpoint.url);
+    // (requests never send the user information a URL may carry: it is not kept, so no
+    // message can show it)
+    s.endpoint = WithoutTrailingSlash(RedactedUrl(endpoint.url));
     s.path_style = true;
   }
   return s;
@@ -120,7 +123,7 @@ absl::StatusOr<Settings> ResolveGs(const EnvLookup& env, const ObjectStoreOption
   s.path_style = true;
   const std::string endpoint = Get(env, "TFCKPT_GS_ENDPOINT_URL");
   if (!endpoint.empty()) TFCKPT_RETURN_IF_ERROR(CheckEndpoint(endpoint, "TFCKPT_GS_ENDPOINT_URL"));
-  s.endpoint = endpoint.empty() ? "https://storage.googleapis.com" : WithoutTrailingSlash(endpoint);
+  s.endpoint = endpoint.empty() ? "https://storage.googleapis.com" : WithoutTrailingSlash(RedactedUrl(endpoint));
   if (flags.no_sign_request) {
     s.credentials = Unsigned("--no-sign-request");
   } else {
