@@ -296,6 +296,35 @@ def validate_reports_unfinished_saves_and_aborts_their_uploads():
 
 
 @test(needs_data=True)
+def merge_recover_reports_a_refused_or_unreachable_listing_not_no_parts():
+    """merge --recover finds the parts by a listing: one refused (no s3:ListBucket) or an
+    endpoint that never answers is that error (exit 3, naming the prefix), never "no parts of
+    an unmerged save found beside it" (not-found)."""
+    uploaded()
+    prefix = f"{ROOT}/{T2T}"
+    faults("always GET list-type=2 status 403 AccessDenied")
+    try:
+        for json_flag in ((), ("--json",)):
+            p = run("merge", "--recover", prefix, *json_flag, code=3, env=PROXY)
+            text = p.stdout + p.stderr
+            assert "no parts" not in text and "403" in text and "AccessDenied" in text, text
+            assert "s3:ListBucket" in text and prefix in text, text
+            if json_flag:
+                assert json.loads(p.stdout)["error"]["id"] != "not-found", p.stdout
+            else:
+                one_error_line(p, prefix, "403", "s3:ListBucket")
+    finally:
+        faults()
+    p = run("merge", "--recover", prefix, "--json", code=3, env={"AWS_ENDPOINT_URL": closed_endpoint()})
+    error = json.loads(p.stdout)["error"]
+    assert error["id"] == "io" and "no parts" not in error["message"], error
+    assert prefix in error["message"] and "cannot complete the request" in error["message"], error
+    # A prefix beside which the store lists nothing is still "no parts" (not-found).
+    p = run("merge", "--recover", f"{ROOT}/nothing-here/ckpt", "--json", code=3)
+    assert "no parts of an unmerged save" in json.loads(p.stdout)["error"]["message"], p.stdout
+
+
+@test(needs_data=True)
 def bad_urls_credentials_and_endpoints_are_one_line_exit_3():
     uploaded()
     secret = os.environ["S3_TEST_SECRET"]

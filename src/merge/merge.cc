@@ -88,15 +88,24 @@ absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix
   // Older DTensor: PREFIX_dev-D-of-N, count -> device -> part prefix.
   std::map<int64_t, std::map<int64_t, std::string>> dev_parts;
   const Regex dev_re = Regex::Fixed(Regex::Quote(base) + R"(_dev-(\d{1,9})-of-(\d{1,9})\.index)");
-  auto listing = store.List(dir);
-  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+  // A listing that fails is the error, never "no parts found": a refused one (no
+  // s3:ListBucket), an unreachable store. Only a directory that is not there (no object
+  // under the prefix's "directory" in a store) has none.
+  const auto list = [&](const std::string& where) -> absl::StatusOr<std::vector<DirEntry>> {
+    absl::StatusOr<std::vector<DirEntry>> entries = store.List(where);
+    if (entries.ok()) return entries;
+    if (absl::IsNotFound(entries.status())) return std::vector<DirEntry>{};
+    return Annotate(entries.status(), StrCat(prefix, ": cannot list the parts of an unmerged save beside it"));
+  };
+  TFCKPT_ASSIGN_OR_RETURN(const std::vector<DirEntry> listing, list(dir));
+  for (const DirEntry& e : listing) {
     const std::string& name = e.name;
     if (name.find(".tempstate") != std::string::npos) continue;
     if (e.kind == EntryKind::kDirectory &&
         (name == base + "_temp" || Regex::Fixed(Regex::Quote(base) + R"(_temp_[0-9a-fA-F]+)").FullMatch(name))) {
       const std::string sub = JoinPath(dir, name);
-      auto inner = store.List(sub);
-      for (const DirEntry& f : inner.ok() ? *inner : std::vector<DirEntry>{}) {
+      TFCKPT_ASSIGN_OR_RETURN(const std::vector<DirEntry> inner, list(sub));
+      for (const DirEntry& f : inner) {
         if (f.name.find(".tempstate") != std::string::npos) continue;
         consider(sub + "/part", JoinPath(sub, f.name), "part");
       }
