@@ -356,6 +356,20 @@ def gs_urls_with_hmac_keys_read_and_write_as_s3_ones():
         assert get(f"{ROOT}/gs/m.safetensors") == f.read()
     run("merge", f"{groot}/gs/m", "-o", os.path.join(WORK, "gs-back", "m"), code=0, env=gs)
     run("validate", os.path.join(WORK, "gs-back", "m"), "--against", src, code=0)
+    # The index's create-only precondition on gs:// is Cloud Storage's own,
+    # x-goog-if-generation-match: 0 (If-None-Match: * is none there), as the proxy sees the
+    # PUT; s3:// sends only If-None-Match. (No local emulator of the XML API with
+    # preconditions is on PyPI: the request is what is checked; Swift answers If-None-Match
+    # with 501, and the HEAD then keeps a second run from overwriting the index.)
+    for scheme_root, out, header in ((groot, "gs-cond/m", "if-generation-match=0"), (ROOT, "s3-cond/m", "if-generation-match= ")):
+        clear_proxy_log()
+        run("reshard", src, "-o", f"{scheme_root}/{out}", "--policy", "shards:2", code=0,
+            env={**gs, "TFCKPT_GS_ENDPOINT_URL": os.environ["S3_TEST_PROXY_ENDPOINT"]} if scheme_root == groot else PROXY)
+        index_puts = [l for l in proxy_log() if l.startswith(f"PUT /{BUCKET}/{out}.index ")]
+        assert index_puts and all(header in l for l in index_puts), index_puts
+        assert all("if-none-match=*" in l for l in index_puts[:1]), index_puts
+    p = run("reshard", src, "-o", f"{groot}/gs-cond/m", "--policy", "shards:2", code=2, env=gs)
+    one_error_line(p, f"{groot}/gs-cond/m")
     # Without keys for gs:// (and no token, no metadata server): one line naming the URL.
     p = run("inspect", f"{groot}/gs/m", code=3, env={**gs, "GS_ACCESS_KEY_ID": "", "GS_SECRET_ACCESS_KEY": "",
                                                     "GCE_METADATA_HOST": "127.0.0.1:9", "TFCKPT_S3_MAX_RETRIES": "0"})

@@ -255,7 +255,7 @@ def serve(conn_id, method, target, headers, body):
     if auth.startswith("AWS4-HMAC-SHA256"):  # the scheme and what it signs, not the signature
         auth = "AWS4-HMAC-SHA256 " + next((p.strip() for p in auth.split(",") if "SignedHeaders=" in p), "")
     log(f"{method} {target} conn={conn_id} time={time.time():.3f} range={header(headers, 'range')} if-match={header(headers, 'if-match')} "
-        f"if-none-match={header(headers, 'if-none-match')} token={header(headers, 'x-amz-security-token')} "
+        f"if-none-match={header(headers, 'if-none-match')} if-generation-match={header(headers, 'x-goog-if-generation-match')} token={header(headers, 'x-amz-security-token')} "
         f"auth={auth} {copy_fields} fault={' '.join(fault)}")
     if target == METADATA_TOKEN_PATH and header(headers, "metadata-flavor") == "Google":
         expires_in = "soon" if fault == ["metadata-odd"] else 3600

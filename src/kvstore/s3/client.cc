@@ -668,8 +668,16 @@ absl::StatusOr<std::optional<std::string>> Client::Holds(const ObjectUrl& url, s
 }
 
 absl::StatusOr<std::string> Client::Put(const ObjectUrl& url, std::string_view body, bool if_absent) {
+  // Cloud Storage's XML API takes If-None-Match: * for no create-only precondition: its own
+  // is x-goog-if-generation-match: 0 (no live generation), 412 like S3's. Sent beside it on
+  // gs:// (a server that knows neither answers If-None-Match with 501 as before, and the
+  // HEAD below keeps what it can).
+  Headers create_only;
+  if (if_absent && url.scheme == "gs") create_only.emplace_back("x-goog-if-generation-match", "0");
   if (if_absent && impl_->if_none_match_supported) {
-    auto etag = impl_->PutOnce(url, body, {{"If-None-Match", "*"}});
+    Headers headers = create_only;
+    headers.emplace_back("If-None-Match", "*");
+    auto etag = impl_->PutOnce(url, body, std::move(headers));
     if (etag.ok() || etag.status().code() != absl::StatusCode::kUnimplemented) {
       if (etag.status().code() == absl::StatusCode::kFailedPrecondition) {
         // 412: an object is there. It may be this PUT's own, carried out by an attempt whose
@@ -695,7 +703,7 @@ absl::StatusOr<std::string> Client::Put(const ObjectUrl& url, std::string_view b
     if (head.ok()) return absl::AlreadyExistsError(StrCat("PUT ", url.ToString(), ": the object exists already"));
     if (head.status().code() != absl::StatusCode::kNotFound) return head.status();
   }
-  return impl_->PutOnce(url, body, {});
+  return impl_->PutOnce(url, body, std::move(create_only));
 }
 
 absl::StatusOr<std::string> Client::CreateMultipartUpload(const ObjectUrl& url) {

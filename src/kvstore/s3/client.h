@@ -133,11 +133,12 @@ class Client {
   absl::Status ReadRanges(const ObjectUrl& url, std::string_view etag, const std::vector<RangeRead>& reads);
 
   // Uploads `body` as the whole object; returns its ETag. With `if_absent` the object
-  // must not exist yet (If-None-Match: *; where the server answers 501 to that, a HEAD
-  // checks first, and later calls skip the header): AlreadyExists when it does. A 412 is
-  // this PUT's own success when the object holds exactly `body` (Holds): an attempt may
-  // have been carried out and its answer lost, and the 412 answered its retry. When that
-  // cannot be found out, Unavailable (the outcome is unknown).
+  // must not exist yet (If-None-Match: *, and on gs:// x-goog-if-generation-match: 0; where
+  // the server answers 501 to the first, a HEAD checks first, and later calls skip it):
+  // AlreadyExists when it does. A 412 is this PUT's own success when the object holds
+  // exactly `body` (Holds): an attempt may have been carried out and its answer lost, and
+  // the 412 answered its retry. When that cannot be found out, Unavailable (the outcome is
+  // unknown).
   absl::StatusOr<std::string> Put(const ObjectUrl& url, std::string_view body, bool if_absent = false);
   // The object's ETag when it holds exactly `body` (its size, and its ETag as the MD5 of
   // `body`, else its bytes read back); nullopt when it is absent or holds other bytes.
