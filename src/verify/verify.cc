@@ -139,8 +139,8 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
       std::string from = f.key;
       if (s.names) {
         auto it = s.names->find(f.key);
-        if (it == s.names->end() && written->Find(f.key) == nullptr) continue;
-        if (it != s.names->end()) from = it->second;
+        if (it == s.names->end()) continue;  // (not this input's tensor)
+        from = it->second;
       }
       const TensorEntry* t = s.input->Find(from);
       if (t == nullptr || !t->defect.empty()) continue;
