@@ -106,7 +106,7 @@ int RunInspect(const InspectArgs& a) {
     // (The listing reads no payload; a tensor whose entry cannot be read is said once here,
     // as --json says it in "defect".)
     for (const InspectedTensor& t : r.tensors) {
-      if (t.tensor->defect.empty()) continue;
+      if (t.tensor->defect.empty() || !r.problem.ok()) continue;  // (an error is the one line then)
       std::cerr << "tfckpt inspect: note: tensor \"" << PrintableKey(t.tensor->name) << "\" cannot be read: "
                 << t.tensor->defect << " (" << t.tensor->defect_check << "; run tfckpt validate)\n";
     }

@@ -21,6 +21,7 @@ std::vector<std::string> DataFileProblems(const Checkpoint& c, absl::Status* fir
   const CheckpointInfo& info = c.info();
   std::vector<uint64_t> need(info.data_files.size(), 0);
   for (const auto& t : c.tensors()) {
+    if (!t.defect.empty()) continue;  // (its entry is wrong, not the file: said as its defect)
     for (const auto& s : t.slices) {
       if (s.data.v1_file < 0 && s.data.shard >= 0 && s.data.shard < static_cast<int32_t>(need.size()) &&
           s.data.size <= UINT64_MAX - s.data.offset) {

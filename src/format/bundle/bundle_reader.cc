@@ -172,6 +172,7 @@ absl::Status BundleLoader::LoadV2Entries(TableReader& table, std::vector<Finding
     data->masked_crc = e.crc32c();
     if (std::string d = EntryShardDefect(key, e.shard_id(), info_.num_shards); !d.empty()) return {"entry.shard", d};
     if (e.offset() < 0 || e.size() < 0) {
+      data->offset = data->size = 0;  // (never read; nor counted as 2^64 - 1 bytes in listings)
       return {"entry.bounds", StrCat("entry \"", PrintableKey(key), "\" has a negative offset or size")};
     }
     const DTypeInfo* info = LookupDType(dtype);
