@@ -30,18 +30,6 @@ std::vector<const StoredSlice*> SourcesOf(const TensorEntry& t, const Region& re
   return sources;
 }
 
-absl::Status CheckCovered(const Checkpoint& c, const TensorEntry& t, const Region& region,
-                          const std::vector<const StoredSlice*>& sources) {
-  int64_t covered = 0;
-  for (const StoredSlice* s : sources) {
-    if (auto inter = Intersect(s->region, region)) covered += inter->num_elements();
-  }
-  if (covered >= region.num_elements()) return absl::OkStatus();
-  return DataLossAt("slice.gap", c.info().index_path, t.name, -1,
-                    StrCat(region.num_elements() - covered, " elements of ", SliceString(region, t.shape),
-                           " are in no stored slice"));
-}
-
 bool MovesInKernel(const Checkpoint& c, const TensorEntry& t, const std::vector<const StoredSlice*>& sources,
                    const Region& region) {
   const CheckpointInfo& ci = c.info();
@@ -84,7 +72,6 @@ absl::Status CheckCopiedCrc(const Checkpoint& c, const TensorEntry& t, const Sto
 namespace {
 
 using copy_internal::CheckCopiedCrc;
-using copy_internal::CheckCovered;
 using copy_internal::kChunkBytes;
 using copy_internal::kCopyChunk;
 using copy_internal::kSpanBytes;
@@ -413,7 +400,6 @@ absl::StatusOr<std::vector<std::string_view>> GatherStrings(const Checkpoint& c,
   // tensor takes at least one byte of them: its count cannot outgrow the data files).
   TFCKPT_RETURN_IF_ERROR(c.CheckStored(t, &region));
   const std::vector<const StoredSlice*> sources = SourcesOf(t, region);
-  TFCKPT_RETURN_IF_ERROR(CheckCovered(c, t, region, sources));
   std::vector<std::string_view> elements(static_cast<size_t>(region.num_elements()));
   for (const StoredSlice* s : sources) {
     TFCKPT_ASSIGN_OR_RETURN(TensorBytes b, c.Read(t, *s, /*verify=*/true));

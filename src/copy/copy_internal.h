@@ -19,11 +19,6 @@ inline constexpr int64_t kSpanBytes = 1 << 20;    // the most a gather reads of 
 // equal to it).
 std::vector<const StoredSlice*> SourcesOf(const TensorEntry& t, const Region& region);
 
-// An error (slice.gap) when `sources` hold fewer elements of `region` than it has: some
-// element is in no stored slice, and a copy would make up its value.
-absl::Status CheckCovered(const Checkpoint& c, const TensorEntry& t, const Region& region,
-                          const std::vector<const StoredSlice*>& sources);
-
 // Whether CopyRegion moves `region` in-kernel: a V2 little-endian source whose pieces
 // hold the region in runs of at least kDirectRun bytes. Otherwise it is gathered.
 bool MovesInKernel(const Checkpoint& c, const TensorEntry& t, const std::vector<const StoredSlice*>& sources,
