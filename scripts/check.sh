@@ -51,9 +51,9 @@ finish() {
   [ "$rc" -eq 0 ] || status=1
 }
 
-# The sanitizer build's corruption sweep tests every 64th index offset; which ones
+# The sanitizer build's corruption sweep tests every 128th index offset; which ones
 # follows from the commit, so that successive commits sample different offsets.
-phase=$(( 0x$(git rev-parse --short=7 HEAD 2>/dev/null || echo 0) % 64 ))
+phase=$(( 0x$(git rev-parse --short=7 HEAD 2>/dev/null || echo 0) % 128 ))
 asan_build() { scripts/build-asan.sh -Dsweep_phase="$phase"; }
 asan_tests() { scripts/test-asan.sh --print-errorlogs; }
 
