@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A fault-injecting HTTP proxy on loopback, in front of the test S3 server (stdlib only).
 
-Usage: s3_fault_proxy.py UPSTREAM_PORT FAULTS_FILE LOG_FILE PORT_FILE
+Usage: s3_fault_proxy.py UPSTREAM_PORT FAULTS_FILE LOG_FILE PORT_FILE [CERT KEY]
 
-Listens on 127.0.0.1 (a free port, written to PORT_FILE) and forwards every request,
+Listens on 127.0.0.1 (a free port, written to PORT_FILE; with CERT and KEY, PEM files, it
+speaks https with that certificate) and forwards every request,
 headers untouched (the Host header is part of the SigV4 signature), to
 127.0.0.1:UPSTREAM_PORT. Before each request it takes the first line of FAULTS_FILE (the
 test writes it) and applies it instead of, or to, that request:
@@ -30,6 +31,14 @@ test writes it) and applies it instead of, or to, that request:
                         answer consistent in itself, shorter than the range asked for
   long-body             forward; a 2xx answer's body followed by as many bytes again (0xEE),
                         Content-Length saying so, Content-Range left as the server sent it
+  region REGION [301|quiet]  a request signed for another region than REGION is answered
+                        as S3 answers one sent to the wrong region, not forwarded: 400
+                        AuthorizationHeaderMalformed with <Region>REGION</Region> (a HEAD:
+                        400, no body), header x-amz-bucket-region: REGION; with 301, 301
+                        PermanentRedirect instead; with quiet, neither the header nor
+                        <Region> except to a HEAD of the bucket itself (a client must ask
+                        it). Requests signed for REGION are forwarded (an
+                        x-amz-bucket-region in the answer says REGION). Meant for "always"
   when METHOD TEXT FAULT…  FAULT for the first METHOD request whose target holds TEXT;
                         other requests pass untouched and leave the line in place
   always METHOD TEXT FAULT…  FAULT for every METHOD request whose target holds TEXT (TEXT
@@ -64,12 +73,14 @@ It also answers the GCE metadata server's token request with a fixed token (with
 fault `metadata-odd`, its expires_in is a string). Every request
 is logged to LOG_FILE as one line: METHOD PATH?QUERY conn=N (which client connection)
 time=T (when it came in: seconds since 1970) range=… if-match=… if-none-match=…
-token=… auth=… (a bearer token whole, SigV4 only by its signed headers) copy-source=…
+token=… auth=… (a bearer token whole, SigV4 only by its signed headers) region=… (the
+region SigV4 signed for) copy-source=…
 copy-range=… (a copy's x-amz-copy-source and x-amz-copy-source-range) fault=….
 """
 import json
 import os
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -79,6 +90,7 @@ import itertools
 
 UPSTREAM_PORT = int(sys.argv[1])
 FAULTS_FILE, LOG_FILE, PORT_FILE = sys.argv[2], sys.argv[3], sys.argv[4]
+TLS = sys.argv[5:7] if len(sys.argv) >= 7 else None
 METADATA_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
 lock = threading.Lock()
 connection_ids = itertools.count(1)
@@ -140,7 +152,7 @@ def next_fault(method, target):
             rules += 1
         for line in lines[:rules]:
             words = line.split()
-            if len(words) >= 4 and words[1] == method and (words[2] == "*" or words[2] in target):
+            if len(words) >= 4 and words[1] in (method, "*") and (words[2] == "*" or words[2] in target):
                 return words[3:]
         rest = lines[rules:]
         if not rest:
@@ -241,6 +253,12 @@ def forward(method, target, headers, body):
     return r.status, r.reason, r.getheaders(), data
 
 
+def signed_region(headers):
+    """The region a SigV4 Authorization header signs for ("" for none)."""
+    raw = header(headers, "authorization")
+    return raw.split("Credential=", 1)[1].split("/")[2] if "Credential=" in raw else ""
+
+
 def serve(conn_id, method, target, headers, body):
     """(head bytes, body bytes, action) where action is None, 'reset-mid-body', a stall or
     a hold."""
@@ -256,11 +274,29 @@ def serve(conn_id, method, target, headers, body):
         auth = "AWS4-HMAC-SHA256 " + next((p.strip() for p in auth.split(",") if "SignedHeaders=" in p), "")
     log(f"{method} {target} conn={conn_id} time={time.time():.3f} range={header(headers, 'range')} if-match={header(headers, 'if-match')} "
         f"if-none-match={header(headers, 'if-none-match')} if-generation-match={header(headers, 'x-goog-if-generation-match')} token={header(headers, 'x-amz-security-token')} "
-        f"auth={auth} {copy_fields} fault={' '.join(fault)}")
+        f"auth={auth} region={signed_region(headers)} {copy_fields} fault={' '.join(fault)}")
     if target == METADATA_TOKEN_PATH and header(headers, "metadata-flavor") == "Google":
         expires_in = "soon" if fault == ["metadata-odd"] else 3600
         data = json.dumps({"access_token": "test-metadata-token", "expires_in": expires_in}).encode()
         return response_bytes(200, "OK", [("Content-Type", "application/json")], data, False) + (None,)
+    bucket_region = None
+    if fault and fault[0] == "region":
+        signed_for = signed_region(headers)
+        if signed_for != fault[1]:
+            note_fired("region")
+            variant = fault[2] if len(fault) > 2 else ""
+            bucket_head = method == "HEAD" and target.split("?")[0].strip("/").count("/") == 0
+            tell = variant != "quiet" or bucket_head
+            rheaders = [("Content-Type", "application/xml")] + ([("x-amz-bucket-region", fault[1])] if tell else [])
+            if variant == "301":
+                code, s3code, status = 301, "PermanentRedirect", "Moved Permanently"
+            else:
+                code, s3code, status = 400, "AuthorizationHeaderMalformed", "Bad Request"
+            region = f"<Region>{fault[1]}</Region>" if tell else ""
+            data = (f"<?xml version='1.0' encoding='UTF-8'?>\n<Error><Code>{s3code}</Code><Message>the region "
+                    f"'{signed_for}' is wrong</Message>{region}</Error>").encode()
+            return response_bytes(code, status, rheaders, b"" if method == "HEAD" else data, method == "HEAD") + (None,)
+        bucket_region, fault = fault[1], None
     if fault and fault[0] == "status":
         note_fired("status")
         code = int(fault[1])
@@ -277,6 +313,8 @@ def serve(conn_id, method, target, headers, body):
         time.sleep(float(fault[1]))
         fault = None
     status, reason, rheaders, data = forward(method, target, headers, body)
+    if bucket_region:  # (the server's own region is not the one the fault plays)
+        rheaders = [(k, bucket_region if k.lower() == "x-amz-bucket-region" else v) for k, v in rheaders]
     count(method, is_copy, copy_range, body, status, data)
     if fault and fault[0] == "forward-reset":
         note_fired("forward-reset")
@@ -308,6 +346,10 @@ def handle(conn):
     conn_id = next(connection_ids)
     buf = b""
     try:
+        if TLS:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(TLS[0], TLS[1])
+            conn = ctx.wrap_socket(conn, server_side=True)
         while True:
             req = read_request(conn, buf)
             if req is None:

@@ -80,11 +80,13 @@ std::string FormBody(const std::vector<QueryParam>& params) {
 struct StsCall {
   std::string endpoint;  // "https://sts.us-east-1.amazonaws.com"
   std::string region;    // signing region
+  std::string ca_bundle;
 };
 
 absl::StatusOr<StsCall> StsFor(const AwsContext& ctx) {
   StsCall call;
   call.region = ctx.region.empty() ? "us-east-1" : ctx.region;
+  call.ca_bundle = ctx.ca_bundle;
   TFCKPT_ASSIGN_OR_RETURN(ConfiguredUrl configured, ConfiguredEndpoint(ctx, "sts"));
   call.endpoint = !configured.url.empty()  ? configured.url
                   : ctx.region.empty()     ? std::string("https://sts.amazonaws.com")
@@ -106,6 +108,7 @@ absl::StatusOr<Credentials> CallSts(const StsCall& sts, std::vector<QueryParam> 
     HttpRequest r;
     r.method = "POST";
     r.url = sts.endpoint;
+    r.ca_bundle = sts.ca_bundle;
     r.body = body;
     r.headers.emplace_back("Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
     r.headers.emplace_back("Host", url.authority);  // as signed (curl would drop a default port)
@@ -292,6 +295,7 @@ SourceResult SsoSource(const AwsContext& ctx, const std::string& profile) {
       configured.url.empty() ? StrCat("https://portal.sso.", region, ".amazonaws.com") : configured.url;
   const std::string login = session.empty() ? StrCat("aws sso login --profile ", profile) : StrCat("aws sso login --sso-session ", session);
   const std::string what = StrCat("SSO (", where, ")");
+  const std::string ca_bundle = ctx.ca_bundle;
   auto fetch = [=]() -> absl::StatusOr<Credentials> {
     absl::StatusOr<std::string> text = Storage::Local().ReadSmallFile(cache, kMaxTokenFileBytes);
     if (!text.ok()) return absl::UnauthenticatedError(StrCat(what, ": no cached SSO token (", cache, "): run ", login));
@@ -304,6 +308,7 @@ SourceResult SsoSource(const AwsContext& ctx, const std::string& profile) {
     r.url = StrCat(portal, absl::EndsWith(portal, "/") ? "" : "/", "federation/credentials?account_id=", UriEncode(account, true),
                    "&role_name=", UriEncode(role, true));
     r.headers.emplace_back("x-amz-sso_bearer_token", token->access_token);
+    r.ca_bundle = ca_bundle;
     absl::StatusOr<HttpAnswer> answer = HttpFetch(r);
     if (!answer.ok()) return Annotate(answer.status(), what);
     if (answer->status == 401 || answer->status == 403) {

@@ -60,6 +60,7 @@ struct AwsContext {
   std::string profile = "default";  // the profile in use
   bool profile_from_flag = false;   // named by --profile: the environment's keys are not used
   std::string region;               // as configured ("" when nothing says)
+  std::string ca_bundle;            // settings.h: the CA bundle for https ("" for the system's)
 };
 
 // An endpoint URL configured for `service` ("s3", "sts", "sso"), and where it was found;

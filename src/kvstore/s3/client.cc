@@ -270,15 +270,31 @@ struct Client::Impl {
   std::atomic<bool> if_none_match_supported{true};
   std::atomic<bool> answered{false};  // the endpoint has answered a request (any HTTP status)
   std::unique_ptr<RetryBursts> bursts;
+  mutable std::mutex regions_mu;
+  std::map<std::string, std::string> bucket_regions;  // buckets found in another region
+
+  // The region requests for `bucket` are signed for (and, where the endpoint follows the
+  // region, sent to): the one a redirect named, else the settings'.
+  std::string RegionOf(const std::string& bucket) const {
+    std::lock_guard<std::mutex> lock(regions_mu);
+    auto it = bucket_regions.find(bucket);
+    return it == bucket_regions.end() ? settings.region : it->second;
+  }
 
   // Host header and decoded path of a request for `url`.
   void Target(const ObjectUrl& url, std::string* host, std::string* path) const {
     const bool path_style = settings.path_style || url.bucket.find('.') != std::string::npos;
+    std::string endpoint_host = endpoint.host;
+    if (settings.endpoint_follows_region) {
+      if (std::string region = RegionOf(url.bucket); region != settings.region) {
+        endpoint_host = StrCat("s3.", region, ".amazonaws.com");
+      }
+    }
     if (path_style) {
-      *host = endpoint.host;
+      *host = endpoint_host;
       *path = url.key.empty() ? StrCat("/", url.bucket) : StrCat("/", url.bucket, "/", url.key);
     } else {
-      *host = StrCat(url.bucket, ".", endpoint.host);
+      *host = StrCat(url.bucket, ".", endpoint_host);
       *path = StrCat("/", url.key);
     }
   }
@@ -298,7 +314,7 @@ struct Client::Impl {
     if (!c.session_token.empty()) s.headers.emplace_back("x-amz-security-token", c.session_token);
     if (c.has_keys()) {
       out->emplace_back("Authorization",
-                        AuthorizationHeader(s, {c.access_key_id, c.secret_access_key, settings.region, "s3"}));
+                        AuthorizationHeader(s, {c.access_key_id, c.secret_access_key, RegionOf(r.url->bucket), "s3"}));
     }
     for (size_t i = r.headers.size() + 1; i < s.headers.size(); ++i) out->push_back(s.headers[i]);
     return absl::OkStatus();
@@ -335,6 +351,7 @@ struct Client::Impl {
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, options.connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, options.stall_seconds);
+    if (!settings.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, settings.ca_bundle.c_str());
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
@@ -361,9 +378,14 @@ struct Client::Impl {
       const bool never_answered = !answered && (resp.curl == CURLE_COULDNT_CONNECT ||
                                                 resp.curl == CURLE_COULDNT_RESOLVE_HOST ||
                                                 resp.curl == CURLE_COULDNT_RESOLVE_PROXY);
+      // (a certificate no CA vouches for: a private CA's, which the settings can name)
+      const bool untrusted = resp.curl == CURLE_PEER_FAILED_VERIFICATION || resp.curl == CURLE_SSL_CACERT_BADFILE;
       absl::Status s = absl::UnavailableError(StrCat(
           what, ": cannot complete the request to ", settings.endpoint, ": ", resp.curl_error, " (curl code ",
-          static_cast<int>(resp.curl), never_answered ? "; not retried: the endpoint has not answered yet" : "", ")"));
+          static_cast<int>(resp.curl), never_answered ? "; not retried: the endpoint has not answered yet" : "", ")",
+          !untrusted                    ? ""
+          : settings.ca_bundle.empty() ? "; a private certificate authority? name its PEM file with AWS_CA_BUNDLE or the profile's ca_bundle"
+                                        : StrCat("; the CA bundle is ", settings.ca_bundle, " (", settings.ca_bundle_from, ")")));
       return {RetryableCurlCode(resp.curl) && !never_answered ? Verdict::kRetry : Verdict::kFail, std::move(s)};
     }
     const std::optional<S3Error> err = ParseError(resp.body);
@@ -395,6 +417,7 @@ struct Client::Impl {
   absl::StatusOr<Response> Execute(const std::function<Request()>& make) {
     const RetryPolicy& retry = CleaningUpAfterStop() ? kCleanUpRetry : options.retry;
     RetryBursts::Request burst(bursts.get());
+    bool redirected = false;
     for (int attempt = 0;; ++attempt) {
       if (Stopping()) return StoppedError();
       const Request r = make();
@@ -406,6 +429,28 @@ struct Client::Impl {
         return resp;
       }
       if (Stopping()) return StoppedError();
+      if (settings.scheme == "s3" && WrongRegion(r, resp)) {
+        // botocore's S3RegionRedirector: once per request, at once, not a retry.
+        const std::string region = redirected ? "" : BucketRegion(r, resp);
+        if (!region.empty() && region != RegionOf(r.url->bucket)) {
+          {
+            std::lock_guard<std::mutex> lock(regions_mu);
+            bucket_regions[r.url->bucket] = region;
+          }
+          redirected = true;
+          --attempt;
+          continue;
+        }
+        if (redirected) {
+          return absl::Status(o.status.code(), StrCat(o.status.message(), " (after a redirect to the bucket's region ",
+                                                      RegionOf(r.url->bucket), ")"));
+        }
+        if (region.empty()) {
+          return absl::Status(o.status.code(),
+                              StrCat(o.status.message(), " (the bucket may be in another region than ", settings.region,
+                                     ", and the store did not say which: give --region or AWS_REGION)"));
+        }
+      }
       if (o.verdict == Verdict::kFail) return o.status;
       // (every byte asked for is here: what failed after them needs no other attempt, and
       // the next would ask for nothing -- an inverted range)
@@ -413,11 +458,49 @@ struct Client::Impl {
       if (attempt >= retry.max_retries) {
         return absl::Status(o.status.code(), StrCat(o.status.message(), " (", attempt + 1, " attempts)"));
       }
-      burst.Retrying({o.status, retry.max_retries});
+      // An endpoint that has never answered and drops connections, lets them time out or
+      // never sends a byte gets kFirstContactRetries, not the budget of one that is known to
+      // work: a wrong port, a firewall or a hung server fails in seconds, not minutes.
+      if (resp.status == 0 && !answered && attempt >= kFirstContactRetries) {
+        return absl::Status(o.status.code(), StrCat(o.status.message(), " (", attempt + 1,
+                                                    " attempts; not retried further: the endpoint has not answered yet)"));
+      }
+      burst.Retrying({o.status, resp.status == 0 && !answered ? kFirstContactRetries : retry.max_retries});
       if (!Reached("request-retrying").ok() || !SleepUnlessStopped(RetryDelay(retry, attempt))) return StoppedError();
     }
   }
   static constexpr RetryPolicy kCleanUpRetry{2, std::chrono::microseconds(100'000), std::chrono::microseconds(1'000'000)};
+  static constexpr int kFirstContactRetries = 2;
+
+  // Whether `resp` says that `r` went to a region its bucket is not in (botocore's cases:
+  // a redirect, PermanentRedirect, AuthorizationHeaderMalformed, a HEAD's bodiless 400/301).
+  static bool WrongRegion(const Request& r, const Response& resp) {
+    if (resp.status == 301 || resp.status == 302 || resp.status == 307) return true;
+    if (resp.status == 400 && r.method == "HEAD") return true;
+    const std::optional<S3Error> err = ParseError(resp.body);
+    return err.has_value() && (err->code == "PermanentRedirect" || err->code == "AuthorizationHeaderMalformed" ||
+                               err->code == "IllegalLocationConstraintException");
+  }
+
+  // The bucket's region as the answer tells it (x-amz-bucket-region, else the <Region> of
+  // its error), else as a HEAD of the bucket tells it; "" when nothing says, or when what
+  // it says is not a region name.
+  std::string BucketRegion(const Request& r, const Response& resp) {
+    std::string region = resp.Header("x-amz-bucket-region");
+    if (region.empty()) {
+      if (const std::optional<S3Error> err = ParseError(resp.body); err.has_value()) region = err->region;
+    }
+    if (region.empty() && !(r.method == "HEAD" && r.url->key.empty())) {
+      const ObjectUrl bucket{r.url->scheme, r.url->bucket, ""};
+      Request head;
+      head.method = "HEAD";
+      head.url = &bucket;
+      region = Perform(head).Header("x-amz-bucket-region");
+    }
+    const bool valid = !region.empty() && region.size() <= 64 &&
+                       region.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
+    return valid ? region : "";
+  }
 
   absl::StatusOr<Response> Send(std::string method, const ObjectUrl& url, std::vector<QueryParam> query = {},
                                 Headers headers = {}, std::string_view body = {}) {

@@ -47,6 +47,7 @@ absl::StatusOr<HttpAnswer> HttpFetch(const HttpRequest& r) {
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, r.connect_timeout_ms);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, r.timeout_ms);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  if (!r.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, r.ca_bundle.c_str());
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
   SetRequestMethod(h, r.method.c_str(), &x.body);

@@ -20,6 +20,7 @@ struct HttpRequest {
   std::string body;  // sent when not empty (or when the method is PUT or POST)
   long connect_timeout_ms = 2000;
   long timeout_ms = 10000;
+  std::string ca_bundle;  // PEM file of the CAs to trust for https ("": the system's)
 };
 
 struct HttpAnswer {

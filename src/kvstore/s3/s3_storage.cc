@@ -664,6 +664,11 @@ absl::StatusOr<StoreOptions> StoreOptionsFromEnv(const EnvLookup& env) {
   TFCKPT_ASSIGN_OR_RETURN(c.connections, WholeNumberVariable(env, "TFCKPT_S3_CONNECTIONS", c.connections, 1, 256));
   TFCKPT_ASSIGN_OR_RETURN(c.retry.max_retries,
                           WholeNumberVariable(env, "TFCKPT_S3_MAX_RETRIES", c.retry.max_retries, 0, 1000));
+  TFCKPT_ASSIGN_OR_RETURN(const int connect_s, WholeNumberVariable(env, "TFCKPT_S3_CONNECT_SECONDS",
+                                                                   static_cast<int>(c.connect_timeout_ms / 1000), 1, 300));
+  c.connect_timeout_ms = connect_s * 1000L;
+  TFCKPT_ASSIGN_OR_RETURN(c.stall_seconds, WholeNumberVariable(env, "TFCKPT_S3_STALL_SECONDS",
+                                                               static_cast<int>(c.stall_seconds), 1, 3600));
   TFCKPT_ASSIGN_OR_RETURN(const int kib, WholeNumberVariable(env, "TFCKPT_S3_READ_AHEAD_KIB",
                                                              static_cast<int>(kWindowBytes >> 10), 64, 65536));
   o.window_bytes = static_cast<uint64_t>(kib) << 10;

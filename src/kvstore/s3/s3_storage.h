@@ -48,6 +48,9 @@
 //   TFCKPT_S3_READ_AHEAD_KIB  the read-ahead window in KiB (64 to 65536, default 16384)
 //   TFCKPT_S3_MAX_RETRIES  retries of a failing request (default 10, like TensorFlow's GCS
 //                          file system; 0 fails at the first error)
+//   TFCKPT_S3_CONNECT_SECONDS  the limit on connecting (1 to 300, default 10)
+//   TFCKPT_S3_STALL_SECONDS  a transfer that moves no byte for this long fails and is
+//                          retried (1 to 3600, default 30)
 // Errors name the URL, never a credential. A malformed URL is NotFound (it names no
 // object), so the commands report it as an unreadable input.
 #pragma once

@@ -60,6 +60,29 @@ std::shared_ptr<CredentialProvider> Unsigned(std::string_view why) {
   return FixedCredentials(Credentials{}, StrCat("none: unsigned requests (", why, ")"));
 }
 
+// The CA bundle in botocore's order: AWS_CA_BUNDLE, the profile's ca_bundle (the
+// `ca_bundle` config variable), REQUESTS_CA_BUNDLE (botocore's endpoint falls back to it).
+// The file must be readable: a typo fails here, naming where it came from.
+absl::Status ResolveCaBundle(const EnvLookup& env, const AwsContext& ctx, Settings* s) {
+  if (std::string v = Get(env, "AWS_CA_BUNDLE"); !v.empty()) {
+    s->ca_bundle = v;
+    s->ca_bundle_from = "AWS_CA_BUNDLE";
+  } else if (std::optional<std::string> c = Option(ctx.config.Profile(ctx.profile), "ca_bundle"); c && !c->empty()) {
+    s->ca_bundle = *c;
+    s->ca_bundle_from = StrCat("ca_bundle of profile \"", ctx.profile, "\" in ", ctx.config.config_path);
+  } else if (std::string r = Get(env, "REQUESTS_CA_BUNDLE"); !r.empty()) {
+    s->ca_bundle = r;
+    s->ca_bundle_from = "REQUESTS_CA_BUNDLE";
+  } else {
+    return absl::OkStatus();
+  }
+  if (!Storage::Local().Exists(s->ca_bundle) || Storage::Local().IsDirectory(s->ca_bundle)) {
+    return absl::InvalidArgumentError(
+        StrCat(s->ca_bundle_from, ": the CA bundle \"", s->ca_bundle, "\" is not a readable file"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Settings> ResolveS3(const EnvLookup& env, const ObjectStoreOptions& flags) {
   Settings s;
   s.scheme = "s3";
@@ -90,6 +113,8 @@ absl::StatusOr<Settings> ResolveS3(const EnvLookup& env, const ObjectStoreOption
   if (ctx.region.empty()) ctx.region = FirstSet(env, {"AWS_REGION", "AWS_DEFAULT_REGION"});
   if (ctx.region.empty()) ctx.region = Option(ctx.config.Profile(ctx.profile), "region").value_or("");
   s.region = ctx.region.empty() ? "us-east-1" : ctx.region;
+  TFCKPT_RETURN_IF_ERROR(ResolveCaBundle(env, ctx, &s));
+  ctx.ca_bundle = s.ca_bundle;
 
   if (flags.no_sign_request) {
     s.credentials = Unsigned("--no-sign-request");
@@ -106,6 +131,7 @@ absl::StatusOr<Settings> ResolveS3(const EnvLookup& env, const ObjectStoreOption
   if (endpoint.url.empty()) {
     s.endpoint = StrCat("https://s3.", s.region, ".amazonaws.com");
     s.path_style = false;
+    s.endpoint_follows_region = true;
   } else {
     TFCKPT_RETURN_IF_ERROR(CheckEndpoint(endpoint.url, endpoint.from));
     // (requests never send the user information a URL may carry: it is not kept, so no
@@ -150,6 +176,7 @@ absl::StatusOr<Settings> ResolveSettings(std::string_view scheme, const EnvLooku
 
 std::string Settings::DebugString() const {
   return StrCat(scheme, ": endpoint ", endpoint, ", region ", region, ", ", path_style ? "path-style" : "virtual-hosted",
+                ca_bundle.empty() ? "" : StrCat(", CA bundle ", ca_bundle, " (", ca_bundle_from, ")"),
                 ", credentials from ", credentials ? credentials->Describe() : "nowhere");
 }
 

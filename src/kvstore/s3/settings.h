@@ -20,6 +20,9 @@
 //                services section (s3 = endpoint_url = …), the profile's endpoint_url
 //                (none of the configured ones with AWS_IGNORE_CONFIGURED_ENDPOINT_URLS),
 //                else https://s3.REGION.amazonaws.com
+//   CA bundle    AWS_CA_BUNDLE, the profile's ca_bundle, REQUESTS_CA_BUNDLE (botocore's
+//                order), else the system's certificates: the certificate authorities an
+//                https:// endpoint (and STS, the SSO portal) is checked against
 //   addressing   path-style (http://HOST/BUCKET/KEY) for a custom endpoint or a bucket
 //                name with a dot; virtual-hosted (https://BUCKET.s3.REGION.amazonaws.com/KEY)
 //                for AWS itself
@@ -49,6 +52,11 @@ struct Settings {
   std::string endpoint;  // "https://s3.us-east-1.amazonaws.com", no trailing slash
   std::string region;
   bool path_style = true;
+  // The endpoint is AWS's own for `region` (nothing configured one): a bucket found in
+  // another region (a redirect, client.h) is then asked at that region's endpoint.
+  bool endpoint_follows_region = false;
+  // A PEM file of the certificate authorities to trust ("" for the system's), and what named it.
+  std::string ca_bundle, ca_bundle_from;
   // Never null; hands out empty (anonymous) credentials for unsigned requests.
   std::shared_ptr<CredentialProvider> credentials;
 
@@ -62,7 +70,7 @@ struct Settings {
 // InvalidArgument for a half-set key pair, an unreadable or malformed config or
 // credentials file (naming the file and line, never a value), a named profile that does
 // not exist, an unusable credential configuration, a bad AWS_NO_SIGN_REQUEST, or an
-// endpoint that is not http(s)://HOST[:PORT].
+// endpoint that is not http(s)://HOST[:PORT], or a CA bundle that is not a readable file.
 absl::StatusOr<Settings> ResolveSettings(std::string_view scheme, const EnvLookup& env,
                                          const ObjectStoreOptions& flags = {});
 

@@ -47,7 +47,7 @@ std::optional<S3Error> ParseError(std::string_view body) {
   pugi::xml_document doc;
   auto root = Root(doc, body, "Error");
   if (!root.ok()) return std::nullopt;
-  return S3Error{Text(*root, "Code"), Text(*root, "Message")};
+  return S3Error{Text(*root, "Code"), Text(*root, "Message"), Text(*root, "Region")};
 }
 
 absl::StatusOr<ListPage> ParseListObjectsV2(std::string_view body) {

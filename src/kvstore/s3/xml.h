@@ -16,6 +16,7 @@ namespace tfckpt::s3 {
 struct S3Error {
   std::string code;     // "NoSuchKey", "SlowDown", …
   std::string message;  // the server's text
+  std::string region;   // <Region>: where the bucket is (AuthorizationHeaderMalformed, redirects)
 };
 // The <Error> document in `body`, or nullopt when the body is not one.
 std::optional<S3Error> ParseError(std::string_view body);
