@@ -228,37 +228,20 @@ HALF_STRING = ("tfckpt.train assembles a sliced {} tensor; tf.train.load_variabl
 V1_SLICED = ("tfckpt.train assembles a sliced V1 tensor; tf.train.load_variable refuses it "
              "(\"Sliced checkpoints are not supported\")")
 EXPECTED = {
-    # Issue 39, difference 1: the real estimator checkpoint keys its slots NAME/part_0/Ftrl; reshard
-    # renames those of the resharded variable to NAME/Ftrl (what TF 2.21 writes and restores), and
-    # then its own recommended check, validate --against IN, reports them added and removed.
-    (REAL_CASE, f"reshard '{REAL_VAR}$=fixed:2': validate --against IN"):
-        "validate --against reports the renamed TF1 slots (part_0/Ftrl -> Ftrl) as against.added/against.removed",
-    # Difference 2.
-    ("tf2_keras_adam", "pass-through reshard is byte-identical"): TF2_ORDER,
-    ("tf2_keras_legacy_adagrad", "pass-through reshard is byte-identical"): TF2_ORDER,
-    ("tf2_sharded_variable", "pass-through reshard is byte-identical"): TF2_ORDER,
-    ("tf2_ps_strategy", "pass-through reshard is byte-identical"): TF2_ORDER,
-    # Difference 3: TF colocates each slot partition with its primary; by-task's round robin
-    # continues across tensors (a: files 0,1,0,1,0, a/Adam: 1,0,1,0,1).
-    ("tf1_slots", "reshard fixed:5 by-task:2: slot partitions in their primary's files"):
-        "by-task places slot partitions round robin, not in their primary's file",
-    # Difference 4: only same-shape slots with known optimizer names follow their primary; TF
-    # cuts ExponentialMovingAverage's shadow (a slot, slot_creator) as its primary.
-    ("tf1_ema", "reshard a$=fixed:2: slices as TF's Saver cuts them"):
-        "a rule naming a variable leaves its ExponentialMovingAverage slot in the old slices",
-    # ... nor do a ShardedVariable's TF2 .OPTIMIZER_SLOT slots, which ParameterServerStrategy
-    # cuts as their variable.
-    ("tf2_ps_strategy", "reshard emb$=fixed:3: slices as TF's Saver cuts them"):
-        "a rule naming a ShardedVariable leaves its .OPTIMIZER_SLOT slots in the old slices",
+    # (Issue 39, difference 1, fixed: validate --against pairs PRIMARY/part_0/SLOT with the
+    # PRIMARY/SLOT reshard renames it to: against.renamed.)
+    # (Difference 2, fixed: reshard lays TF2 tensors out in the object graph's order, the graph
+    # last, as TF2 writes them: WritePlan::order.)
+    # (Differences 3 and 4, fixed: a slot's new pieces go to its primary's files, and every
+    # slot_creator slot -- ExponentialMovingAverage's shadow, a custom optimizer's, a
+    # prefix-shaped one, a ShardedVariable's .OPTIMIZER_SLOT -- is cut as its primary.)
     # Difference 5: sliced float16 (and string) assembled where TF's reader refuses.
     ("tf1_half_string", "tfckpt.train.load_variable refuses h as TF does"): HALF_STRING.format("float16", "half"),
     ("tf1_half_string", "tfckpt.train.load_variable refuses s as TF does"): HALF_STRING.format("string", "string"),
     ("tf1_v1", "tfckpt.train.load_variable refuses a as TF does"): V1_SLICED,
     ("tf1_v1", "tfckpt.train.load_variable refuses c as TF does"): V1_SLICED,
-    # Difference 5, the other half: TF 2.21's GetSliceValue assembles int4/uint4 (TF's
-    # reader returns them as ml_dtypes arrays); tfckpt's list of such dtypes lacks them.
-    ("tf1_more_dtypes", "reshard [iu]4$=fixed:2"):
-        "reshard refuses to cut int4/uint4 without --allow-any-dtype, though TF 2.21 assembles them from slices",
+    # Difference 5, the other half: TF 2.21's GetSliceValue assembles int4/uint4, which TF's
+    # reader returns as ml_dtypes arrays (reshard cuts them now, as TF assembles them).
     ("tf1_more_dtypes", "tfckpt.train.load_variable == tf.train.load_variable"):
         "tfckpt.train refuses int4/uint4 (\"numpy cannot represent\"); tf.train.load_variable returns ml_dtypes arrays",
     ("tf1_more_dtypes", "tfckpt.train.load_variable refuses u16 as TF does"): HALF_STRING.format("uint16", "uint16"),

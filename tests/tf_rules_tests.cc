@@ -93,11 +93,12 @@ const tfckpt::TensorPlan& Of(const tfckpt::ReshardPlan& plan, const std::string&
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
-// B1: BundleReader::GetSliceValue (tensor_bundle.cc) assembles slices only of the 14
-// dtypes of its HANDLE_COPY list; others fail with "Dtype <name> not supported.".
+// B1: BundleReader::GetSliceValue (tensor_bundle.cc) assembles slices only of the 16
+// dtypes of its HANDLE_COPY list (TF 2.21: int4 and uint4 too, which tf_oracle checks
+// against TF itself); others fail with "Dtype <name> not supported.".
 
 TEST_CASE("B1: the dtypes TF assembles from slices; cutting others is refused unless allowed") {
-  const std::vector<int32_t> tf = {1, 2, 3, 4, 5, 6, 8, 18, 9, 10, 13, 12, 11, 14};  // HANDLE_COPY's list
+  const std::vector<int32_t> tf = {1, 2, 3, 4, 5, 6, 8, 18, 9, 10, 13, 12, 11, 14, 29, 30};  // HANDLE_COPY's list
   for (int32_t d = 0; d <= 33; ++d) {
     CAPTURE(d);
     CHECK(tfckpt::TfAssemblesSlices(d) == (std::find(tf.begin(), tf.end(), d) != tf.end()));

@@ -119,7 +119,7 @@ std::function<int()> AddReshard(CLI::App& app) {
   sub->add_flag("--allow-any-dtype", r.allow_any_dtype,
                 "Also cut tensors TF cannot read back whole from slices (float16, uint16/32/64, string, ...: "
                 "BundleReader::GetSliceValue assembles only float, double, int8-64, uint8, bool, complex, "
-                "qint8/32, quint8, bfloat16)");
+                "qint8/32, quint8, bfloat16, int4, uint4)");
   CLI::Option* dry_run = AddDryRunOption(sub, &r.dry_run, "not with --plan");
   AddJsonOption(sub, &args->json, "the plan, then the result");
   AddJobsOption(sub, &args->jobs, "Threads copying tensors");

@@ -44,12 +44,17 @@ struct TensorPlan {
   std::string rule;                  // the --partition rule that applied, or ""
   std::string note;                  // why a matching rule was not applied
   std::string name;                  // in the output, when not the source's (a renamed TF1 slot)
+  int64_t follows = -1;              // a slot cut like its primary: the primary's index in the plan
   const std::string& out_name() const { return name.empty() ? source->name : name; }
 };
 
 struct WritePlan {
   int32_t num_files = 1;
   std::vector<TensorPlan> tensors;   // in the input's (name) order
+  // The order the tensors are laid out in each data file: indexes into `tensors` (TF2's save
+  // order: the object graph's, the graph itself last, as TF2 writes them); empty: as listed
+  // (key order, as TF1's Saver writes them).
+  std::vector<size_t> order;
   std::vector<uint64_t> file_bytes;  // per output file
   std::vector<std::string> notes;    // e.g. data files that stay empty (fewer pieces than files)
 };

@@ -213,7 +213,8 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
   };
   std::vector<Unit> units;
   std::vector<uint64_t> end(static_cast<size_t>(plan.num_files), 0);
-  for (const TensorPlan& tp : plan.tensors) {
+  for (size_t k = 0; k < plan.tensors.size(); ++k) {
+    const TensorPlan& tp = plan.tensors[plan.order.empty() ? k : plan.order[k]];
     const bool together = GathersTogether(c, tp);
     for (const PlannedPiece& p : tp.pieces) {
       TFCKPT_ASSIGN_OR_RETURN(uint64_t size, PieceSize(c, *tp.source, p.region));

@@ -85,6 +85,14 @@ std::vector<const TensorEntry*> AttributeTensors(const Checkpoint& c, const std:
   return out;
 }
 
+std::vector<std::string> SaveOrderKeys(const pb::TrackableObjectGraph& g) {
+  std::vector<std::string> keys;
+  for (const auto& node : g.nodes()) {
+    for (const auto& attr : node.attributes()) keys.push_back(attr.checkpoint_key());
+  }
+  return keys;
+}
+
 namespace {
 
 std::string Describe(const Checkpoint& c, const std::string& key) {

@@ -30,6 +30,11 @@ std::string EscapeLocalName(std::string_view name);
 // "<key>_STATE", a hash table's "<key>-keys" and "<key>-values"). Empty when absent.
 std::vector<const TensorEntry*> AttributeTensors(const Checkpoint& c, const std::string& checkpoint_key);
 
+// The checkpoint keys of `g`'s attributes in the order TF2 writes their tensors: node by
+// node (the graph lists its nodes in the order TrackableSaver serializes them), each node's
+// attributes in turn. (The object graph's own tensor, written last, is not among them.)
+std::vector<std::string> SaveOrderKeys(const pb::TrackableObjectGraph& g);
+
 // An indented tree: children by local name, each attribute with its checkpoint key,
 // dtype and shape (from `c`), and slot variables under the variable they belong to.
 std::string FormatObjectTree(const Checkpoint& c, const pb::TrackableObjectGraph& g);

@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "model/tensor_encoding.h"
@@ -46,14 +47,45 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view text) {
   return p;
 }
 
+namespace {
+
+// `region` of a tensor of rank r cut down to its first n dimensions.
+Region FirstDims(const Region& region, size_t n) {
+  Region out;
+  out.start.assign(region.start.begin(), region.start.begin() + static_cast<std::ptrdiff_t>(n));
+  out.shape.assign(region.shape.begin(), region.shape.begin() + static_cast<std::ptrdiff_t>(n));
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::vector<int64_t>> PieceTasks(const ReshardPlan& plan, int64_t n) {
-  std::vector<std::vector<int64_t>> tasks;
+  std::vector<std::vector<int64_t>> tasks(plan.tensors.size());
   int64_t next = 0;
-  for (const TensorPlan& tp : plan.tensors) {
-    std::vector<int64_t>& t = tasks.emplace_back();
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    const TensorPlan& tp = plan.tensors[i];
+    if (tp.follows >= 0 && tp.resliced) continue;  // (below: its primary's tasks)
     for (const PlannedPiece& p : tp.pieces) {
       const StoredSlice* s = tp.resliced ? nullptr : StoredSliceOf(*tp.source, p.region);
-      t.push_back((s != nullptr ? s->data.shard : next++) % n);
+      tasks[i].push_back((s != nullptr ? s->data.shard : next++) % n);
+    }
+  }
+  // A slot's new pieces go where its primary's pieces go (TF colocates a slot with its
+  // primary: slot_creator), taking no turn of their own.
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    const TensorPlan& tp = plan.tensors[i];
+    if (tp.follows < 0 || !tp.resliced) continue;
+    const TensorPlan& primary = plan.tensors[static_cast<size_t>(tp.follows)];
+    for (const PlannedPiece& p : tp.pieces) {
+      int64_t task = next++ % n;
+      for (size_t k = 0; k < primary.pieces.size(); ++k) {
+        if (primary.pieces[k].region.rank() >= p.region.rank() &&
+            FirstDims(primary.pieces[k].region, p.region.rank()) == p.region) {
+          task = tasks[static_cast<size_t>(tp.follows)][k];
+          break;
+        }
+      }
+      tasks[i].push_back(task);
     }
   }
   return tasks;
@@ -336,6 +368,7 @@ int64_t InputTasks(const Checkpoint& c) { return c.info().format == Format::kV2 
 // The plan's tensors in the order TF hands them to a sharding policy: the object graph
 // last (TrackableSaver._gather_serialized_tensors adds it after every other tensor).
 std::vector<size_t> PolicyOrder(const ReshardPlan& plan) {
+  if (!plan.order.empty()) return plan.order;
   std::vector<size_t> order, graph;
   for (size_t i = 0; i < plan.tensors.size(); ++i) (IsObjectGraph(*plan.tensors[i].source) ? graph : order).push_back(i);
   order.insert(order.end(), graph.begin(), graph.end());
@@ -369,26 +402,66 @@ struct RulePlan {
   std::vector<const Layout*> layouts;
 };
 
-// The optimizer slot a TF1 key names under `primary`: "SLOT" of "PRIMARY/SLOT" or of
-// "PRIMARY/part_0/SLOT", SLOT one path component that names a TF1 optimizer's slot
-// (Ftrl, Adam_1, Momentum, ...: IsOptimizerState); "" otherwise.
-std::string SlotOf(const std::string& key, const std::string& primary) {
+// The slot a TF1 key names under `primary`: "S" of "PRIMARY/S" or of "PRIMARY/part_0/S", S
+// one path component; "" otherwise. Which such keys are slots is for the caller to say.
+std::string Tf1SlotName(const std::string& key, const std::string& primary) {
   if (key.size() <= primary.size() + 1 || key.compare(0, primary.size() + 1, primary + "/") != 0) return "";
   std::string rest = key.substr(primary.size() + 1);
   if (rest.rfind("part_0/", 0) == 0) rest = rest.substr(7);
-  return rest.find('/') == std::string::npos && IsOptimizerState(rest) ? rest : "";
+  return rest.find('/') == std::string::npos ? rest : "";
 }
 
-// TF1's slots of partitioned variables. slot_creator._create_slot_var gives the slot of a
-// partition PRIMARY/part_i the SaveSliceInfo of its primary under the name
-// full_name + "/" + real_slot_name: the checkpoint keys it PRIMARY/SLOT, sliced like
-// PRIMARY (saveable_object_util.op_list_to_dict keys a sliced variable by full_name).
-// With one partition the slice is full and BundleWriter::AddSlice stores it whole
-// (IsFullSlice), still as PRIMARY/SLOT. Older TF1 saves (estimator_linear_ftrl_2shards)
-// key a one-partition variable's slots PRIMARY/part_0/SLOT instead. So when a rule cuts a
-// TF1 primary (not an object-based key) into slices, its slots of the same shape take the
-// same slices (whole when it is left whole), and PRIMARY/part_0/SLOT becomes PRIMARY/SLOT
-// when it is cut in several; a whole primary's slots keep their names.
+// Whether the TF2 key `key` is a slot variable of the variable stored under `primary`
+// ("V/.ATTRIBUTES/VARIABLE_VALUE"): "V/.OPTIMIZER_SLOT/OPTIMIZER/SLOT/.ATTRIBUTES/VARIABLE_VALUE".
+bool IsTf2SlotOf(const std::string& key, const std::string& primary) {
+  static const std::string kValue = "/.ATTRIBUTES/VARIABLE_VALUE";
+  if (!absl::EndsWith(primary, kValue) || !absl::EndsWith(key, kValue)) return false;
+  const std::string base = primary.substr(0, primary.size() - kValue.size());
+  return absl::StartsWith(key, base + "/.OPTIMIZER_SLOT/");
+}
+
+// The slices slot_creator gives a slot of `slot_shape` of a primary cut into `pieces`: the
+// primary's, cut down to the slot's rank (its shape is the primary's first dimensions:
+// Adafactor's row and column factors); nullopt when that is not a partition of the slot
+// (the primary is cut on an axis the slot does not have) or the shape is no such prefix.
+std::optional<std::vector<Region>> SlotRegions(const Shape& slot_shape, const Shape& primary_shape,
+                                               const std::vector<PlannedPiece>& pieces) {
+  const size_t n = slot_shape.size();
+  if (n == 0 || n > primary_shape.size() || !std::equal(slot_shape.begin(), slot_shape.end(), primary_shape.begin())) {
+    return std::nullopt;
+  }
+  std::vector<Region> out;
+  int64_t covered = 0;
+  for (const PlannedPiece& p : pieces) {
+    Region r = FirstDims(p.region, n);
+    if (std::find(out.begin(), out.end(), r) != out.end()) continue;
+    covered += r.num_elements();
+    out.push_back(std::move(r));
+  }
+  if (covered != *NumElements(slot_shape)) return std::nullopt;
+  return out;
+}
+
+// Optimizer slots (and other slot_creator slots) of primaries the rules cut: they take the
+// primary's slices, as TF cuts them, and go to the primary's data files (PieceTasks).
+//
+// TF1: slot_creator._create_slot_var gives the slot of a partition PRIMARY/part_i the
+// SaveSliceInfo of its primary under the name full_name + "/" + real_slot_name, cut down to
+// the slot's rank: the checkpoint keys it PRIMARY/SLOT, sliced like PRIMARY
+// (saveable_object_util.op_list_to_dict keys a sliced variable by full_name). With one
+// partition the slice is full and BundleWriter::AddSlice stores it whole (IsFullSlice),
+// still as PRIMARY/SLOT. Older TF1 saves (estimator_linear_ftrl_2shards) key a
+// one-partition variable's slots PRIMARY/part_0/SLOT instead. A key PRIMARY/S (or
+// PRIMARY/part_0/S) is taken for such a slot when S names an optimizer's slot
+// (IsOptimizerState: Adam, Ftrl, ...) or ExponentialMovingAverage's shadow, or when the
+// input stores it in the slices of its primary (any slot_creator slot: a custom
+// optimizer's), and its shape is the primary's or the first dimensions of it. When the
+// rule cuts PRIMARY into several slices, PRIMARY/part_0/SLOT becomes PRIMARY/SLOT; a
+// whole primary's slots keep their names.
+//
+// TF2: a ShardedVariable's slot variables (V/.OPTIMIZER_SLOT/OPTIMIZER/SLOT/...), which
+// ParameterServerStrategy creates with the variable's partitioning, follow V the same way
+// (their keys unchanged).
 void SliceSlotsLikePrimaries(RulePlan* rules) {
   ReshardPlan* plan = &rules->plan;
   std::map<std::string, size_t> index;
@@ -397,24 +470,51 @@ void SliceSlotsLikePrimaries(RulePlan* rules) {
   for (const auto& [name, i] : index) taken.insert(name);
   for (const auto& [name, i] : index) {
     const TensorPlan& primary = plan->tensors[i];
-    if (primary.rule.empty() || name.find("/.ATTRIBUTES/") != std::string::npos) continue;
+    if (primary.rule.empty()) continue;
+    const bool tf2 = name.find("/.ATTRIBUTES/") != std::string::npos;
     const bool sliced = !(primary.pieces.size() == 1 && primary.pieces[0].region.Covers(primary.source->shape));
-    for (auto it = index.upper_bound(name + "/"); it != index.end() && it->first.rfind(name + "/", 0) == 0; ++it) {
+    const std::string scope = tf2 ? name.substr(0, name.rfind("/.ATTRIBUTES/")) + "/" : name + "/";
+    for (auto it = index.upper_bound(scope); it != index.end() && it->first.rfind(scope, 0) == 0; ++it) {
       TensorPlan& slot = plan->tensors[it->second];
-      const std::string s = SlotOf(it->first, name);
-      if (s.empty() || slot.source->shape != primary.source->shape ||
-          slot.source->dtype == static_cast<int32_t>(DType::kVariant)) {
-        continue;
+      if (slot.source->dtype == static_cast<int32_t>(DType::kVariant) || it->second == i) continue;
+      std::string s;
+      if (tf2) {
+        if (!IsTf2SlotOf(it->first, name)) continue;
+      } else {
+        s = Tf1SlotName(it->first, name);
+        if (s.empty()) continue;
+        const bool known = IsOptimizerState(s) || s == "ExponentialMovingAverage";
+        bool stored_alike = false;
+        if (!known && primary.source->partitioned && slot.source->partitioned) {
+          std::vector<PlannedPiece> stored;
+          for (const Region& r : StoredRegions(*primary.source)) stored.push_back(PlannedPiece{r, 0, 0, std::nullopt});
+          const auto want = SlotRegions(slot.source->shape, primary.source->shape, stored);
+          stored_alike = want.has_value() && SameRegions(*want, StoredRegions(*slot.source));
+        }
+        if (!known && !stored_alike) continue;
       }
+      const std::optional<std::vector<Region>> regions =
+          SlotRegions(slot.source->shape, primary.source->shape, primary.pieces);
+      if (!regions.has_value()) continue;
       slot.pieces.clear();
-      for (const PlannedPiece& p : primary.pieces) {
-        slot.pieces.push_back(PlannedPiece{p.region, 0, PieceBytes(*slot.source, p.region), p.extents});
+      for (const Region& r : *regions) {
+        std::optional<SliceExtents> extents;
+        for (const PlannedPiece& p : primary.pieces) {
+          if (p.extents && FirstDims(p.region, r.rank()) == r) {
+            SliceExtents e = *p.extents;
+            e.starts.resize(r.rank());
+            e.lengths.resize(r.rank());
+            extents = e;
+            break;
+          }
+        }
+        slot.pieces.push_back(PlannedPiece{r, 0, PieceBytes(*slot.source, r), extents});
       }
-      std::vector<Region> now;
-      for (const PlannedPiece& p : slot.pieces) now.push_back(p.region);
-      slot.resliced = !SameRegions(now, StoredRegions(*slot.source));
+      slot.resliced = !SameRegions(*regions, StoredRegions(*slot.source));
       slot.rule = StrCat(primary.rule, " (a slot of ", name, ")");
+      slot.follows = static_cast<int64_t>(i);
       rules->layouts[it->second] = rules->layouts[i];
+      if (tf2) continue;
       const std::string renamed = StrCat(name, "/", s);
       if (sliced && it->first != renamed && taken.insert(renamed).second) {
         slot.name = renamed;
@@ -422,6 +522,34 @@ void SliceSlotsLikePrimaries(RulePlan* rules) {
       }
     }
   }
+}
+
+// TF2's save order of the plan's tensors (WritePlan::order): the object graph's keys in
+// its order (SaveOrderKeys, with the suffixed tensors of a saveable: AttributeTensors), then
+// any tensor it does not name in key order, then the graph itself. Empty for a checkpoint
+// without an object graph (TF1: key order) or whose graph cannot be read (its own check
+// reports that).
+std::vector<size_t> SaveOrder(const Checkpoint& c, const ReshardPlan& plan) {
+  absl::StatusOr<std::optional<pb::TrackableObjectGraph>> g = LoadObjectGraph(c);
+  if (!g.ok() || !g->has_value()) return {};
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < plan.tensors.size(); ++i) at[plan.tensors[i].source->name] = i;
+  std::vector<size_t> order;
+  std::vector<bool> placed(plan.tensors.size(), false);
+  auto place = [&](const std::string& name) {
+    const auto it = at.find(name);
+    if (it == at.end() || placed[it->second] || IsObjectGraph(*plan.tensors[it->second].source)) return;
+    placed[it->second] = true;
+    order.push_back(it->second);
+  };
+  for (const std::string& key : SaveOrderKeys(**g)) {
+    for (const TensorEntry* t : AttributeTensors(c, key)) place(t->name);
+  }
+  for (size_t i = 0; i < plan.tensors.size(); ++i) place(plan.tensors[i].source->name);
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    if (!placed[i]) order.push_back(i);  // the object graph
+  }
+  return order;
 }
 
 absl::StatusOr<RulePlan> ApplyRules(const Checkpoint& c, const ReshardOptions& options) {
@@ -487,6 +615,7 @@ absl::StatusOr<RulePlan> ApplyRules(const Checkpoint& c, const ReshardOptions& o
     }
   }
   SliceSlotsLikePrimaries(&out);
+  plan.order = SaveOrder(c, plan);
   return out;
 }
 
@@ -698,8 +827,8 @@ absl::Status CheckNewSlices(const ReshardPlan& plan, bool allow_any_dtype) {
       return absl::InvalidArgumentError(StrCat(
           "\"", t.name, "\": a ", DTypeName(t.dtype), " tensor cut into ", tp.pieces.size(),
           " slices cannot be read back whole by TensorFlow: BundleReader::GetSliceValue assembles slices only of "
-          "float, double, int32, uint8, int16, int8, complex64, complex128, int64, bool, qint32, quint8, qint8 and "
-          "bfloat16 (\"Dtype ", CppDTypeName(t.dtype), " not supported.\"); --allow-any-dtype writes it anyway"));
+          "float, double, int32, uint8, int16, int8, complex64, complex128, int64, bool, qint32, quint8, qint8, "
+          "bfloat16, int4 and uint4 (\"Dtype ", CppDTypeName(t.dtype), " not supported.\"); --allow-any-dtype writes it anyway"));
     }
   }
   return absl::OkStatus();
@@ -717,7 +846,8 @@ bool TfAssemblesSlices(int32_t dtype) {
   switch (static_cast<DType>(dtype)) {
     case DType::kFloat: case DType::kDouble: case DType::kInt32: case DType::kUInt8: case DType::kInt16:
     case DType::kInt8: case DType::kComplex64: case DType::kComplex128: case DType::kInt64: case DType::kBool:
-    case DType::kQInt32: case DType::kQUInt8: case DType::kQInt8: case DType::kBFloat16:
+    case DType::kQInt32: case DType::kQUInt8: case DType::kQInt8: case DType::kBFloat16: case DType::kInt4:
+    case DType::kUInt4:
       return true;
     default:
       return false;

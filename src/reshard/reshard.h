@@ -88,8 +88,9 @@ absl::StatusOr<std::vector<std::vector<std::pair<size_t, Region>>>> MaxShardSize
     const std::function<std::string(size_t)>& name);
 
 // Whether TF's BundleReader::GetSliceValue assembles a tensor of `dtype` from slices
-// (tensor_bundle.cc: float, double, int32, uint8, int16, int8, complex64, complex128,
-// int64, bool, qint32, quint8, qint8, bfloat16).
+// (tensor_bundle.cc of TF 2.21: float, double, int32, uint8, int16, int8, complex64,
+// complex128, int64, bool, qint32, quint8, qint8, bfloat16, int4, uint4; the oracle,
+// tests/tf_oracle_test.py, checks the list against TF itself).
 bool TfAssemblesSlices(int32_t dtype);
 
 }  // namespace tfckpt

@@ -216,7 +216,8 @@ absl::StatusOr<std::string> MakeTaskPlan(const Checkpoint& c, const WritePlan& p
     json entries = json::array();
     std::optional<uint64_t> offset = 0;  // known while every earlier piece has a fixed size
     uint64_t bytes = 0;
-    for (const TensorPlan& tp : plan.tensors) {
+    for (size_t k = 0; k < plan.tensors.size(); ++k) {  // (in the order ExecutePlan lays them out)
+      const TensorPlan& tp = plan.tensors[plan.order.empty() ? k : plan.order[k]];
       const TensorEntry& t = *tp.source;
       const DTypeInfo* info = LookupDType(t.dtype);
       const int64_t esize = info ? info->element_size : 0;

@@ -9,7 +9,10 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <tuple>
+
+#include "absl/strings/match.h"
 
 #include "base/crc32c.h"
 #include "base/float_convert.h"
@@ -429,6 +432,33 @@ std::string DifferenceMessage(const ValueDifference& d, const CompareOptions& op
 
 }  // namespace
 
+std::map<std::string, std::string> Tf1SlotAliases(const Checkpoint& a, const Checkpoint& b) {
+  // "P/part_0/S" <-> "P/S": S one path component, P a tensor of both checkpoints, the other
+  // name absent from each side (then the two keys are one slot, as TF1 names it either way).
+  auto other_form = [](const std::string& name) -> std::string {
+    const size_t last = name.rfind('/');
+    if (last == std::string::npos || last == 0) return "";
+    const std::string head = name.substr(0, last), slot = name.substr(last + 1);
+    if (absl::EndsWith(head, "/part_0")) return StrCat(head.substr(0, head.size() - 7), "/", slot);
+    return StrCat(head, "/part_0/", slot);
+  };
+  auto primary_of = [](const std::string& name) {
+    std::string head = name.substr(0, name.rfind('/'));
+    if (absl::EndsWith(head, "/part_0")) head.resize(head.size() - 7);
+    return head;
+  };
+  std::map<std::string, std::string> out;
+  for (const TensorEntry& t : a.tensors()) {
+    if (b.Find(t.name) != nullptr) continue;
+    const std::string old = other_form(t.name);
+    if (old.empty() || a.Find(old) != nullptr || b.Find(old) == nullptr) continue;
+    const std::string primary = primary_of(t.name);
+    if (primary.empty() || a.Find(primary) == nullptr || b.Find(primary) == nullptr) continue;
+    out.emplace(t.name, old);
+  }
+  return out;
+}
+
 bool ComparableByValue(int32_t a, int32_t b) {
   const DTypeInfo* x = LookupDType(a);
   const DTypeInfo* y = LookupDType(b);
@@ -472,9 +502,12 @@ absl::Status CompareCheckpoints(const Checkpoint& a, const Checkpoint& b,
   report.tensors = static_cast<int64_t>(a.tensors().size());
   const std::string where = a.info().format == Format::kV2 ? a.info().index_path : a.info().prefix;
   std::vector<std::pair<const TensorEntry*, const TensorEntry*>> pairs;
+  const std::map<std::string, std::string> slot_keys = names == nullptr ? Tf1SlotAliases(a, b) : std::map<std::string, std::string>{};
+  std::set<std::string> aliased_old;
+  for (const auto& [new_name, old_name] : slot_keys) aliased_old.insert(old_name);
   if (names == nullptr) {
     for (const auto& t : b.tensors()) {
-      if (a.Find(t.name) == nullptr) {
+      if (a.Find(t.name) == nullptr && aliased_old.count(t.name) == 0) {
         out.push_back(Make("against.removed", Severity::kError, where, t.name, -1,
                            StrCat("tensor of the old checkpoint (", DTypeName(t.dtype), " ", ShapeString(t.shape),
                                   ") is missing")));
@@ -494,6 +527,11 @@ absl::Status CompareCheckpoints(const Checkpoint& a, const Checkpoint& b,
       const auto listed = names->find(t.name);
       if (listed == names->end()) continue;  // not the caller's to compare here
       old_name = &listed->second;
+    } else if (const auto alias = slot_keys.find(t.name); alias != slot_keys.end()) {
+      old_name = &alias->second;
+      out.push_back(Make("against.renamed", Severity::kNote, where, t.name, -1,
+                         StrCat("compared with \"", *old_name, "\" of the old checkpoint: TF1 keys the slot of a "
+                                "variable in one partition PRIMARY/part_0/SLOT in older saves, PRIMARY/SLOT otherwise")));
     }
     const TensorEntry* o = b.Find(*old_name);
     if (o == nullptr) {

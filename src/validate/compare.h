@@ -75,6 +75,14 @@ absl::StatusOr<ValueDifference> CompareTensorValues(const Checkpoint& ca, const 
 // with a tolerance): both floating-point.
 bool ComparableByValue(int32_t a, int32_t b);
 
+// The TF1 slot keys of `a` that `b` holds under TF1's other form of the same slot (new name
+// -> old name): "P/S" in `a` for "P/part_0/S" in `b`, or the other way round, where P is a
+// tensor of both, S one path component, and neither side has both forms. Older TF1 saves key
+// the slots of a variable in one partition P/part_0/S, later ones (and reshard, which
+// renames them when it cuts P: reshard.h) P/S. CompareCheckpoints without a name mapping
+// pairs them, with a note (against.renamed).
+std::map<std::string, std::string> Tf1SlotAliases(const Checkpoint& a, const Checkpoint& b);
+
 // Logical equivalence of `new_spec` to `old_spec`, whatever their slicing and data-file
 // layout: the same tensor names, dtypes, full shapes and values (CompareTensorValues),
 // and NEW's slices must be a valid partition (no duplicate or overlapping key+slice, no
