@@ -679,17 +679,22 @@ std::string BackupPrefix(const std::string& prefix) {
   return StrCat(prefix, kOldCheckpointInfix, absl::StrFormat("%08x", random()));
 }
 
-// The backups of old checkpoints under `prefix` (BackupPrefix) that --force runs left: their
-// indexes first, then their data files (never an index whose data files are gone).
-void RemoveBackups(Storage& store, const std::string& prefix) {
+// This run's backup (`own`: its prefix, or "", and its data files) and the backups of old
+// checkpoints under `prefix` (BackupPrefix) that --force runs left, as a listing finds them
+// (where the store may not be listed, this run's alone): their indexes first, then their
+// data files (never an index whose data files are gone).
+void RemoveBackups(Storage& store, const std::string& prefix, const std::string& own,
+                   const std::vector<std::pair<std::string, std::string>>& own_data) {
   const std::string stem = Basename(prefix) + kOldCheckpointInfix;
-  absl::StatusOr<std::vector<DirEntry>> listing = store.List(Dirname(prefix));
-  if (!listing.ok()) return;
   std::vector<std::string> indexes, rest;
-  for (const DirEntry& e : *listing) {
+  if (!own.empty()) indexes.push_back(own + ".index");
+  for (const auto& [from, copy] : own_data) rest.push_back(copy);
+  absl::StatusOr<std::vector<DirEntry>> listing = store.List(Dirname(prefix));
+  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
     if (e.name.rfind(stem, 0) != 0) continue;
     const std::string path = JoinPath(Dirname(prefix), e.name);
-    (absl::EndsWith(e.name, ".index") ? indexes : rest).push_back(path);
+    std::vector<std::string>& to = absl::EndsWith(e.name, ".index") ? indexes : rest;
+    if (std::find(to.begin(), to.end(), path) == to.end()) to.push_back(path);
   }
   for (const auto& path : indexes) (void)store.Remove(path);
   for (const auto& path : rest) (void)store.Remove(path);
@@ -820,7 +825,7 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std:
     for (size_t i = 0; i < data_files.size(); ++i) {
       if (committed[i] && !collides[i]) (void)Storage::For(data_files[i]).Remove(data_files[i]);
     }
-    RemoveBackups(store, prefix);
+    RemoveBackups(store, prefix, backup, backed);
     return absl::Status(s.code(), StrCat(s.message(), " (the old checkpoint was kept)"));
   };
   // A failure: the data files this run put in place are removed, as no reader would take
@@ -917,7 +922,7 @@ absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std:
     // left (the new checkpoint is up: none of them is needed any more).
     TFCKPT_RETURN_IF_ERROR(Reached("backup-removing"));
     for (const auto& f : backup_files) f->Publish();  // (removed here, not by an undo)
-    RemoveBackups(store, prefix);
+    RemoveBackups(store, prefix, backup, backed);
   }
   return absl::OkStatus();
 }
