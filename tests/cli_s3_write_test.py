@@ -131,15 +131,23 @@ def the_index_goes_up_last_only_if_absent_and_force_replaces_in_that_order():
     index_puts = [l for l in writes if l.startswith("PUT") and "/order/m.index" in l]
     assert index_puts and all("if-none-match= " in l for l in index_puts), index_puts  # (it replaces)
     assert sorted(visible[-2:]) == ["DELETE m.data-00000-of-00002", "DELETE m.data-00001-of-00002"], visible
-    # With the same names (one data file again), the old index goes right before the first
-    # completion that replaces one of its data objects.
+    # With the same names (one data file again), the old checkpoint is first copied inside
+    # the store under a backup prefix (its data object, then its index), the old index goes
+    # right before the first completion that replaces one of its data objects, and once the
+    # new index is up the backup goes (its index first).
     clear_proxy_log()
     run("reshard", src, "-o", out, "--policy", "single", "--force", code=0, env=PROXY)
-    writes = [l for l in proxy_log() if "/order/" in l and l.startswith(("PUT", "POST", "DELETE"))]
+    log = [re.sub(r"tfckpt-old-[0-9a-f]{8}", "tfckpt-old-X", l) for l in proxy_log() if "/order/" in l]
+    writes = [l for l in log if l.startswith(("PUT", "POST", "DELETE"))]
     visible = [l.split()[0] + " " + l.split()[1].split("/order/")[1].split("?")[0] + ("?uploadId" if "uploadId=" in l else "")
                for l in writes if "partNumber=" not in l and "?uploads" not in l]
-    assert visible[:2] == ["DELETE m.index", "POST m.data-00000-of-00001?uploadId"], visible
-    assert visible[-1].startswith("PUT m.index"), visible
+    visible = [v for k, v in enumerate(visible) if k == 0 or v != visible[k - 1]]  # (a PUT the client sent again)
+    assert visible == ["POST m.tfckpt-old-X.data-00000-of-00001?uploadId", "PUT m.tfckpt-old-X.index", "DELETE m.index",
+                       "POST m.data-00000-of-00001?uploadId", "PUT m.index", "DELETE m.tfckpt-old-X.index",
+                       "DELETE m.tfckpt-old-X.data-00000-of-00001"], visible
+    # (the backup's data copied inside the store: no byte of it through tfckpt)
+    copies = [l for l in writes if l.startswith("PUT /") and "m.tfckpt-old-X.data-" in l and "partNumber=" in l]
+    assert copies and all(re.search(r"copy-source=\S*order/m\.data-00000-of-00001 ", l) for l in copies), copies
     assert sorted(listing(out + ".")) == [key_of(out) + s for s in (".data-00000-of-00001", ".index")]
     run("validate", out, "--against", src, code=0)
 
@@ -205,6 +213,94 @@ def a_force_to_other_names_keeps_an_index_at_every_point():
     run("reshard", src, "-o", out, "--policy", "shards:3", "--force", code=0)
     assert objects() == sorted([key_of(out) + ".index"] + [key_of(out) + f".data-{i:05d}-of-00003" for i in range(3)])
     run("validate", out, "--against", src, code=0)
+
+
+def small():
+    """A 24 MiB checkpoint in 2 data files (reshard to 2: multipart uploads of 12 MiB)."""
+    prefix = os.path.join(WORK, "small", "m")
+    if not os.path.exists(prefix + ".index"):
+        subprocess.run([GEN, "tables", prefix, "24", "2", "2"], check=True, timeout=300, capture_output=True)
+    return prefix
+
+
+@test(needs_data=True)
+def a_force_to_the_same_names_keeps_the_old_checkpoint_at_every_point():
+    """Issue 38, item 2 (where the new data files take the old ones' names: the same count).
+    The old checkpoint is copied inside the store under PREFIX.tfckpt-old-XXXXXXXX before its
+    index goes, and put back from there on a failure or a stop before the new index is up.
+    A stop at every point up to there: exit 130, the old objects byte for byte as they were,
+    nothing else left. A kill at every point: no index whose data objects are missing (under
+    the output's name, the old checkpoint or the new one or no index; a backup's index only
+    beside its whole data), and the next --force finishes and leaves nothing else. A refused
+    index PUT: exit 3, the old checkpoint kept, and the error line says so. (Before: the old
+    index deleted first, and a late failure left neither checkpoint.)"""
+    src = small()
+    out = f"{ROOT}/same/m"
+    stem = key_of(out)
+    objects = lambda: sorted(listing(out + "."))
+    contents = lambda: {k: get(f"{ROOT}/{k}") for k in objects()}
+    names = sorted([stem + ".index"] + [stem + f".data-{i:05d}-of-00002" for i in range(2)])
+    args = ["reshard", src, "-o", out, "--policy", "shards:2", "--force"]
+
+    def start_old():
+        run("reshard", data(T2T), "-o", out, "--policy", "shards:2", "--force", code=0)
+        assert objects() == names and uploads(out) == [], (objects(), uploads(out))
+        return contents()
+
+    def no_index_without_its_data(what):
+        """Every index under the output's stem validates: the output's (the old checkpoint
+        or the new one), a backup's (the old one)."""
+        keys = objects()
+        for k in keys:
+            if not k.endswith(".index"):
+                continue
+            p = run("validate", f"{ROOT}/{k[:-len('.index')]}", code=None)
+            assert p.returncode == 0, (what, k, keys, p.stdout, p.stderr)
+            if ".tfckpt-old-" in k:
+                run("validate", f"{ROOT}/{k[:-len('.index')]}", "--against", data(T2T), code=0)
+        return keys
+
+    old = start_old()
+    # A stop at each point before the new index is up. (upload-completed#4: the backup's two
+    # data objects and its index were completed, then the first new data object.)
+    for point in ("old-backing-up", "old-backed-up", "old-index-removed", "upload-completed#4", "data-committed"):
+        proc = paused_at(TFCKPT, args, point)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=HANG)
+        assert proc.returncode == 130 and "interrupted" in err, (point, proc.returncode, err)
+        assert contents() == old and uploads(out) == [], (point, objects(), uploads(out))
+        run("validate", out, "--against", data(T2T), code=0)
+    # A refused index PUT: the old checkpoint put back whole.
+    fail = {**PROXY, "TFCKPT_S3_MAX_RETRIES": "0"}
+    faults("when PUT same/m.index status 500 InternalError")
+    line = one_error_line(run(*args, code=3, env=fail), out, "500")
+    faults()
+    assert "the old checkpoint was kept" in line, line
+    assert contents() == old and uploads(out) == [], (objects(), uploads(out))
+    run("validate", out, "--against", data(T2T), code=0)
+    # A kill at each point, the restore after that refused PUT included: never an index whose
+    # data objects are missing; the next --force finishes and leaves nothing else behind.
+    for point, env in (("old-backing-up", None), ("old-backed-up", None), ("old-index-removed", None),
+                       ("upload-completed#4", None), ("data-committed", None), ("backup-removing", None),
+                       ("old-restoring", fail)):
+        if env is fail:
+            faults("when PUT same/m.index status 500 InternalError")
+        proc = paused_at(TFCKPT, args, point, env=env)
+        proc.kill()
+        proc.communicate(timeout=HANG)
+        faults()
+        keys = no_index_without_its_data(point)
+        backups = [k for k in keys if ".tfckpt-old-" in k]
+        if stem + ".index" not in keys:
+            # (then the old checkpoint is whole under its backup's name)
+            assert any(k.endswith(".index") for k in backups), (point, keys)
+        # (the killed run's uploads in progress are its own: validate --abort-uploads, below)
+        run(*args, code=0)
+        assert objects() == names, (point, objects())
+        run("validate", out, "--against", src, code=0)
+        run("validate", out, "--abort-uploads", "--older-than", "0", code=None)
+        assert uploads(out) == [], (point, uploads(out))
+        old = start_old()
 
 
 @test(needs_data=True)

@@ -108,12 +108,24 @@ struct BundleWriterOptions {
 // index, and no new data file under one of its data files' names), so that a reader finds
 // the old checkpoint or the new one at every moment; commit_index must then replace
 // (kIndexReplace). A commit that fails, or whose outcome cannot be told, leaves the old
-// index (put back in the second case).
+// index (put back in the second case). On such a store, where new data files do take the
+// old ones' names (the same count), the old checkpoint is first copied inside the store to
+// a backup, PREFIX + kOldCheckpointInfix + 8 hex digits (its data files, then its index),
+// before its index is removed; a failure or a stop up to the new index's commit puts it
+// back from there (the data files replaced, then the index; `keep_data_file(i)` is called
+// for a new data file whose name the old one takes back, so that the run's undo leaves
+// it) and removes the backup; once the new index is up the backup goes, with any that a
+// killed run left. A restore that fails keeps the backup and its error names it.
 absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std::vector<std::string>& data_files,
                            const std::function<absl::Status(size_t)>& commit_data_file,
                            const std::function<absl::Status()>& commit_index,
                            const std::function<absl::Status()>& check_data = nullptr,
-                           bool* replace_in_place = nullptr);
+                           bool* replace_in_place = nullptr,
+                           const std::function<void(size_t)>& keep_data_file = nullptr);
+
+// What follows PREFIX in the names of the backup a --force on an object store makes of the
+// old checkpoint (PublishBundle): PREFIX.tfckpt-old-XXXXXXXX.index and .data-….
+inline constexpr char kOldCheckpointInfix[] = ".tfckpt-old-";
 
 class BundleWriter {
  public:
