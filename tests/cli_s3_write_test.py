@@ -761,5 +761,45 @@ def between_the_data_and_the_index_an_interrupt_deletes_the_data_and_a_kill_leav
     run("validate", out, "--against", src, code=0)
 
 
+@test(needs_data=True)
+def a_failed_run_whose_objects_cannot_be_deleted_names_them():
+    # Issue 38: credentials without s3:DeleteObject (DELETE answers 403 AccessDenied; an
+    # upload can still be aborted): the data objects a failed run completed stay, and its
+    # error says which, with the original failure's exit code, as text and in --json.
+    src = big()
+    env = {**PROXY, "TFCKPT_S3_MAX_RETRIES": "1"}
+    for n, extra in enumerate(([], ["--json"])):
+        out = f"{ROOT}/undeletable{n}/m"
+        data_objects = [f"{out}.data-0000{i}-of-00002" for i in (0, 1)]
+        # the data objects are completed, then the index is refused for good
+        faults("always REMOVE * status 403 AccessDenied", "always PUT m.index status 503 SlowDown")
+        p = run("reshard", src, "-o", out, "--policy", "shards:2", *extra, code=3, env=env)
+        faults()
+        line = one_error_line(p, f"{out}.index", "503", "left behind")
+        for url in data_objects:
+            assert url in line.split("left behind")[1], line
+        if extra:
+            error = json.loads(p.stdout)["error"]
+            assert all(url in json.dumps(error) for url in data_objects), p.stdout
+        assert sorted(listing(out + ".")) == [key_of(u) for u in data_objects], listing(out + ".")
+        assert uploads(out) == [], uploads(out)
+    # Interrupted between the data objects and the index: the same, with exit 130.
+    out = f"{ROOT}/undeletable_int/m"
+    faults("always REMOVE * status 403 AccessDenied")
+    proc = paused_at(TFCKPT, ["reshard", src, "-o", out, "--policy", "shards:2"], "data-committed", env=PROXY)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=HANG)
+    faults()
+    assert proc.returncode == 130 and "interrupted" in err and "left behind" in err, (proc.returncode, err)
+    for i in (0, 1):
+        assert f"{out}.data-0000{i}-of-00002" in err, err
+    assert len(listing(out + ".")) == 2, listing(out + ".")
+    # A DELETE that works: nothing is said, nothing is left (the same run without the rule).
+    faults("always PUT m.index status 503 SlowDown")
+    p = run("reshard", src, "-o", f"{ROOT}/deletable/m", "--policy", "shards:2", code=3, env=env)
+    faults()
+    assert "left behind" not in p.stderr and listing(f"{ROOT}/deletable/m.") == {}, p.stderr
+
+
 if __name__ == "__main__":
     sys.exit(main("cli_s3_write"))

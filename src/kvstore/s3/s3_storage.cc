@@ -16,6 +16,7 @@
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
 #include "kvstore/s3/store_options.h"
+#include "run/left_behind.h"
 #include "run/run.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -417,6 +418,14 @@ class S3File final : public ReadableFile {
   std::shared_ptr<const FileLayout> layout_;  // AdviseLayout's, or none
 };
 
+// The undo of an object the run completed: deleted, or, when the store refuses (no
+// s3:DeleteObject: 403 AccessDenied) or the DELETE fails for good, named as left behind
+// (run/left_behind.h: the run's error lists it). NotFound: nothing is there.
+void DeleteOrNote(Client& client, const ObjectUrl& url) {
+  const absl::Status s = client.Delete(url);
+  if (!s.ok() && !absl::IsNotFound(s)) NoteLeftBehind(url.ToString());
+}
+
 // Bytes in memory as a file: an upload's object while all of it is still held.
 class HeldFile final : public ReadableFile {
  public:
@@ -598,7 +607,7 @@ class S3Upload final : public WritableFile {
   // succeeds (run/run.h): a failure or a stop of the run before that deletes it.
   absl::Status Commit() override {
     TFCKPT_RETURN_IF_ERROR(Reached("upload-completing"));
-    delete_work_ = AtUndo([client = client_, url = url_] { client->Delete(url).IgnoreError(); });
+    delete_work_ = AtUndo([client = client_, url = url_] { DeleteOrNote(*client, url); });
     const absl::Status completed = writer_->Complete(exclusive_);
     store_->Forget(name_);  // (replaced, or in a state unknown after a failure)
     if (!completed.ok()) {
@@ -615,7 +624,7 @@ class S3Upload final : public WritableFile {
         ForgetAtUndo(delete_work_);
         delete_work_ = AtUndo([client = client_, url = url_, bytes = std::string(*whole)] {
           absl::StatusOr<std::optional<std::string>> ours = client->Holds(url, bytes);
-          if (!ours.ok() || ours->has_value()) client->Delete(url).IgnoreError();
+          if (!ours.ok() || ours->has_value()) DeleteOrNote(*client, url);
         });
       }
       return Named(completed, name_);
