@@ -14,7 +14,8 @@
 //                 exactly as asked, never for a small piece's window (a thread that reads on
 //                 where its last read of it ended, unannounced, is streamed ahead to the
 //                 piece's end; an announced part of a large piece is streamed however
-//                 small). Without a layout, small reads come from read-ahead windows
+//                 small). An empty layout: every read exactly as asked (the .npz
+//                 reader's while it opens the archive). Without a layout, small reads come from read-ahead windows
 //                 (kWindowBytes unless TFCKPT_S3_READ_AHEAD_KIB says, aligned). Windows are
 //                 fetched as ranged GETs of at most kWindowPieceBytes over the client's
 //                 connections at once and kept in a cache shared by every open object (at
