@@ -789,6 +789,30 @@ def an_npz_written_to_the_store_is_read_back_once_for_its_verification():
         assert got <= 1.1 * size, (src, jobs, got, size, f"{got / size:.2f}x")
 
 
+@test()
+def reading_one_small_tensor_fetches_its_bytes_and_the_index_only():
+    # Issue 38: a 32 KiB bias between 3.2 MiB kernels (small pieces: read in groups of
+    # neighbours) fetched its whole group for one read. One tensor read: the index and its
+    # bytes (and no more than twice that).
+    local, remote = small_pieces()
+    index = os.path.getsize(local + ".index")
+    assert os.path.getsize(local + ".data-00000-of-00001") > 18 << 20
+    for args in (["--tensor", "dense_3/bias"], ["--tensor", "dense_3/bias", "--all-values", "--json"]):
+        proxy_counts(clear=True)
+        p = run("inspect", remote, *args, code=0, env=PROXY)
+        got = proxy_counts(clear=True)["downloaded"]
+        assert got < 2 * (index + 32768), (args, got, index)
+        assert p.stdout == run("inspect", local, *args, code=0).stdout.replace(local, remote)
+    # A command reading them all (its reads announced) still fetches each byte once, in
+    # groups of neighbours.
+    need = sum(listing(remote + ".").values())
+    for jobs in ("1", "8"):
+        proxy_counts(clear=True)
+        run("validate", remote, "-j", jobs, code=0, env=PROXY)
+        got = proxy_counts(clear=True)["downloaded"]
+        assert got <= 1.05 * need, (jobs, got, need)
+
+
 @test(needs_data=True)
 def a_failed_run_whose_objects_cannot_be_deleted_names_them():
     # Issue 38: credentials without s3:DeleteObject (DELETE answers 403 AccessDenied; an

@@ -175,6 +175,14 @@ struct LastRead {
 };
 thread_local LastRead t_last_read;
 
+// The small range this thread last announced (WillReadSequentially): its reads are part of
+// a command's pass over the pieces, served by their groups from the first.
+struct Announced {
+  std::string object;
+  uint64_t begin = 0, end = 0;
+};
+thread_local Announced t_announced;
+
 // Fetches [offset, offset + size) of the object on a thread of its own, for the caller's run
 // (its stop cuts the fetch short), reserved in `budget`: the bytes give their reservation
 // back when the last holder drops them. The thread needs nothing of the S3File, which may
@@ -285,6 +293,15 @@ class S3File final : public ReadableFile {
         t_last_read = {Key(), offset + n};
         return Get(offset, n, kPieceBytes, out);
       }
+      // The object's first small read fetches just its bytes, unless it was announced
+      // (WillReadSequentially: a command that reads piece after piece, which every byte
+      // once in groups serves best): a caller that reads one tensor (inspect --tensor, the
+      // Python API's read of one) does not pay for its neighbours (a 32 KiB tensor between
+      // 3 MiB ones fetched its whole 16 MiB group). From the second read on, the caller
+      // reads more than one piece: their groups are fetched, each once.
+      const bool announced = t_announced.object == Key() && offset >= t_announced.begin &&
+                             offset + n <= t_announced.end;
+      if (small_reads_.fetch_add(1) == 0 && !announced) return Get(offset, n, kPieceBytes, out);
       TFCKPT_ASSIGN_OR_RETURN(WindowCache::Bytes window, Window(f->offset, f->size));
       std::memcpy(out, window->data() + (offset - f->offset), static_cast<size_t>(n));
       return absl::OkStatus();
@@ -316,7 +333,11 @@ class S3File final : public ReadableFile {
     if (n < kScanMinBytes) {
       if (layout_ == nullptr) return;
       const std::optional<FileLayout::Fetch> f = layout_->For(offset, n);
-      if (!f.has_value() || f->window) return;
+      if (!f.has_value()) return;
+      if (f->window) {
+        t_announced = {Key(), offset, offset + n};  // (read through its group: ReadAt)
+        return;
+      }
     }
     if (InScan(offset, n)) return;  // the scan under way goes on over it (its bytes are on their way)
     t_scan.Start(Key(), offset, offset + n, scans_);
@@ -416,6 +437,7 @@ class S3File final : public ReadableFile {
   std::shared_ptr<ScanBudget> scans_;  // the store's scans together
   int connections_;
   std::shared_ptr<const FileLayout> layout_;  // AdviseLayout's, or none
+  mutable std::atomic<uint64_t> small_reads_{0};  // reads of small pieces (FileLayout's groups) so far
 };
 
 // The undo of an object the run completed: deleted, or, when the store refuses (no
