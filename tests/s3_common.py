@@ -4,6 +4,7 @@ Importing this sets AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY a
 AWS_REGION in os.environ (the server directly) and removes the AWS variables that would
 change them."""
 import http.client
+import json
 import os
 import subprocess
 import sys
@@ -46,6 +47,20 @@ def proxy_control(what, timeout=600):
         r = c.getresponse()
         r.read()
         return r.status
+    finally:
+        c.close()
+
+
+def proxy_counts(clear=False):
+    """The bytes through the fault proxy since the last clear (its counts control: "uploaded",
+    "downloaded", "copied", "copies"); zeroed after reading with `clear`."""
+    url = urllib.parse.urlsplit(os.environ["S3_TEST_PROXY_ENDPOINT"])
+    c = http.client.HTTPConnection(url.hostname, url.port, timeout=600)
+    try:
+        c.request("GET", "/__proxy__/counts" + ("?clear=1" if clear else ""))
+        r = c.getresponse()
+        assert r.status == 200, r.status
+        return json.loads(r.read())
     finally:
         c.close()
 

@@ -52,6 +52,10 @@ test writes it) and applies it instead of, or to, that request:
                         target, then in " copy-source=SOURCE copy-range=bytes=A-B" (e.g.
                         "when COPY partNumber=2 status 500", "always COPY * status 501
                         NotImplemented")
+  METHOD REMOVE         a DELETE of an object (DeleteObject: no uploadId= in its target),
+                        not an AbortMultipartUpload; METHOD DELETE still means both (e.g.
+                        "always REMOVE * status 403 AccessDenied": credentials without
+                        s3:DeleteObject that may still abort their uploads)
 
 Controls for the tests (requests to the proxy itself, never forwarded or logged):
   GET /__proxy__/reset           forget the faults that fired and release every held request
@@ -140,7 +144,9 @@ def control(target):
 
 def next_fault(method, target):
     """The fault for a request: `method` is the rules' METHOD (COPY for a copy), `target` the
-    text their TEXT is looked for in."""
+    text their TEXT is looked for in. A DELETE of an object (no uploadId) is matched by rules
+    for REMOVE as well as DELETE."""
+    methods = (method, "REMOVE") if method == "DELETE" and "uploadId=" not in target else (method,)
     with lock:
         try:
             with open(FAULTS_FILE) as f:
@@ -152,14 +158,14 @@ def next_fault(method, target):
             rules += 1
         for line in lines[:rules]:
             words = line.split()
-            if len(words) >= 4 and words[1] in (method, "*") and (words[2] == "*" or words[2] in target):
+            if len(words) >= 4 and (words[1] in methods or words[1] == "*") and (words[2] == "*" or words[2] in target):
                 return words[3:]
         rest = lines[rules:]
         if not rest:
             return []
         words = rest[0].split()
         when = bool(words) and words[0] == "when"
-        if when and (len(words) < 4 or words[1] != method or words[2] not in target):
+        if when and (len(words) < 4 or words[1] not in methods or words[2] not in target):
             return []
         with open(FAULTS_FILE, "w") as f:
             f.write("".join(line + "\n" for line in lines[:rules] + rest[1:]))

@@ -16,6 +16,7 @@
 #include "tfckpt/storage.h"
 #include "tfckpt/status.h"
 #include "run/fault_hook.h"
+#include "run/left_behind.h"
 #include "interrupts.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/strings.h"
@@ -94,16 +95,21 @@ void PrintJson(std::string_view document) {
   NoteJsonPrinted();
 }
 
-int ReportInterrupted(std::string_view command) {
-  const absl::Status s = absl::CancelledError("interrupted");
-  std::cerr << "tfckpt " << command << ": interrupted" << std::endl;
+int ReportInterrupted(std::string_view command, std::string_view detail) {
+  const absl::Status s = absl::CancelledError(StrCat("interrupted", detail));
+  std::cerr << "tfckpt " << command << ": " << OneLine(SV(s.message())) << std::endl;
   if (json_output && !json_printed) PrintJson(ErrorDocument(s));
   return 128 + InterruptSignal();
 }
 
 int ReportError(std::string_view command, const absl::Status& s) {
   // A run asked to stop ends with whatever error its unwinding gave: it was interrupted.
-  if (InterruptSignal() != 0) return ReportInterrupted(command);
+  if (InterruptSignal() != 0) {
+    // (What its clean-up could not remove is still said: LeftBehindError, run/run.h.)
+    const std::string_view message = SV(s.message());
+    const size_t left = message.find(kLeftBehindMarker);
+    return ReportInterrupted(command, left == std::string_view::npos ? "" : message.substr(left));
+  }
   std::cerr << "tfckpt" << (command.empty() ? "" : " ") << command << ": error: " << OneLine(SV(s.message()))
             << std::endl;
   if (json_output && !json_printed) PrintJson(ErrorDocument(s));

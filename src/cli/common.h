@@ -38,8 +38,9 @@ int ReportError(std::string_view command, const absl::Status& s);
 
 // Prints "tfckpt COMMAND: interrupted" on stderr (with --json, the error document with id
 // "interrupted" on stdout unless one is out) and returns 128 + the signal that stopped the
-// run (interrupts.h).
-int ReportInterrupted(std::string_view command);
+// run (interrupts.h). `detail` follows "interrupted" in both (what the clean-up left
+// behind: "; left behind (could not be removed): URL, ...").
+int ReportInterrupted(std::string_view command, std::string_view detail = "");
 
 // --json was asked for. RunTfckpt sets this from argv before parsing, so that usage
 // errors of every command also answer with a JSON document.

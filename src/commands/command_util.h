@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "copy/copy.h"
+#include "run/left_behind.h"
 #include "run/run.h"
 #include "format/bundle/bundle_writer.h"
 #include "tfckpt/commands.h"
@@ -32,8 +33,9 @@ absl::StatusOr<Report> AsRun(const RunOptions& options, const std::function<absl
     return result;
   }
   run->Undo();
-  if (run->StopRequested()) return StoppedError();
-  return result;
+  // (What the undo could not remove is named: a store refusing DELETE.)
+  if (run->StopRequested()) return WithLeftBehind(StoppedError(), *run);
+  return WithLeftBehind(result.status(), *run);
 }
 
 // An output argument (`option`: "-o", "--plan") checked and normalised: refuses a directory

@@ -1,10 +1,12 @@
 // One verification policy for written outputs (see verify.h).
 #include "verify/verify.h"
 
+#include "run/left_behind.h"
 #include "run/run.h"
 
 #include <set>
 
+#include "absl/strings/match.h"
 #include "base/parallel.h"
 #include "format/npz/npz_reader.h"
 #include "format/bundle/bundle_writer.h"
@@ -188,8 +190,21 @@ absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::ve
   if (r.ok()) return r;
   // Stopped: the run's undo removes what it wrote (the message is the stop's own).
   if (absl::IsCancelled(r.status())) return r;
-  // Never leave an output that did not verify under the final name.
-  for (const std::string& f : files) (void)Storage::For(f).Remove(f);
+  // Never leave an output that did not verify under the final name. One that cannot be
+  // removed (a store refusing DELETE) is named as left behind (the run's error lists it,
+  // run/run.h), and the message does not say it was removed.
+  bool kept = false;
+  for (const std::string& f : files) {
+    const absl::Status removed = Storage::For(f).Remove(f);
+    if (!removed.ok() && !absl::IsNotFound(removed) && NoteLeftBehind(f)) kept = true;
+  }
+  if (kept && !removal.empty()) {
+    absl::string_view message = r.status().message();
+    if (absl::EndsWith(message, absl::string_view(removal.data(), removal.size()))) message.remove_suffix(removal.size());
+    absl::Status s(r.status().code(), message);
+    r.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });
+    return s;
+  }
   if (ErrorInfoOf(r.status()).check == "output.mismatch" || removal.empty()) return r;
   absl::Status s(r.status().code(), StrCat(r.status().message(), removal));
   r.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });

@@ -16,6 +16,7 @@
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
 #include "kvstore/s3/store_options.h"
+#include "run/left_behind.h"
 #include "run/run.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -174,6 +175,14 @@ struct LastRead {
 };
 thread_local LastRead t_last_read;
 
+// The small range this thread last announced (WillReadSequentially): its reads are part of
+// a command's pass over the pieces, served by their groups from the first.
+struct Announced {
+  std::string object;
+  uint64_t begin = 0, end = 0;
+};
+thread_local Announced t_announced;
+
 // Fetches [offset, offset + size) of the object on a thread of its own, for the caller's run
 // (its stop cuts the fetch short), reserved in `budget`: the bytes give their reservation
 // back when the last holder drops them. The thread needs nothing of the S3File, which may
@@ -284,6 +293,15 @@ class S3File final : public ReadableFile {
         t_last_read = {Key(), offset + n};
         return Get(offset, n, kPieceBytes, out);
       }
+      // The object's first small read fetches just its bytes, unless it was announced
+      // (WillReadSequentially: a command that reads piece after piece, which every byte
+      // once in groups serves best): a caller that reads one tensor (inspect --tensor, the
+      // Python API's read of one) does not pay for its neighbours (a 32 KiB tensor between
+      // 3 MiB ones fetched its whole 16 MiB group). From the second read on, the caller
+      // reads more than one piece: their groups are fetched, each once.
+      const bool announced = t_announced.object == Key() && offset >= t_announced.begin &&
+                             offset + n <= t_announced.end;
+      if (small_reads_.fetch_add(1) == 0 && !announced) return Get(offset, n, kPieceBytes, out);
       TFCKPT_ASSIGN_OR_RETURN(WindowCache::Bytes window, Window(f->offset, f->size));
       std::memcpy(out, window->data() + (offset - f->offset), static_cast<size_t>(n));
       return absl::OkStatus();
@@ -315,7 +333,11 @@ class S3File final : public ReadableFile {
     if (n < kScanMinBytes) {
       if (layout_ == nullptr) return;
       const std::optional<FileLayout::Fetch> f = layout_->For(offset, n);
-      if (!f.has_value() || f->window) return;
+      if (!f.has_value()) return;
+      if (f->window) {
+        t_announced = {Key(), offset, offset + n};  // (read through its group: ReadAt)
+        return;
+      }
     }
     if (InScan(offset, n)) return;  // the scan under way goes on over it (its bytes are on their way)
     t_scan.Start(Key(), offset, offset + n, scans_);
@@ -415,7 +437,16 @@ class S3File final : public ReadableFile {
   std::shared_ptr<ScanBudget> scans_;  // the store's scans together
   int connections_;
   std::shared_ptr<const FileLayout> layout_;  // AdviseLayout's, or none
+  mutable std::atomic<uint64_t> small_reads_{0};  // reads of small pieces (FileLayout's groups) so far
 };
+
+// The undo of an object the run completed: deleted, or, when the store refuses (no
+// s3:DeleteObject: 403 AccessDenied) or the DELETE fails for good, named as left behind
+// (run/left_behind.h: the run's error lists it). NotFound: nothing is there.
+void DeleteOrNote(Client& client, const ObjectUrl& url) {
+  const absl::Status s = client.Delete(url);
+  if (!s.ok() && !absl::IsNotFound(s)) NoteLeftBehind(url.ToString());
+}
 
 // Bytes in memory as a file: an upload's object while all of it is still held.
 class HeldFile final : public ReadableFile {
@@ -598,7 +629,7 @@ class S3Upload final : public WritableFile {
   // succeeds (run/run.h): a failure or a stop of the run before that deletes it.
   absl::Status Commit() override {
     TFCKPT_RETURN_IF_ERROR(Reached("upload-completing"));
-    delete_work_ = AtUndo([client = client_, url = url_] { client->Delete(url).IgnoreError(); });
+    delete_work_ = AtUndo([client = client_, url = url_] { DeleteOrNote(*client, url); });
     const absl::Status completed = writer_->Complete(exclusive_);
     store_->Forget(name_);  // (replaced, or in a state unknown after a failure)
     if (!completed.ok()) {
@@ -615,7 +646,7 @@ class S3Upload final : public WritableFile {
         ForgetAtUndo(delete_work_);
         delete_work_ = AtUndo([client = client_, url = url_, bytes = std::string(*whole)] {
           absl::StatusOr<std::optional<std::string>> ours = client->Holds(url, bytes);
-          if (!ours.ok() || ours->has_value()) client->Delete(url).IgnoreError();
+          if (!ours.ok() || ours->has_value()) DeleteOrNote(*client, url);
         });
       }
       return Named(completed, name_);

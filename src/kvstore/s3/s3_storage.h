@@ -10,11 +10,15 @@
 //                 connections (ScanPieces, shared by all scans). With the file's layout
 //                 (AdviseLayout: the checkpoint's entries, FileLayout) every stored byte is
 //                 fetched once per run: a small piece comes with its small neighbours (their
-//                 group, a window of at most kWindowBytes, cached), a large piece's bytes
+//                 group, a window of at most kWindowBytes, cached) -- but for the object's
+//                 first small read when no WillReadSequentially announced it, fetched
+//                 exactly (a caller that reads one tensor fetches its bytes, not its
+//                 group's; from the second read on, groups), a large piece's bytes
 //                 exactly as asked, never for a small piece's window (a thread that reads on
 //                 where its last read of it ended, unannounced, is streamed ahead to the
 //                 piece's end; an announced part of a large piece is streamed however
-//                 small). Without a layout, small reads come from read-ahead windows
+//                 small). An empty layout: every read exactly as asked (the .npz
+//                 reader's while it opens the archive). Without a layout, small reads come from read-ahead windows
 //                 (kWindowBytes unless TFCKPT_S3_READ_AHEAD_KIB says, aligned). Windows are
 //                 fetched as ranged GETs of at most kWindowPieceBytes over the client's
 //                 connections at once and kept in a cache shared by every open object (at
