@@ -105,23 +105,25 @@ def tf_child(tf, case, result_path):
         out["hwm_kib"] = vm_kib("VmHWM")
         with open(result_path, "w") as f:
             json.dump(out, f)
+    def step(what):
+        out["steps"].append(what)
+        save()  # (a crash leaves the step it happened in)
     try:
+        step("load_checkpoint")
         reader = tf.train.load_checkpoint(case["ckpt"])
-        out["steps"].append("load_checkpoint")
+        step("get_variable_to_shape_map")
         shapes = reader.get_variable_to_shape_map()
-        out["steps"].append("shape map")
+        step("get_variable_to_dtype_map")
         reader.get_variable_to_dtype_map()
-        out["steps"].append("dtype map")
         out["keys"] = len(shapes)
-        save()  # (what a crash in a read leaves)
         for k in sorted(shapes):
+            step(f"get_tensor {k[:40]!r}")
             try:
                 reader.get_tensor(k)
             except Exception as e:  # noqa: BLE001 (TF raises its OpErrors, ValueError, ...)
                 out["key_errors"] += 1
                 note(e)
-            out["steps"].append(f"get_tensor {k[:40]}")
-            save()
+        out["steps"].append("done")
     except BaseException as e:  # noqa: BLE001 (MemoryError included: classified as a limit)
         note(e)
     save()
@@ -178,17 +180,18 @@ def tf_role(cases_path, out_path):
         elif alloc_failed:
             outcome, detail = "limit", f"allocation refused (RLIMIT_AS 8 GiB): {got.get('error', '')}"
         elif growth > TF_BALLOON_KIB:
-            outcome, detail = "limit", f"peak RSS grew {growth >> 10} MiB"
+            outcome, detail = "limit", f"peak RSS grew {growth >> 10} MiB" + (
+                f", then {got['error']}" if "error" in got else "")
         elif "error" in got:
             outcome = "error"
             detail = got["error"]
-            if got["keys"] and "dtype map" in got["steps"]:
+            if got["keys"] and any(st.startswith("get_tensor") for st in got["steps"]):
                 detail = f"{got['key_errors']}/{got['keys']} keys: {detail}"
         elif "steps" not in got or os.WEXITSTATUS(status) != 0:
             outcome, detail = "crash", f"exit {os.WEXITSTATUS(status)} without a result"
         else:
             outcome, detail = "ok", f"{got['keys']} keys read"
-        last = (got.get("steps") or ["(before load_checkpoint returned)"])[-1]
+        last = (got.get("steps") or ["(before load_checkpoint)"])[-1]
         lines = [ln for ln in log.strip().splitlines() if ln.strip()]
         # The line that says why (a CHECK's "Check failed", a fatal log line, terminate's
         # what()), else the last one.
@@ -278,7 +281,8 @@ def driver(venv_python, tfckpt_bin, package_dir):
         for case in cases:
             name = case["name"]
             r = tf["cases"][name]
-            print(f"TF   {name}: {r['outcome']} ({r['detail']}; last step: {r['last_step']}; "
+            where = "" if r["last_step"] == "done" else f"; in {r['last_step']}"
+            print(f"TF   {name}: {r['outcome']} ({r['detail']}{where}; "
                   f"{r['cpu_s']} s CPU)", flush=True)
 
             # tfckpt validate: 0, 1 or 3, never a signal or the bound.
@@ -318,7 +322,8 @@ def driver(venv_python, tfckpt_bin, package_dir):
         for outcome in ("crash", "limit", "timeout"):
             for case in counts.get(outcome, []):
                 r = tf["cases"][case["name"]]
-                print(f"  {outcome:8} {case['name']:32} {r['detail']} (in {r['last_step']}; {case['desc']})"
+                where = "returned" if r["last_step"] == "done" else f"in {r['last_step']}"
+                print(f"  {outcome:8} {case['name']:32} {r['detail']} ({where}; input: {case['desc']})"
                       + (f"\n           TF's last line: {r['log_tail']}" if r["log_tail"] else ""))
         print(f"  tfckpt on the same inputs: validate and tfckpt.load ended by themselves on all {len(cases)}"
               if all(ok for _, _, ok in checks) else "  tfckpt: see the FAIL lines above")
