@@ -315,20 +315,15 @@ EXPECTED = {
     # same sizes, two or more tensors in another order in data files 0 and 2.
     ("tf2_dtensor", "pass-through reshard is byte-identical"):
         "a DTensor save's per-device files are not in the object graph's order, which reshard lays TF2 tensors out in",
-    # Found here: TF 2.21's DTensor save leaves its per-device parts as
-    # P_temp/part-IIIII-of-NNNNN_dev-D-of-N (the TF2 part prefix, then DTensor's device
-    # suffix; merged device by device); FindSaveParts knows P_temp/part-IIIII-of-NNNNN,
-    # P_dev-D-of-N and P_device_D_save_op_K, not this nesting of the two.
+    # (Found here and fixed: TF 2.21's DTensor save leaves its per-device parts as
+    # P_temp/part-IIIII-of-NNNNN_dev-D-of-N, which merge --recover now finds and merges in
+    # TF's order, byte-identical to MergeV2Checkpoints.)
     # Found here: TF 2.21's DTensor save puts the object graph (no layout: a shard of its own
     # task) in a part of its own, P_temp/part-00001-of-00002_dev-0-of-4, merged right after
     # device 0's part: N devices give N + 1 data files, the object graph alone in data file 1.
     # by-device writes one file per device, the object graph in device 0's.
     ("tf2_dtensor", "reshard layout@x=4 by-device: byte-identical to TF's save"):
         "by-device writes 4 files (object graph in device 0's); TF's DTensor save 5 (object graph alone in file 1)",
-    ("tf2_dtensor", "merge --recover of the killed save"):
-        "merge --recover finds no parts: TF 2.21 names DTensor's parts P_temp/part-IIIII-of-NNNNN_dev-D-of-N",
-    ("tf2_dtensor", "merge --recover of the killed save: byte-identical to TF's MergeV2Checkpoints"):
-        "merge --recover finds no parts (P_temp/part-IIIII-of-NNNNN_dev-D-of-N), so there is no output",
     # Difference 5: sliced float16 (and string) assembled where TF's reader refuses.
     ("tf1_half_string", "tfckpt.train.load_variable refuses h as TF does"): HALF_STRING.format("float16", "half"),
     ("tf1_half_string", "tfckpt.train.load_variable refuses s as TF does"): HALF_STRING.format("string", "string"),

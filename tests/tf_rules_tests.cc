@@ -317,6 +317,35 @@ TEST_CASE("B5: older DTensor parts PREFIX_dev-D-of-N (DeviceSuffix) are found, i
   CHECK(absl::IsInvalidArgument(tfckpt::FindSaveParts(m, nullptr).status()));
 }
 
+TEST_CASE("B5: TF 2.21's DTensor parts PREFIX_temp/part-I-of-N_dev-D-of-M, device by device, each in part order") {
+  // What TF 2.21's DTensor save leaves before its merge (tf_oracle: tf2_dtensor, whose
+  // MergeV2Checkpoints takes them in this order): each TF2 task part saved per device; the
+  // object graph is a part of its own, saved by device 0 alone.
+  TempDir dir;
+  auto touch = [](const std::string& p) { tfckpt::testing::WriteFile(p + ".index", ""); };
+  const std::string a = dir / "a";
+  const std::string t = a + "_temp/part-";
+  std::filesystem::create_directories(a + "_temp");
+  for (const char* p : {"00000-of-00002_dev-3-of-4", "00001-of-00002_dev-0-of-4", "00000-of-00002_dev-0-of-4",
+                        "00000-of-00002_dev-1-of-4", "00000-of-00002_dev-2-of-4"}) {
+    touch(t + p);
+  }
+  auto parts = tfckpt::FindSaveParts(a, nullptr);
+  REQUIRE(parts.ok());
+  CHECK(*parts == std::vector<std::string>{t + "00000-of-00002_dev-0-of-4", t + "00001-of-00002_dev-0-of-4",
+                                           t + "00000-of-00002_dev-1-of-4", t + "00000-of-00002_dev-2-of-4",
+                                           t + "00000-of-00002_dev-3-of-4"});
+  // Device 0 saves every part: one missing there is a save that did not finish.
+  const std::string m = dir / "m";
+  std::filesystem::create_directories(m + "_temp");
+  touch(m + "_temp/part-00000-of-00002_dev-0-of-4");
+  touch(m + "_temp/part-00001-of-00002_dev-1-of-4");
+  auto missing = tfckpt::FindSaveParts(m, nullptr);
+  CHECK(absl::IsNotFound(missing.status()));
+  CHECK(std::string(missing.status().message()).find("_temp/part-00001-of-00002_dev-0-of-4: DTensor save part of device 0 is missing") !=
+        std::string::npos);
+}
+
 TEST_CASE("B5: by-device puts each piece in the file of the device DTensor saves it from") {
   // Mesh x=2, y=2: device ids row-major (Mesh::device_location): (x, y) = (1, 0) is 2.
   auto l = tfckpt::ParseLayout("x,unsharded@x=2,y=2");

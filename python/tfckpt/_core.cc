@@ -237,6 +237,7 @@ class PyCheckpoint {
       d["spec"] = SliceString(s.region, t.shape);
       d["start"] = s.region.start;
       d["shape"] = s.region.shape;
+      d["key"] = py::bytes(s.key);  // the table key it is stored under (V2: TF's slice key)
       if (s.data.v1_file < 0) {
         d["data_file"] = s.data.shard >= 0 && s.data.shard < static_cast<int32_t>(c_->info().data_files.size())
                              ? py::object(py::bytes(c_->info().data_files[s.data.shard]))

@@ -203,9 +203,8 @@ class CheckpointReader:
     def debug_string(self):
         """TensorFlow's CheckpointReader.debug_string(): bytes, a line "KEY (DT_...) [dims]"
         per entry. A V2 bundle lists its index entries in key order: a whole tensor under its
-        name, a sliced one as its slices, each under its slice key (TensorFlow's binary
-        EncodeTensorNameSlice, every extent written out as TF's Saver writes it) with the
-        slice's shape. A V1 file lists each tensor once, ", N slices" added when it has more
+        name, a sliced one as its slices, each under the key its index stores it under
+        (TensorFlow's binary EncodeTensorNameSlice, extents as stored) with the slice's shape. A V1 file lists each tensor once, ", N slices" added when it has more
         than one; TensorFlow's order there is its hash map's, this one is by name."""
         rows = []
         for name in self._ckpt.keys():
@@ -213,8 +212,13 @@ class CheckpointReader:
             dt = _DATATYPES.get(info.dtype, (None, "DT_INVALID"))[1].encode()
             raw = name.encode("utf-8", "surrogateescape")
             if self._bundle and info.partitioned:
-                for sl in info.slices:
-                    rows.append((_slice_key(raw, sl.start, sl.shape), dt, sl.shape))
+                # (each slice under the table key it is stored under: TF prints its index's
+                # keys, whose extents may be explicit or "-" for a whole dimension: DTensor)
+                core = self._ckpt._open()
+                stored = core.describe(name.encode("utf-8", "surrogateescape"))["slices"]
+                for sl, d in zip(info.slices, stored):
+                    key = d.get("key") or _slice_key(raw, sl.start, sl.shape)
+                    rows.append((key, dt, sl.shape))
                 continue
             tail = b", %d slices" % len(info.slices) if not self._bundle and info.partitioned and len(info.slices) > 1 else b""
             rows.append((raw, dt, info.shape, tail))

@@ -61,6 +61,29 @@ absl::StatusOr<std::vector<std::string>> DTensorDevParts(
   return out;
 }
 
+// TF 2.21's DTensor parts PREFIX_temp/part-IIIII-of-NNNNN_dev-D-of-M: each of the N task
+// parts of a TF2 save (the object graph is one of its own) saved per device as the older
+// DTensor did. MergeV2 takes them device by device, a device's parts in part order (what
+// TF's save merges, the oracle's tf2_dtensor); device 0 saves every part (replicated
+// tensors, the first slice of sharded ones, the object graph), so a part missing there
+// means the save did not finish.
+absl::StatusOr<std::vector<std::string>> DTensorNestedParts(
+    const std::string& prefix,
+    const std::pair<const std::pair<int64_t, int64_t>, std::map<std::pair<int64_t, int64_t>, std::string>>& set) {
+  const auto& [counts, parts] = set;
+  for (int64_t i = 0; i < counts.first; ++i) {
+    if (!parts.count({0, i})) {
+      const int width = static_cast<int>(StrCat(counts.second).size());
+      return absl::NotFoundError(StrCat(prefix, absl::StrFormat("_temp/part-%05d-of-%05d_dev-%0*d-of-%d", i,
+                                                                counts.first, width, 0, counts.second),
+                                        ": DTensor save part of device 0 is missing (its save did not finish)"));
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& [at, part] : parts) out.push_back(part);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix, std::vector<std::string>* found) {
@@ -85,6 +108,9 @@ absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix
   // DTensor: (device, save op) -> part prefix.
   std::map<std::pair<int64_t, int64_t>, std::string> device_parts;
   const Regex device_re = Regex::Fixed(Regex::Quote(base) + R"(_device_(\d{1,9})_save_op_(\d{1,9})\.index)");
+  // TF 2.21's DTensor: PREFIX_temp/part-IIIII-of-NNNNN_dev-D-of-M, (N, M) -> (D, I) -> prefix.
+  std::map<std::pair<int64_t, int64_t>, std::map<std::pair<int64_t, int64_t>, std::string>> nested_parts;
+  static const Regex nested_re = Regex::Fixed(R"(part-(\d{5})-of-(\d{5})_dev-(\d{1,9})-of-(\d{1,9})\.index)");
   // Older DTensor: PREFIX_dev-D-of-N, count -> device -> part prefix.
   std::map<int64_t, std::map<int64_t, std::string>> dev_parts;
   const Regex dev_re = Regex::Fixed(Regex::Quote(base) + R"(_dev-(\d{1,9})-of-(\d{1,9})\.index)");
@@ -107,6 +133,17 @@ absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix
       TFCKPT_ASSIGN_OR_RETURN(const std::vector<DirEntry> inner, list(sub));
       for (const DirEntry& f : inner) {
         if (f.name.find(".tempstate") != std::string::npos) continue;
+        if (std::vector<std::string> m; nested_re.FullMatch(f.name, &m) && m[2].size() == m[3].size()) {
+          // TF 2.21's DTensor save: PREFIX_temp/part-IIIII-of-NNNNN_dev-D-of-M.
+          const int64_t part = std::stoll(m[0]), parts = std::stoll(m[1]), device = std::stoll(m[2]),
+                        devices = std::stoll(m[3]);
+          if (part < parts && device < devices) {
+            const std::string path = JoinPath(sub, f.name);
+            nested_parts[{parts, devices}][{device, part}] = path.substr(0, path.size() - 6);
+            if (found) found->push_back(path.substr(0, path.size() - 6));
+          }
+          continue;
+        }
         consider(sub + "/part", JoinPath(sub, f.name), "part");
       }
     } else if (name.rfind(base + ".part-", 0) == 0) {
@@ -129,6 +166,10 @@ absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix
   for (const auto& [count, parts] : dev_parts) {
     names.push_back(StrCat(prefix, "_dev-*-of-", count, " (", parts.size(), " parts)"));
   }
+  for (const auto& [counts, parts] : nested_parts) {
+    names.push_back(StrCat(prefix, "_temp/part-*-of-", counts.first, "_dev-*-of-", counts.second, " (", parts.size(),
+                           " parts)"));
+  }
   if (names.empty()) return absl::NotFoundError(StrCat(prefix, ": no parts of an unmerged save found beside it"));
   if (names.size() > 1) {
     return absl::InvalidArgumentError(StrCat(prefix, ": several sets of save parts: ", absl::StrJoin(names, "; "),
@@ -136,6 +177,7 @@ absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix
   }
   if (!device_parts.empty()) return DTensorDeviceParts(prefix, device_parts);
   if (!dev_parts.empty()) return DTensorDevParts(prefix, *dev_parts.begin());
+  if (!nested_parts.empty()) return DTensorNestedParts(prefix, *nested_parts.begin());
   const auto& [name, s] = *sets.begin();
   std::vector<std::string> parts;
   for (int i = 0; i < s.first; ++i) {
