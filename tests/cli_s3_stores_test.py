@@ -175,6 +175,47 @@ def a_force_whose_new_index_may_have_gone_up_keeps_the_old_checkpoint():
 
 
 @test(needs_data=True)
+def a_force_to_the_same_names_on_moto_keeps_the_old_checkpoint_or_names_its_backup():
+    """Issue 38, item 2, on the second store (cli_s3_write has every fault point on Swift): a
+    --force whose new data take the old names (2 data files each), its index PUT refused: exit
+    3, the old checkpoint put back whole from its backup inside the store, the error saying so,
+    no backup left. Then the same with the putting back refused too (the first replaced data
+    object's PUT answered 500): the error names the backup, which is the old checkpoint whole
+    (validate --against), and under the output's name no index is left without its data."""
+    remote = uploaded(MOTO)
+    out = f"s3://{BUCKET}/moto-same/m"
+    example_dir = os.path.join(WORK, "moto-same-new")
+    new = example(example_dir)
+    env = {**MOTO["env"], "TFCKPT_S3_MAX_RETRIES": "0"}
+    names = lambda: sorted(l.rsplit(" ", 1)[0] for l in put(MOTO, "ls", f"s3://{BUCKET}/moto-same/").splitlines())
+    run("reshard", remote, "-o", out, "--policy", "shards:2", code=0, env=MOTO["env"])
+    before = names()
+    args = ["reshard", new, "-o", out, "--policy", "shards:2", "--force"]
+    faults(MOTO, "when PUT moto-same/m.index status 500 InternalError")
+    line = one_error_line(run(*args, code=3, env=env), f"{out}.index", "500", "the old checkpoint was kept")
+    faults(MOTO)
+    assert names() == before, (names(), before, line)
+    run("validate", out, "--against", data(T2T), code=0, env=MOTO["env"])
+    # The putting back refused as well: the backup stays, named.
+    faults(MOTO, "when PUT moto-same/m.index status 500 InternalError",
+           "when PUT moto-same/m.data-00000-of-00002 status 500 InternalError")
+    p = run(*args, code=3, env=env)
+    faults(MOTO)
+    line = one_error_line(p, f"{out}.index", "500", ".tfckpt-old-")
+    kept = [n for n in names() if ".tfckpt-old-" in n and n.endswith(".index")]
+    assert len(kept) == 1, (names(), line)
+    backup = f"s3://{BUCKET}/{kept[0][:-len('.index')]}"
+    assert kept[0][:-len(".index")].rsplit("/", 1)[1] in line, (kept, line)
+    run("validate", backup, "--against", data(T2T), code=0, env=MOTO["env"])
+    if "moto-same/m.index" in names():
+        run("validate", out, code=0, env=MOTO["env"])
+    # The next --force finishes and clears the backup away.
+    run(*args, code=0, env=MOTO["env"])
+    assert not [n for n in names() if ".tfckpt-old-" in n], names()
+    run("validate", out, "--against", new, code=0, env=MOTO["env"])
+
+
+@test(needs_data=True)
 def the_aws_cli_flags_endpoint_url_profile_and_region():
     swift = STORES["swift"]
     remote = uploaded(swift)
