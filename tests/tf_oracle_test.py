@@ -35,10 +35,34 @@ and V1 file, their directories with state files) go through the same comparison,
 refusals included (an index without its data file, a missing shard, a truncated data file: TF's
 reader refuses the same tensors).
 
-Besides the cases written out below, TFCKPT_ORACLE_CASES random TF1 cases (default 40) are drawn
-from TFCKPT_ORACLE_SEED (default 39); `TFCKPT_ORACLE_CASES=300 TFCKPT_ORACLE_SEED=7 meson test
--C build tf_oracle` runs a longer search (about 3 minutes). The real estimator_linear_ftrl_2shards
-of ../shared/testdata/tf (TFCKPT_TESTDATA) adds one case when present.
+Besides the cases written out below, random TF1 cases are drawn by hypothesis strategies
+(case_strategy: 1-4 variables of rank 1-3, nine dtypes, the three partitioners or none along any
+axis, optimizer slots, a rule and a policy, the values' seed) from a pinned seed, in the venv's
+python (its hypothesis is pinned too: the same seed draws the same cases everywhere;
+`--random-cases N SEED` prints them), and go through the same batch: TFCKPT_ORACLE_CASES of
+them (default 200, the CI budget: the whole test in about 2 minutes on two busy cores),
+TFCKPT_ORACLE_SEED (default 39). Long mode, for an overnight run:
+`TFCKPT_ORACLE_CASES=5000 meson test -C build tf_oracle --timeout-multiplier 0` (another seed
+searches elsewhere). Every file of tests/oracle_regressions/ is a case too (regression_NAME):
+random cases that failed once, shrunk.
+
+A random case that fails is shrunk (shrink_role, in the venv's python: TensorFlow imported once):
+hypothesis replays the draws of the seed up to that case and its shrinker tries smaller ones
+(fewer variables, fewer and smaller dimensions, simpler dtypes, no partitioner, rule none,
+by-task), each through the whole oracle (TF writes it, the driver's checks in Debian's python,
+TF restores it); a smaller case counts when it fails a check of the same kind. The minimal one
+is printed and written to tests/oracle_regressions/SEED_INDEX.json ("found" says where from),
+which the oracle runs from then on: it fails until the difference is fixed or named in
+EXPECTED. TFCKPT_ORACLE_SHRINK: how many failing cases (each failing its own way) are shrunk
+(default 1; 0: none); TFCKPT_ORACLE_SHRINK_SECONDS: the time for tries (default 240);
+TFCKPT_ORACLE_REGRESSIONS: another directory to write to. The shrinker shown at work:
+`TFCKPT_ORACLE_PLANT=float16-rank2 TFCKPT_ORACLE_CASES=20` plants a failure of the values check
+for every float16 variable of rank 2 or more and runs the random cases alone; it passes when the
+first failing case shrinks to one float16 [1, 1] variable stored whole, rule none, by-task
+(written to a temporary directory; about 1.5 minutes, not run by meson).
+
+The real estimator_linear_ftrl_2shards of ../shared/testdata/tf (TFCKPT_TESTDATA) adds one case
+when present.
 
 The TF2 forms include DTensor on four logical CPU devices (its per-device parts of a save
 whose merge is made to fail, finished by `merge --recover` and `merge PARTS` and compared with
@@ -337,6 +361,8 @@ def random_cases(n, seed):
     and a rule without a REGEX leaves them so (see EXPECTED): TF restores here under the new
     partitioner only the variables stored in slices."""
     seen, out = set(), []
+    if n <= 0:
+        return []
 
     def collect(case):
         key = json.dumps(case, sort_keys=True)
@@ -1303,7 +1329,7 @@ def driver(venv_python, tfckpt_bin, package_dir, cases=None, tf_phase=None, chec
     t0 = time.time()
     shrinking = checks is not None
     checks = checks or Checks()
-    n_random, seed = env_int("TFCKPT_ORACLE_CASES", 150), env_int("TFCKPT_ORACLE_SEED", 39)
+    n_random, seed = env_int("TFCKPT_ORACLE_CASES", 200), env_int("TFCKPT_ORACLE_SEED", 39)
     if PLANT:
         if PLANT not in PLANTS:
             print(f"FAIL: TFCKPT_ORACLE_PLANT={PLANT!r}: one of {sorted(PLANTS)}")
@@ -1322,7 +1348,7 @@ def driver(venv_python, tfckpt_bin, package_dir, cases=None, tf_phase=None, chec
 
     def subprocess_tf_phase(flag, workdir):
         p = subprocess.run([venv_python, os.path.abspath(__file__), flag, workdir], capture_output=True, text=True,
-                           timeout=900, env={**os.environ, "TFCKPT_PACKAGE_DIR": os.path.abspath(package_dir)})
+                           timeout=900 + 2 * len(cases), env={**os.environ, "TFCKPT_PACKAGE_DIR": os.path.abspath(package_dir)})
         if p.returncode != 0:
             raise AssertionError(f"{flag} failed (exit {p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-6000:]}")
     tf_phase = tf_phase or subprocess_tf_phase
