@@ -1643,7 +1643,7 @@ def shrink_failures(venv_python, tfckpt_bin, package_dir, cases, failed, n_rando
             json.dump(job, f)
         print(f"shrinking {name} (failed: {'; '.join(checks)[:300]}) with hypothesis's shrinker", flush=True)
         p = subprocess.run([venv_python, os.path.abspath(__file__), "--shrink", f.name], text=True, timeout=900,
-                           env={**os.environ, "TFCKPT_PACKAGE_DIR": os.path.abspath(package_dir)})
+                           stderr=subprocess.PIPE, env={**os.environ, "TFCKPT_PACKAGE_DIR": os.path.abspath(package_dir)})
         os.unlink(f.name)
         result = f.name + ".out"
         if p.returncode == 0 and os.path.exists(result):
@@ -1651,7 +1651,7 @@ def shrink_failures(venv_python, tfckpt_bin, package_dir, cases, failed, n_rando
                 shrunk.append(json.load(g))
             os.unlink(result)
         else:
-            print(f"FAIL shrinking {name}: exit {p.returncode}")
+            print(f"FAIL shrinking {name}: exit {p.returncode}\n{p.stderr[-4000:]}")
     return shrunk
 
 
@@ -1706,6 +1706,21 @@ def run_one(job, case):
         os.unlink(f.name)
 
 
+def regression_json(found, case):
+    """A regression file: one line for `found`, one a variable, one a reshard."""
+    head = {k: v for k, v in case.items() if k not in ("vars", "reshards")}
+    lines = [f'{{"found": {json.dumps(found)},', f' "case": {json.dumps(head)[:-1]},', '  "vars": [']
+    lines += [f"   {json.dumps(v)}," for v in case["vars"]]
+    lines[-1] = lines[-1][:-1]
+    lines.append('  ], "reshards": [')
+    lines += [f"   {json.dumps(r)}," for r in case["reshards"]]
+    lines[-1] = lines[-1][:-1]
+    lines.append("  ]}}")
+    text = "\n".join(lines) + "\n"
+    assert json.loads(text) == {"found": found, "case": case}
+    return text
+
+
 def shrink_role(path):
     """The venv's python, TensorFlow imported once: hypothesis replays the random cases of
     (n, seed) up to the failing one (the same draws as --random-cases) and shrinks it; each
@@ -1757,12 +1772,12 @@ def shrink_role(path):
     os.makedirs(job["out"], exist_ok=True)
     out = os.path.join(job["out"], f"{job['name'][len('random_'):]}.json")
     import hypothesis
+    found = {"case": job["name"], "cases": job["n"], "seed": job["seed"], "failed": job["failed"],
+             "hypothesis": hypothesis.__version__, "tries": len(tried), "seconds": round(time.time() - t0)}
+    if PLANT:
+        found["planted"] = f"TFCKPT_ORACLE_PLANT={PLANT}"
     with open(out, "w") as f:
-        json.dump({"found": {"case": job["name"], "cases": job["n"], "seed": job["seed"], "failed": job["failed"],
-                             "hypothesis": hypothesis.__version__, "tries": len(tried),
-                             "seconds": round(time.time() - t0)},
-                   "case": minimal}, f, indent=1)
-        f.write("\n")
+        f.write(regression_json(found, minimal))
     with open(path + ".out", "w") as f:
         json.dump(minimal, f)
     print(f"shrunk {job['name']} in {len(tried)} tries ({time.time() - t0:.0f} s) to {key(minimal)}")
