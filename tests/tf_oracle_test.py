@@ -9,15 +9,18 @@ Usage (tests/meson.build): tf_oracle_test.py VENV_PYTHON TFCKPT PACKAGE_DIR
                that is a failure.
   TFCKPT       the tfckpt binary; PACKAGE_DIR the built Python package (import tfckpt).
 
-This file runs in three roles. The driver (Debian's /usr/bin/python3, as meson runs it) starts
-the venv's python twice, with this same file: `--tf-write DIR` (TensorFlow, on CPU, writes every
-case and what its own reader answers: tf.train.list_variables, the dtypes, tf.train.load_variable
-of every tensor) and, after tfckpt has resharded them, `--tf-restore DIR` (TensorFlow restores
-every output into variables built under the new partitioning, re-saves them, and reports what it
-restored). TensorFlow is imported twice in all (each import costs seconds); all tfckpt runs happen
-in the driver. Each check of each case prints one line; known differences between TensorFlow and
-tfckpt are expected failures (EXPECTED below, each naming the difference), and one that starts
-passing is a failure too, so the list stays true. The last line is "oracle: N cases, ...".
+This file runs in several roles. The driver (Debian's /usr/bin/python3, as meson runs it) starts
+the venv's python with this same file: `--random-cases N SEED` (hypothesis draws the random
+cases, below), then `--tf-write DIR` (TensorFlow, on CPU, writes every case and what its own
+reader answers: tf.train.list_variables, the dtypes, tf.train.load_variable of every tensor)
+and, after tfckpt has resharded them, `--tf-restore DIR` (TensorFlow restores every output into
+variables built under the new partitioning, re-saves them, and reports what it restored).
+TensorFlow is imported twice in all (each import costs seconds); all tfckpt runs happen in the
+driver. Only when a random case fails: `--shrink JOB` (the venv's python) shrinks it, running
+each smaller case through `--check-one JOB` (the driver over one case). Each check of each
+case prints one line; known differences between TensorFlow and tfckpt are expected failures
+(EXPECTED below, each naming the difference), and one that starts passing is a failure too, so
+the list stays true. The last line is "oracle: N cases, ...".
 
 tfckpt.train against tf.train on every case: the TF role also writes a `checkpoint` state file
 beside each case's checkpoint (as CheckpointManager does: relative paths in even cases, absolute
