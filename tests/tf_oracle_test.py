@@ -9,15 +9,18 @@ Usage (tests/meson.build): tf_oracle_test.py VENV_PYTHON TFCKPT PACKAGE_DIR
                that is a failure.
   TFCKPT       the tfckpt binary; PACKAGE_DIR the built Python package (import tfckpt).
 
-This file runs in three roles. The driver (Debian's /usr/bin/python3, as meson runs it) starts
-the venv's python twice, with this same file: `--tf-write DIR` (TensorFlow, on CPU, writes every
-case and what its own reader answers: tf.train.list_variables, the dtypes, tf.train.load_variable
-of every tensor) and, after tfckpt has resharded them, `--tf-restore DIR` (TensorFlow restores
-every output into variables built under the new partitioning, re-saves them, and reports what it
-restored). TensorFlow is imported twice in all (each import costs seconds); all tfckpt runs happen
-in the driver. Each check of each case prints one line; known differences between TensorFlow and
-tfckpt are expected failures (EXPECTED below, each naming the difference), and one that starts
-passing is a failure too, so the list stays true. The last line is "oracle: N cases, ...".
+This file runs in several roles. The driver (Debian's /usr/bin/python3, as meson runs it) starts
+the venv's python with this same file: `--random-cases N SEED` (hypothesis draws the random
+cases, below), then `--tf-write DIR` (TensorFlow, on CPU, writes every case and what its own
+reader answers: tf.train.list_variables, the dtypes, tf.train.load_variable of every tensor)
+and, after tfckpt has resharded them, `--tf-restore DIR` (TensorFlow restores every output into
+variables built under the new partitioning, re-saves them, and reports what it restored).
+TensorFlow is imported twice in all (each import costs seconds); all tfckpt runs happen in the
+driver. Only when a random case fails: `--shrink JOB` (the venv's python) shrinks it, running
+each smaller case through `--check-one JOB` (the driver over one case). Each check of each
+case prints one line; known differences between TensorFlow and tfckpt are expected failures
+(EXPECTED below, each naming the difference), and one that starts passing is a failure too, so
+the list stays true. The last line is "oracle: N cases, ...".
 
 tfckpt.train against tf.train on every case: the TF role also writes a `checkpoint` state file
 beside each case's checkpoint (as CheckpointManager does: relative paths in even cases, absolute
@@ -35,10 +38,35 @@ and V1 file, their directories with state files) go through the same comparison,
 refusals included (an index without its data file, a missing shard, a truncated data file: TF's
 reader refuses the same tensors).
 
-Besides the cases written out below, TFCKPT_ORACLE_CASES random TF1 cases (default 40) are drawn
-from TFCKPT_ORACLE_SEED (default 39); `TFCKPT_ORACLE_CASES=300 TFCKPT_ORACLE_SEED=7 meson test
--C build tf_oracle` runs a longer search (about 3 minutes). The real estimator_linear_ftrl_2shards
-of ../shared/testdata/tf (TFCKPT_TESTDATA) adds one case when present.
+Besides the cases written out below, random TF1 cases are drawn by hypothesis strategies
+(case_strategy: 1-4 variables of rank 1-3, nine dtypes, the three partitioners or none along any
+axis, optimizer slots, a rule and a policy, the values' seed) from a pinned seed, in the venv's
+python (its hypothesis is pinned too: the same seed draws the same cases everywhere;
+`--random-cases N SEED` prints them), and go through the same batch: TFCKPT_ORACLE_CASES of
+them (default 200, the CI budget: the whole test in about 2 minutes on two busy cores),
+TFCKPT_ORACLE_SEED (default 39). Long mode, for an overnight run:
+`TFCKPT_ORACLE_CASES=5000 meson test -C build tf_oracle --timeout-multiplier 0` (another seed
+searches elsewhere). Every file of tests/oracle_regressions/ is a case too (regression_NAME):
+random cases that failed once, shrunk.
+
+A random case that fails is shrunk (shrink_role, in the venv's python: TensorFlow imported once):
+hypothesis replays the draws of the seed up to that case and its shrinker tries smaller ones
+(fewer variables, fewer and smaller dimensions, simpler dtypes, no partitioner, rule none,
+by-task), each through the whole oracle (TF writes it, the driver's checks in Debian's python,
+TF restores it); a smaller case counts when it fails a check of the same kind. The minimal one
+is printed and written to tests/oracle_regressions/SEED_INDEX.json ("found" says where from),
+which the oracle runs from then on: it fails until the difference is fixed or named in
+EXPECTED. TFCKPT_ORACLE_SHRINK: how many failing cases (each failing its own way) are shrunk
+(default 1; 0: none); TFCKPT_ORACLE_SHRINK_SECONDS: the time for tries (default 240);
+TFCKPT_ORACLE_REGRESSIONS: another directory to write to. The shrinker shown at work:
+`TFCKPT_ORACLE_PLANT=float16-rank2 TFCKPT_ORACLE_CASES=20` plants a failure of the values check
+for every float16 variable of rank 2 or more and runs the random cases alone; it passes when the
+first failing case shrinks to one float16 [1, 1] variable stored whole, rule none, by-task
+(written to a temporary directory, removed after). Meson runs it with TFCKPT_ORACLE_CASES=8 as
+the test tf_oracle_shrink (about 20 s).
+
+The real estimator_linear_ftrl_2shards of ../shared/testdata/tf (TFCKPT_TESTDATA) adds one case
+when present.
 
 The TF2 forms include DTensor on four logical CPU devices (its per-device parts of a save
 whose merge is made to fail, finished by `merge --recover` and `merge PARTS` and compared with
@@ -49,7 +77,7 @@ are listed in CANNOT_WRITE and printed as "n/a" lines.
 
 import json
 import os
-import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -254,40 +282,105 @@ CANNOT_WRITE = [
 
 
 
-def random_partitioner(rnd, axis):
-    kind = rnd.choice(["fixed", "minmax", "axis"])
-    if kind == "fixed":
-        return ("fixed", rnd.randint(1, 5), axis)
-    if kind == "minmax":
-        return ("minmax", rnd.randint(1, 5), axis, rnd.choice([4, 16, 64, 256]))
-    return ("axis", rnd.choice([8, 16, 40, 100]), axis, rnd.choice([None, 2, 3]))
+# Regression cases: random cases that failed once, shrunk to a minimal reproduction (see
+# shrink_role) and kept as JSON, one case a file ({"case": ..., "found": ...}); the oracle always
+# runs them, named regression_FILE.
+REGRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "oracle_regressions")
 
 
-def random_cases(seed, n):
-    """n random TF1 cases (TFCKPT_ORACLE_SEED, TFCKPT_ORACLE_CASES): 1-3 variables of random
-    rank, shape, dtype and partitioner, one random rule and policy. Variables TF's partitioner
-    leaves in one part are stored whole, and a rule without a REGEX leaves them so (see
-    EXPECTED): TF restores here under the new partitioner only the variables stored in slices."""
-    rnd = random.Random(seed)
-    dtypes = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "bool", "string"]
-    cases = []
-    for i in range(n):
-        vs = []
-        for j in range(rnd.randint(1, 3)):
-            shape = [rnd.randint(1, 9) for _ in range(rnd.choice([1, 2, 2, 3]))]
-            part = random_partitioner(rnd, rnd.randrange(len(shape))) if rnd.random() < 0.8 else None
-            vs.append(V(f"v{j}", shape, rnd.choice(dtypes), part))
+def regression_cases(d=REGRESSIONS):
+    out = []
+    for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if f.endswith(".json"):
+            with open(os.path.join(d, f)) as fh:
+                case = json.load(fh)["case"]
+            out.append({**case, "name": "regression_" + f[:-len(".json")]})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The random TF1 cases: hypothesis strategies, drawn in the venv's python (its pinned
+# hypothesis: the same seed gives the same cases on every machine) by `--random-cases N SEED`.
+
+RANDOM_DTYPES = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "int8", "bool", "string"]
+RANDOM_POLICIES = ["by-task", "single", "shards:2", "shards:3"]
+
+
+def case_strategy():
+    """One random TF1 case: 1-4 variables of rank 1-3 (dimensions 1-12), a dtype, a
+    partitioner (or none) along a random axis, optimizer slots (Adam, Adagrad, Momentum) on
+    some float32 ones; one rule (a partitioner along an axis every partitioned variable has, or
+    none) and one policy; the seed of its values. Each part shrinks towards the simplest: one
+    variable, rank 1, dimension 1, float32, whole, no slots, rule none, by-task."""
+    from hypothesis import strategies as st
+
+    def partitioner(axis):
+        return st.one_of(
+            st.tuples(st.just("fixed"), st.integers(1, 5), st.just(axis)),
+            st.tuples(st.just("minmax"), st.integers(1, 5), st.just(axis), st.sampled_from([4, 16, 64, 256])),
+            st.tuples(st.just("axis"), st.sampled_from([8, 16, 40, 100]), st.just(axis),
+                      st.sampled_from([None, 2, 3])))
+
+    @st.composite
+    def var(draw):
+        shape = draw(st.lists(st.integers(1, 12), min_size=1, max_size=3))  # shrinks by dropping dimensions
+        rank = len(shape)
+        dtype = draw(st.sampled_from(RANDOM_DTYPES))
+        part = None
+        if draw(st.integers(0, 4)):  # partitioned 4 times in 5, as before
+            part = draw(partitioner(draw(st.integers(0, rank - 1))))
+        opt = draw(st.sampled_from([None, None, "adam", "adagrad", "momentum"])) if dtype == "float32" else None
+        return V("", shape, dtype, part, opt=opt)
+
+    @st.composite
+    def case(draw):
+        # A list: the shrinker deletes any variable, not only the last.
+        vs = [{**v, "name": f"v{j}"} for j, v in enumerate(draw(st.lists(var(), min_size=1, max_size=4)))]
         ranks = [len(v["shape"]) for v in vs if v["part"]] or [1]
-        new = None if rnd.random() < 0.2 else random_partitioner(rnd, rnd.randrange(min(ranks)))
-        policy = rnd.choice(["by-task", "single", "shards:2", "shards:3"])
-        label = f"{tfckpt_rule(new)} {policy}"
-        cases.append({"name": f"random_{seed}_{i}", "kind": "tf1", "vars": vs, "reshards": [
-            R(label, ["--partition", tfckpt_rule(new), "--policy", policy, "--allow-any-dtype"],
-              {"sliced": new})]})
-    return cases
+        new = None
+        if draw(st.integers(0, 4)):
+            new = draw(partitioner(draw(st.integers(0, min(ranks) - 1))))
+        policy = draw(st.sampled_from(RANDOM_POLICIES))
+        seed = draw(st.integers(0, 2 ** 16))
+        return {"kind": "tf1", "vars": vs, "seed": seed, "reshards": [
+            R(f"{tfckpt_rule(new)} {policy}", ["--partition", tfckpt_rule(new), "--policy", policy, "--allow-any-dtype"],
+              {"sliced": new})]}
+    return case()
 
 
-CASES += random_cases(int(os.environ.get("TFCKPT_ORACLE_SEED", "39")), int(os.environ.get("TFCKPT_ORACLE_CASES", "40")))
+def hypothesis_run(n, seed, body, shrink=False):
+    """Runs `body` on the cases hypothesis draws from `seed` (derandomized by @seed, no
+    example database): n of them, then, where body fails, hypothesis's shrinker."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
+    return hseed(seed)(settings(max_examples=n, database=None, deadline=None, phases=phases, print_blob=False,
+                                report_multiple_bugs=False, suppress_health_check=list(HealthCheck))(
+        given(case_strategy())(body)))()
+
+
+def random_cases(n, seed):
+    """The random TF1 cases (TFCKPT_ORACLE_CASES, TFCKPT_ORACLE_SEED), in hypothesis's order,
+    each once: random_SEED_I. Variables TF's partitioner leaves in one part are stored whole,
+    and a rule without a REGEX leaves them so (see EXPECTED): TF restores here under the new
+    partitioner only the variables stored in slices."""
+    seen, out = set(), []
+    if n <= 0:
+        return []
+
+    def collect(case):
+        key = json.dumps(case, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(case)
+    hypothesis_run(n, seed, collect)
+    return [{"name": f"random_{seed}_{i}", **c} for i, c in enumerate(out)]
+
+
+def bare(case):
+    """A case without its name (what hypothesis draws; what a regression file keeps)."""
+    return {k: v for k, v in case.items() if k != "name"}
+
 
 # A real TF1 checkpoint of an older TF (../shared/testdata/tf, when present): its slots are keyed
 # NAME/part_0/Ftrl, which TF 2.21 no longer writes (it keys them NAME/Ftrl).
@@ -300,6 +393,14 @@ HALF_STRING = ("tfckpt.train assembles a sliced {} tensor; tf.train.load_variabl
                "(BundleReader::GetSliceValue: \"Dtype {} not supported.\")")
 V1_SLICED = ("tfckpt.train assembles a sliced V1 tensor; tf.train.load_variable refuses it "
              "(\"Sliced checkpoints are not supported\")")
+# Found by the random cases (seed 7; tests/oracle_regressions/7_45.json, one float64 [11] under
+# variable_axis_size_partitioner(8): 11 slices): TF1's Saver saves a partitioned variable's parts
+# in the order of their names, NAME/part_0, NAME/part_10, NAME/part_1, ..., and its index lists
+# the slices in that order; tfckpt lists them by offset (a pass-through reshard keeps TF's data
+# file, its index differs) and a reshard writes the pieces by offset (the data file differs from
+# TF's re-save too). Expected wherever a tensor has more than 10 slices (the driver counts them).
+ELEVEN_SLICES = ("a tensor of 11+ slices: TF's Saver writes and lists its slices in the order of the parts' names "
+                 "(part_0, part_10, part_1, ...), tfckpt by offset")
 EMPTY_PREFIX = ("tfckpt reads the bundle DIR/.index of a checkpoint whose prefix is its directory; TF's reader "
                 "opens DIR/. as a V1 file (DataLossError)")
 EXPECTED = {
@@ -360,7 +461,13 @@ EXPECTED = {
 # The TensorFlow side (the venv's python).
 
 
+TF = []
+
+
 def import_tf():
+    """numpy and TensorFlow, imported once a process (the shrinker runs many cases)."""
+    if TF:
+        return TF[0]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
@@ -373,6 +480,7 @@ def import_tf():
     # TF1's sessions count their own devices).
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * DTENSOR_DEVICES)
+    TF.append((np, tf))
     return np, tf
 
 
@@ -951,22 +1059,30 @@ def real_checkpoints(testdata):
     return out
 
 
+def load_cases(workdir):
+    """The cases of a run: the driver writes them (fixed, regression and random) to
+    WORKDIR/cases.json for the TF roles."""
+    with open(os.path.join(workdir, "cases.json")) as f:
+        return json.load(f)
+
+
 def tf_write(workdir):
     np, tf = import_tf()
+    cases = load_cases(workdir)
     manifest = {"tf_version": tf.__version__, "cases": {}}
     # ParameterServerStrategy's cases last: connecting to its cluster renames the local devices
     # (DTensor's meshes then find no CPU:0); DTensor's killed saves just before them.
-    order = [i for i, c in enumerate(CASES) if c["kind"] != "ps"] + [None] + \
-        [i for i, c in enumerate(CASES) if c["kind"] == "ps"]
+    order = [i for i, c in enumerate(cases) if c["kind"] != "ps"] + [None] + \
+        [i for i, c in enumerate(cases) if c["kind"] == "ps"]
     for i in order:
         if i is None:
             kill_dtensor_saves(np, tf, manifest)
             continue
-        case = CASES[i]
+        case = cases[i]
         d = os.path.join(workdir, case["name"])
         os.makedirs(os.path.join(d, "in"))
         prefix = os.path.join(d, "in", "ckpt")
-        rng = np.random.default_rng(1000 + i)
+        rng = np.random.default_rng(case.get("seed", 1000 + i))
         writer = {"tf1": write_tf1, "keras": write_keras, "sharded": write_sharded, "ps": write_ps,
                   "dtensor": write_dtensor, "policies": write_policies}[case["kind"]]
         session, sliced = writer(np, tf, case, prefix, rng)
@@ -1072,11 +1188,12 @@ def restore_sharded(np, tf, case, r, prefix):
 
 def tf_restore(workdir):
     np, tf = import_tf()
+    cases = load_cases(workdir)
     with open(os.path.join(workdir, "manifest.json")) as f:
         manifest = json.load(f)
     results = {}
     # TF's own MergeV2Checkpoints of the killed DTensor saves' parts (a copy the driver made).
-    for case in CASES:
+    for case in cases:
         killed = manifest["cases"][case["name"]].get("killed")
         copy = os.path.join(workdir, case["name"], "killed-tf")
         if killed and os.path.isdir(copy):
@@ -1087,7 +1204,7 @@ def tf_restore(workdir):
             except Exception as e:  # noqa: BLE001
                 results[f"{case['name']}:MergeV2"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
     # ParameterServerStrategy's cases last (see tf_write).
-    for case in sorted(CASES, key=lambda c: c["kind"] == "ps"):
+    for case in sorted(cases, key=lambda c: c["kind"] == "ps"):
         entry = manifest["cases"][case["name"]]
         ref = load_reference(np, workdir, case["name"], manifest)
         for r in case["reshards"]:
@@ -1154,10 +1271,11 @@ class Checks:
     def __init__(self):
         self.results = []  # (case, check, ok, detail)
 
-    def check(self, case, name, ok, detail=""):
+    def check(self, case, name, ok, detail="", expected=None):
+        """expected: a known difference of this case found by the driver (see ELEVEN_SLICES)."""
         key = (case, name)
-        want = EXPECTED.get(key)
-        if want is None and case.startswith("random_") and name.startswith("tfckpt.train.load_variable refuses"):
+        want = EXPECTED.get(key) or expected
+        if want is None and case.startswith(("random_", "regression_")) and name.startswith("tfckpt.train.load_variable refuses"):
             want = "tfckpt.train assembles a sliced float16/string tensor that TF's reader refuses (difference 5)"
         if want is None:
             status = "ok  " if ok else "FAIL"
@@ -1177,7 +1295,32 @@ class Checks:
         return [r for r in self.results if r[2] in ("FAIL", "XPASS")]
 
 
-def driver(venv_python, tfckpt_bin, package_dir):
+PLANT = os.environ.get("TFCKPT_ORACLE_PLANT", "")
+PLANTS = {
+    # A fake failure of the values check for every float16 variable of rank 2 or more: it
+    # shrinks to one variable float16 [1, 1], stored whole, rule none, by-task, value seed 0.
+    "float16-rank2": (lambda v: v["dtype"] == "float16" and len(v["shape"]) >= 2,
+                      {"kind": "tf1", "vars": [V("v0", [1, 1], "float16")], "seed": 0, "reshards": [
+                          R("none by-task", ["--partition", "none", "--policy", "by-task", "--allow-any-dtype"],
+                            {"sliced": None})]}),
+}
+
+
+def planted(case):
+    """The variables of a case that TFCKPT_ORACLE_PLANT makes fail."""
+    if not PLANT:
+        return []
+    return [v["name"] for v in case.get("vars", []) if PLANTS[PLANT][0](v)]
+
+
+def env_int(name, default):
+    return int(os.environ.get(name) or default)
+
+
+def driver(venv_python, tfckpt_bin, package_dir, cases=None, tf_phase=None, checks=None):
+    """The oracle over `cases` (default: CASES, the regressions and the random cases); a
+    random case that fails is shrunk (shrink_role). With tf_phase (the shrinker's: TF in its
+    own process) and checks given, it runs the cases only."""
     sys.path.insert(0, package_dir)
     if os.environ.get("TFCKPT_ORACLE_VENV"):
         venv_python = os.path.join(os.environ["TFCKPT_ORACLE_VENV"], "bin", "python")
@@ -1192,13 +1335,31 @@ def driver(venv_python, tfckpt_bin, package_dir):
         print(f"SKIP: {why}")
         return 77
     t0 = time.time()
-    checks = Checks()
+    shrinking = checks is not None
+    checks = checks or Checks()
+    n_random, seed = env_int("TFCKPT_ORACLE_CASES", 200), env_int("TFCKPT_ORACLE_SEED", 39)
+    if PLANT:
+        if PLANT not in PLANTS:
+            print(f"FAIL: TFCKPT_ORACLE_PLANT={PLANT!r}: one of {sorted(PLANTS)}")
+            return 1
+        os.environ["TFCKPT_TESTDATA"] = ""  # the random cases alone
+    if cases is None:
+        p = subprocess.run([venv_python, os.path.abspath(__file__), "--random-cases", str(n_random), str(seed)],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            print(f"FAIL: --random-cases (exit {p.returncode}):\n{p.stderr[-4000:]}")
+            return 1
+        randoms = json.loads(p.stdout)
+        cases = (CASES + regression_cases() if not PLANT else []) + randoms
+        print(f"{len(randoms)} random cases (TFCKPT_ORACLE_CASES={n_random}, TFCKPT_ORACLE_SEED={seed}, "
+              f"hypothesis in the venv), {len(cases) - len(randoms)} fixed and regression cases", flush=True)
 
-    def tf_phase(flag, workdir):
+    def subprocess_tf_phase(flag, workdir):
         p = subprocess.run([venv_python, os.path.abspath(__file__), flag, workdir], capture_output=True, text=True,
-                           timeout=900, env={**os.environ, "TFCKPT_PACKAGE_DIR": os.path.abspath(package_dir)})
+                           timeout=900 + 2 * len(cases), env={**os.environ, "TFCKPT_PACKAGE_DIR": os.path.abspath(package_dir)})
         if p.returncode != 0:
             raise AssertionError(f"{flag} failed (exit {p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-6000:]}")
+    tf_phase = tf_phase or subprocess_tf_phase
 
     def run(*args):
         return subprocess.run([tfckpt_bin, *args], capture_output=True, text=True, timeout=300)
@@ -1207,13 +1368,15 @@ def driver(venv_python, tfckpt_bin, package_dir):
         return f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[:1500]}"
 
     with tempfile.TemporaryDirectory(prefix="tf_oracle.") as work:
+        with open(os.path.join(work, "cases.json"), "w") as f:
+            json.dump(cases, f)
         tf_phase("--tf-write", work)
         t_write = time.time() - t0
         with open(os.path.join(work, "manifest.json")) as f:
             manifest = json.load(f)
-        print(f"TensorFlow {manifest['tf_version']} wrote {len(CASES)} checkpoints in {t_write:.1f} s", flush=True)
+        print(f"TensorFlow {manifest['tf_version']} wrote {len(cases)} checkpoints in {t_write:.1f} s", flush=True)
 
-        for case in CASES:
+        for case in cases:
             name = case["name"]
             m = manifest["cases"][name]
             prefix, dtypes = m["prefix"], m["dtypes"]
@@ -1277,6 +1440,7 @@ def driver(venv_python, tfckpt_bin, package_dir):
                             continue
                         if not same_value(x, want, dtypes[k]):
                             bad.append(f"{k}: differs ({x.dtype} {x.shape})")
+                    bad += [f"{k}: planted failure (TFCKPT_ORACLE_PLANT={PLANT})" for k in planted(case)]
             checks.check(name, "values == tf.train.load_variable (convert .npz)", not bad, "\n".join(bad))
 
             # The package's tf.train look-alike on every tensor TF's reader reads.
@@ -1313,7 +1477,9 @@ def driver(venv_python, tfckpt_bin, package_dir):
                 p = run("reshard", prefix, "-o", out)
                 same = p.returncode == 0 and files_of(prefix) == files_of(out)
                 checks.check(name, "pass-through reshard is byte-identical", same,
-                             err(p) if p.returncode else describe_difference(prefix, out))
+                             err(p) if p.returncode else describe_difference(prefix, out),
+                             expected=ELEVEN_SLICES if max([len(t.get("slices") or []) for t in listing.values()]
+                                                           + [0]) > 10 else None)
 
             for r in case["reshards"]:
                 out = os.path.join(work, name, "out-" + slug(r["label"]), "ckpt")
@@ -1383,7 +1549,7 @@ def driver(venv_python, tfckpt_bin, package_dir):
         tf_phase("--tf-restore", work)
         with open(os.path.join(work, "restored.json")) as f:
             restored = json.load(f)
-        for case in CASES:
+        for case in cases:
             for r in case["reshards"]:
                 res = restored.get(f"{case['name']}:{r['label']}")
                 if res is None or res.get("error") == "no output":
@@ -1406,9 +1572,10 @@ def driver(venv_python, tfckpt_bin, package_dir):
                                      ours == theirs, describe_difference(out, res["resave"]))
                     elif not bad and sorted(ours) == sorted(theirs) and case["kind"] == "tf1":
                         checks.check(case["name"], f"reshard {r['label']}: byte-identical to TF's save", ours == theirs,
-                                     describe_difference(out, res["resave"]))
+                                     describe_difference(out, res["resave"]),
+                                     expected=ELEVEN_SLICES if max_slices(run, out) > 10 else None)
 
-        for case in CASES:
+        for case in cases:
             killed = manifest["cases"][case["name"]].get("killed")
             if not killed:
                 continue
@@ -1432,14 +1599,214 @@ def driver(venv_python, tfckpt_bin, package_dir):
             bad = restored["real_ftrl"]["mismatches"]
             checks.check(REAL_CASE, f"reshard '{REAL_VAR}$=fixed:2': TF reads it as the input", not bad, "\n".join(bad))
 
+    if shrinking:
+        return None
     for form, why in CANNOT_WRITE:
         print(f"n/a  TensorFlow {manifest['tf_version']} cannot write on CPU: {form}: {why}")
     failed = checks.failed()
     xfail = sum(1 for r in checks.results if r[2] == "xfail")
-    print(f"oracle: {len(CASES)} cases, {len(checks.results)} checks: {len(checks.results) - len(failed) - xfail} "
+    shrunk = shrink_failures(venv_python, tfckpt_bin, package_dir, cases, failed, n_random, seed)
+    print(f"oracle: {len(cases)} cases, {len(checks.results)} checks: {len(checks.results) - len(failed) - xfail} "
           f"passed, {xfail} expected failures, {len(failed)} failed ({time.time() - t0:.0f} s; "
           f"TensorFlow {manifest['tf_version']})")
+    if PLANT:
+        want = json.dumps(PLANTS[PLANT][1], sort_keys=True)
+        ok = bool(shrunk) and json.dumps(shrunk[0], sort_keys=True) == want
+        print(f"{'ok  ' if ok else 'FAIL'} TFCKPT_ORACLE_PLANT={PLANT}: the first failing random case shrinks to "
+              f"{want}" + ("" if ok else f"; got {json.dumps(shrunk[0], sort_keys=True) if shrunk else None}"))
+        return 0 if ok else 1
     return 1 if failed else 0
+
+
+def failure_kinds(case, names):
+    """The failed checks of a case, its rule's label and variable names left out: a smaller
+    case fails "the same way" when it fails a check of the same kind."""
+    out = set()
+    for n in names:
+        for r in case["reshards"]:
+            n = n.replace(r["label"], "RULE")
+        out.add(re.sub(r"\bv\d+\b", "V", n))
+    return out
+
+
+def shrink_failures(venv_python, tfckpt_bin, package_dir, cases, failed, n_random, seed):
+    """Shrinks the first failing random cases (TFCKPT_ORACLE_SHRINK of them, default 1, each a
+    way of failing of its own; 0: none) in the venv's python (shrink_role); returns the minimal
+    cases."""
+    by_name = {c["name"]: c for c in cases}
+    names = {}
+    for case, check, _ in failed:
+        if case.startswith("random_"):
+            names.setdefault(case, []).append(check)
+    todo, kinds = [], []
+    for name, checks in names.items():
+        k = failure_kinds(by_name[name], checks)
+        if k not in kinds and len(todo) < env_int("TFCKPT_ORACLE_SHRINK", 1):
+            kinds.append(k)
+            todo.append((name, checks))
+    out_dir = os.environ.get("TFCKPT_ORACLE_REGRESSIONS") or (
+        tempfile.mkdtemp(prefix="tf_oracle_plant.") if PLANT else REGRESSIONS)
+    if PLANT and not os.environ.get("TFCKPT_ORACLE_REGRESSIONS"):
+        import atexit
+        import shutil
+        atexit.register(shutil.rmtree, out_dir, True)
+        print(f"(TFCKPT_ORACLE_PLANT: {out_dir} is removed at the end; TFCKPT_ORACLE_REGRESSIONS=DIR keeps the file)")
+    shrunk = []
+    for name, checks in todo:
+        job = {"case": bare(by_name[name]), "name": name, "driver_python": sys.executable, "failed": checks, "n": n_random, "seed": seed,
+               "tfckpt": os.path.abspath(tfckpt_bin), "package": os.path.abspath(package_dir), "out": out_dir}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(job, f)
+        print(f"shrinking {name} (failed: {'; '.join(checks)[:300]}) with hypothesis's shrinker", flush=True)
+        p = subprocess.run([venv_python, os.path.abspath(__file__), "--shrink", f.name], text=True, timeout=900,
+                           stderr=subprocess.PIPE, env={**os.environ, "TFCKPT_PACKAGE_DIR": os.path.abspath(package_dir)})
+        os.unlink(f.name)
+        result = f.name + ".out"
+        if p.returncode == 0 and os.path.exists(result):
+            with open(result) as g:
+                shrunk.append(json.load(g))
+            os.unlink(result)
+        else:
+            print(f"FAIL shrinking {name}: exit {p.returncode}\n{p.stderr[-4000:]}")
+    return shrunk
+
+
+def check_one_role(path):
+    """Debian's python (the package is built for its numpy): the driver over the one case of
+    PATH for shrink_role, whose TensorFlow writes and restores it: each TF phase is a request
+    (a JSON line on stdout), done when "ok" comes back on stdin; the last line is the failed
+    checks."""
+    import io
+    with open(path) as f:
+        job = json.load(f)
+    proto, sys.stdout = sys.stdout, io.StringIO()
+
+    def tf_phase(flag, workdir):
+        proto.write(json.dumps([flag, workdir]) + "\n")
+        proto.flush()
+        reply = sys.stdin.readline().strip()
+        if reply != "ok":
+            raise AssertionError(f"{flag}: {reply}")
+    checks = Checks()
+    driver(job["venv_python"], job["tfckpt"], job["package"], cases=[job["case"]], tf_phase=tf_phase, checks=checks)
+    proto.write(json.dumps({"failed": [n for _, n, _ in checks.failed()]}) + "\n")
+    proto.flush()
+    return 0
+
+
+def run_one(job, case):
+    """One case through the oracle for shrink_role: the driver's checks in Debian's python
+    (check_one_role), TensorFlow's phases here. Returns the failed checks."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"case": {**case, "name": "random_shrink"}, "venv_python": sys.executable, "tfckpt": job["tfckpt"],
+                   "package": job["package"]}, f)
+    try:
+        p = subprocess.Popen([job["driver_python"], os.path.abspath(__file__), "--check-one", f.name], text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        result = None
+        for line in p.stdout:
+            msg = json.loads(line)
+            if isinstance(msg, dict):
+                result = msg["failed"]
+                continue
+            try:
+                (tf_write if msg[0] == "--tf-write" else tf_restore)(msg[1])
+                reply = "ok"
+            except Exception as e:  # noqa: BLE001 (the driver reports it)
+                reply = f"{type(e).__name__}: {e}".replace("\n", " ")
+            p.stdin.write(reply + "\n")
+            p.stdin.flush()
+        p.wait()
+        return result if result is not None else [f"run: exit {p.returncode}"]
+    finally:
+        os.unlink(f.name)
+
+
+def regression_json(found, case):
+    """A regression file: one line for `found`, one a variable, one a reshard."""
+    head = {k: v for k, v in case.items() if k not in ("vars", "reshards")}
+    lines = [f'{{"found": {json.dumps(found)},', f' "case": {json.dumps(head)[:-1]},', '  "vars": [']
+    lines += [f"   {json.dumps(v)}," for v in case["vars"]]
+    lines[-1] = lines[-1][:-1]
+    lines.append('  ], "reshards": [')
+    lines += [f"   {json.dumps(r)}," for r in case["reshards"]]
+    lines[-1] = lines[-1][:-1]
+    lines.append("  ]}}")
+    text = "\n".join(lines) + "\n"
+    assert json.loads(text) == {"found": found, "case": case}
+    return text
+
+
+def shrink_role(path):
+    """The venv's python, TensorFlow imported once: hypothesis replays the random cases of
+    (n, seed) up to the failing one (the same draws as --random-cases) and shrinks it; each
+    smaller case it tries runs through the whole oracle (TF writes it here, the driver's checks
+    in Debian's python: run_one; TF restores it here) and counts as failing when it fails a check of a kind the
+    original failed. The minimal failing case is written to OUT/SEED_INDEX.json (a regression
+    case from then on) and, for the driver, to PATH.out. Stops trying new cases after
+    TFCKPT_ORACLE_SHRINK_SECONDS (default 240)."""
+    with open(path) as f:
+        job = json.load(f)
+    key = lambda c: json.dumps(c, sort_keys=True)  # noqa: E731 (hypothesis draws tuples, JSON lists)
+    target, kinds = key(job["case"]), failure_kinds(job["case"], job["failed"])
+    limit, t0 = env_int("TFCKPT_ORACLE_SHRINK_SECONDS", 240), time.time()
+    os.environ["TFCKPT_TESTDATA"] = ""
+    tried = {}
+
+    def fails(case):
+        k = key(case)
+        if k not in tried:
+            if time.time() - t0 > limit:
+                return False  # out of time: no smaller case counts
+            why = run_one(job, json.loads(k))
+            tried[k] = bool(failure_kinds(case, why) & kinds)
+            n = len(case["vars"])
+            print(f"  try {len(tried)}: {n} variable{'s' * (n > 1)} "
+                  f"{', '.join(v['dtype'] + str(v['shape']) + ('/' + tfckpt_rule(v['part']) if v['part'] else '') for v in case['vars'])}"
+                  f"; {case['reshards'][0]['label']}: {'fails' if tried[k] else 'passes'}", flush=True)
+        return tried[k]
+
+    class Found(Exception):
+        pass
+    last = [None]
+
+    def body(case):
+        case = json.loads(key(case))
+        if last[0] is None and key(case) != target:
+            return  # the cases before the failing one: passed in the batch
+        if last[0] is None or fails(case):  # the failing one itself: known to fail
+            last[0] = case
+            raise Found()
+    try:
+        hypothesis_run(job["n"], job["seed"], body, shrink=True)
+    except Found:
+        pass
+    if last[0] is None:
+        print(f"FAIL: hypothesis did not draw {job['name']} again from seed {job['seed']}")
+        return 1
+    minimal = last[0]
+    os.makedirs(job["out"], exist_ok=True)
+    out = os.path.join(job["out"], f"{job['name'][len('random_'):]}.json")
+    import hypothesis
+    found = {"case": job["name"], "cases": job["n"], "seed": job["seed"], "failed": job["failed"],
+             "hypothesis": hypothesis.__version__, "tries": len(tried), "seconds": round(time.time() - t0)}
+    if PLANT:
+        found["planted"] = f"TFCKPT_ORACLE_PLANT={PLANT}"
+    with open(out, "w") as f:
+        f.write(regression_json(found, minimal))
+    with open(path + ".out", "w") as f:
+        json.dump(minimal, f)
+    print(f"shrunk {job['name']} in {len(tried)} tries ({time.time() - t0:.0f} s) to {key(minimal)}")
+    print(f"written to {out} (a regression case: the oracle runs it from now on)", flush=True)
+    return 0
+
+
+def max_slices(run, prefix):
+    """The most slices a tensor of the checkpoint has (inspect --json)."""
+    p = run("inspect", prefix, "--json")
+    if p.returncode != 0:
+        return 0
+    return max([len(t.get("slices") or []) for t in json.loads(p.stdout)["tensors"]] + [0])
 
 
 def m_prefix(manifest, name):
@@ -1623,7 +1990,15 @@ def layout_difference(run, ours, theirs):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] in ("--tf-write", "--tf-restore"):
+    if len(sys.argv) == 4 and sys.argv[1] == "--random-cases":
+        json.dump(random_cases(int(sys.argv[2]), int(sys.argv[3])), sys.stdout)
+    elif len(sys.argv) == 3 and sys.argv[1] == "--check-one":
+        sys.exit(check_one_role(sys.argv[2]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--shrink":
+        code = shrink_role(sys.argv[2])
+        sys.stdout.flush()
+        os._exit(code)
+    elif len(sys.argv) == 3 and sys.argv[1] in ("--tf-write", "--tf-restore"):
         (tf_write if sys.argv[1] == "--tf-write" else tf_restore)(sys.argv[2])
         # The in-process gRPC servers of the ParameterServerStrategy cases never stop.
         sys.stdout.flush()
