@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds tfckpt's wheel and sdist with meson-python, repairs the wheel with auditwheel so that it
-# needs only glibc (the shared libraries it links grafted into tfckpt.libs/; libstdc++ and libgcc
-# are linked statically by -Dwheel=true), and prints `auditwheel show` of it and its size.
+# needs from the system only what the manylinux policy allows (glibc, libstdc++, libgcc_s, zlib;
+# every other shared library it links grafted into tfckpt.libs/), and prints `auditwheel show` of
+# it and its size.
 # Usage: scripts/build-wheel.sh [OUT_DIR]     (default: dist/)
 #
 #   WHEEL_PYTHON   the CPython the wheel is for (default python3.11, else python3); one wheel per
@@ -14,9 +15,10 @@
 # wheel-STAMP, and reused; runs that start together wait for each other (flock). The meson build
 # directory, build-wheel/cpXY, is kept, so a second run recompiles only what changed.
 #
-# The platform tag is that of the glibc the wheel was built against: on Debian 12 (glibc 2.36)
-# manylinux_2_36. An older tag needs an older root: WHEEL_ROOT=bullseye runs this script inside a
-# Debian 11 chroot (glibc 2.31: manylinux_2_31) made by debootstrap (see build_in_root below).
+# The platform tag follows the newest glibc and libstdc++ symbols used: on Debian 12,
+# manylinux_2_35 (GCC 12's GLIBCXX_3.4.30; docs/ARCHITECTURE.md, "The wheel"). An older tag needs
+# an older root: WHEEL_ROOT=bullseye runs this script inside a Debian 11 chroot (glibc 2.31, GCC
+# 10) made by debootstrap (build_in_root below; not tried yet).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
