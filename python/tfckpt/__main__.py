@@ -1,9 +1,10 @@
 """`python -m tfckpt ARGS...` runs the `tfckpt` command line installed with this package.
 
 The executable is the one program behind both (the wheel puts it in the environment's bin,
-the Debian package in /usr/bin): this looks for it where this Python installs scripts, then
-beside the interpreter, then on PATH, and replaces the process with it, so that its exit
-code, signals and output are the command's own.
+the Debian package in /usr/bin): this looks for it beside the package where auditwheel puts
+it in a repaired wheel (site-packages/tfckpt.scripts/, with a script in bin that runs it),
+then where this Python installs scripts, then beside the interpreter, then on PATH, and
+replaces the process with it, so that its exit code, signals and output are the command's own.
 """
 
 import os
@@ -13,6 +14,7 @@ import sysconfig
 
 
 def _candidates():
+    yield os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tfckpt.scripts")
     schemes = [None]
     user = f"{os.name}_user"
     if user in sysconfig.get_scheme_names():
