@@ -85,12 +85,12 @@ t0=$SECONDS
 log "building the wheel for $tag ($python $version) in build-wheel/$tag"
 "$venv/bin/python" -m build --wheel --no-isolation --outdir "$raw" \
   -Cbuild-dir="$root/build-wheel/$tag" "$root" >&2
-if [ "${WHEEL_SDIST:-1}" != 0 ]; then
-  log "building the sdist"
-  "$venv/bin/python" -m build --sdist --no-isolation --outdir "$out" "$root" >&2
-fi
 wheel=$(ls "$raw"/*.whl)
 log "built $(basename "$wheel") in $((SECONDS - t0)) s"
+if [ "${WHEEL_SDIST:-1}" != 0 ]; then
+  log "building the sdist (meson dist: the committed tree)"
+  "$venv/bin/python" -m build --sdist --no-isolation --outdir "$out" "$root" >&2
+fi
 
 plat=()
 if [ -n "${WHEEL_PLAT:-}" ]; then

@@ -71,6 +71,7 @@ for python in "${pythons[@]}"; do
 
     run tfckpt --version
     run python -m tfckpt --version
+    python -c 'from tfckpt.__main__ import find_executable as f; print("python -m tfckpt runs", f())'
     run tfckpt inspect "$t/keras_tf2_adam_2shards" >inspect.txt
     head -4 inspect.txt
     run tfckpt validate "$t/keras_tf2_adam_2shards"
