@@ -1263,6 +1263,9 @@ def the_handle_has_safetensors_habits():
         assert all(np.array_equal(got[k], f[k]) for k in keys)
         assert f.metadata() is None  # (a TF checkpoint has no safetensors metadata)
         raises(KeyError, lambda: f.get_tensor("nope"))
+    # tfckpt.train keeps TensorFlow's listing: the object graph is an entry there.
+    assert b"_CHECKPOINTABLE_OBJECT_GRAPH (DT_STRING)" in train.load_checkpoint(ckpt).debug_string()
+    assert "_CHECKPOINTABLE_OBJECT_GRAPH" in dict(train.list_variables(ckpt))
     torch = torch_or_skip()
     if torch is not None:
         with tfckpt.open(ckpt, framework="pt") as f:
