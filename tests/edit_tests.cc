@@ -151,4 +151,17 @@ TEST_CASE("optimizer state: TF2 and TF1 names") {
   }
   CHECK(IsOptimizerState("model/opt/lr/.ATTRIBUTES/VARIABLE_VALUE", {"model/opt"}));
   CHECK_FALSE(IsOptimizerState("model/optx/.ATTRIBUTES/VARIABLE_VALUE", {"model/opt"}));
+  // The newer Keras optimizers (tf-keras 2.11+, Keras 3), under the model too; Keras 3's
+  // `_trainable_variables/N` are the model's weights (tests/data/keras_optimizers).
+  for (const char* n : {"model/optimizer/_variables/3/.ATTRIBUTES/VARIABLE_VALUE",
+                        "model/optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE",
+                        "model/optimizer/_learning_rate/.ATTRIBUTES/VARIABLE_VALUE",
+                        "optimizer/_variables/1/.ATTRIBUTES/VARIABLE_VALUE"}) {
+    CHECK_MESSAGE(IsOptimizerState(n), n);
+  }
+  CHECK(IsOptimizerState("model/optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE", {"model/optimizer"}));
+  for (const char* n : {"optimizer/_trainable_variables/0/.ATTRIBUTES/VARIABLE_VALUE",
+                        "model/optimizer/_trainable_variables/2/.ATTRIBUTES/VARIABLE_VALUE"}) {
+    CHECK_MESSAGE(!IsOptimizerState(n, {"model/optimizer"}), n);
+  }
 }

@@ -15,16 +15,20 @@ with a `checkpoint` state file, a SavedModel directory, a V1 file, or safetensor
 `tfckpt.train` offers TensorFlow's own reading API (tf.train.load_checkpoint, ...).
 
 Arrays are the caller's own (writable, aligned, independent of the files); mmap=True
-gives read-only arrays backed by the files' mappings instead (see Checkpoint).
+gives copy-on-write mappings of the files instead (writable, like numpy.memmap(mode="c");
+see Checkpoint).
 
 Errors raise tfckpt.Error: NotFoundError (also a FileNotFoundError) for paths that do not
 exist, PermissionDeniedError (also a PermissionError) for refused access, UsageError (also a
-ValueError) for refused requests, CorruptInputError for damaged or unreadable input,
+ValueError) for refused requests, CorruptInputError (also a ValueError) for damaged or
+unreadable input,
 CheckFailedError for failed checks; ArgumentTypeError (also a TypeError) names the
 parameter given a value of the wrong type; DTypeError (also a TypeError) names a tensor the
-requested framework cannot hold. Bad indices raise IndexError like numpy.
+requested framework cannot hold. Bad indices raise IndexError like numpy; a tensor that is
+not there raises KeyError (ckpt[name], get_tensor, read, get_slice, info, load(include=)).
 """
 
+import builtins as _builtins
 import errno as _errno
 import json as _json
 import operator as _operator
@@ -37,6 +41,8 @@ from dataclasses import dataclass as _dataclass
 import numpy as _np
 
 from . import _core
+
+_io_open = _builtins.open  # (tfckpt.open shadows it below)
 
 __version__ = _core.__version__
 
@@ -67,8 +73,9 @@ class UsageError(Error, ValueError):
     """A request tfckpt refuses (bad option, output over an input, ...): exit code 2."""
 
 
-class CorruptInputError(Error):
-    """Unreadable or damaged input, or an I/O failure: exit code 3."""
+class CorruptInputError(Error, ValueError):
+    """Unreadable or damaged input, or an I/O failure: exit code 3. Also a ValueError (as
+    safetensors and numpy.load raise for damaged input)."""
 
 
 class CheckFailedError(Error):
@@ -573,12 +580,15 @@ class Checkpoint:
     names, ckpt[name] for a whole tensor, get_slice(name)[...] for part of one.
 
     Arrays are the caller's own: writable, aligned, and nothing done to the files later
-    changes them. With mmap=True (numpy only), whole tensors stored as numpy holds them are
-    read-only views of the files' mappings instead (one mapping per data file, shared by
-    its arrays and kept while any of them lives; the others read-only copies), like
-    numpy.memmap: their values change if the file is rewritten in place, and touching an
-    array after the file was truncated kills the process with SIGBUS. Values are CRC-checked
-    when read either way.
+    changes them. With mmap=True, whole tensors stored as numpy holds them are private
+    copy-on-write mappings of the files instead (MAP_PRIVATE, as numpy.memmap(mode="c")
+    maps; the others are copies), each kept while its array lives: writable (numpy's
+    writes, torch's through framework="pt"), a write copying the pages it touches into
+    this process, never into the file, the handle or the other arrays. Like any mapping,
+    pages not yet written change if the file is rewritten in place, and touching an array
+    after its file was truncated kills the process with SIGBUS; reads through the handle
+    after a truncation raise CorruptInputError instead. Values are CRC-checked when read
+    either way.
 
     After close() every call raises the same UsageError (a ValueError)."""
 
@@ -601,7 +611,7 @@ class Checkpoint:
 
     def close(self):
         """Drops this handle; every later call raises UsageError. (With mmap=True, arrays
-        keep their data files mapped.)"""
+        keep their parts of the data files mapped.)"""
         self._core = None
         self._names = None
         self._infos = {}
@@ -622,14 +632,47 @@ class Checkpoint:
         return [self.info(name) for name in self._all_names()]
 
     def keys(self):
-        """Every tensor's name, in name order."""
-        return list(self._all_names())
+        """The name of every tensor load() returns, in name order: the object graph
+        (_CHECKPOINTABLE_OBJECT_GRAPH, TF2's description of the objects, not a model
+        tensor) is left out as load() leaves it out, so that `for k in f.keys():
+        f.get_tensor(k)` reads the state dict, with framework="pt" too (safetensors'
+        safe_open habit). tensors() lists it; ckpt["_CHECKPOINTABLE_OBJECT_GRAPH"] reads it
+        (numpy only: a string)."""
+        return [n for n in self._all_names() if n != _OBJECT_GRAPH]
 
     def __len__(self):
-        return len(self._open())
+        """The number of keys()."""
+        return len(self._open()) - (_stored(_OBJECT_GRAPH) in self._core)
 
     def __iter__(self):
-        return iter(self._all_names())
+        """Iterates over keys()."""
+        return iter(self.keys())
+
+    def get_tensor(self, name):
+        """The whole tensor `name` (KeyError when absent): ckpt[name], by the name
+        safetensors' safe_open uses."""
+        return self.read(name)
+
+    def metadata(self):
+        """The file's metadata as safetensors' safe_open gives it: the "__metadata__"
+        {str: str} of a local safetensors file (None when it has none); None for the
+        other formats (TensorFlow checkpoints have no such metadata)."""
+        core = self._open()
+        names = core.names()
+        if not names:
+            return None
+        slices = core.describe(names[0])["slices"]
+        data_file = slices[0]["data_file"] if slices else None
+        if not data_file or not data_file.endswith(b".safetensors") or b"://" in data_file:
+            return None
+        try:
+            with _io_open(data_file, "rb") as f:
+                n = int.from_bytes(f.read(8), "little")
+                header = _json.loads(f.read(n)) if 2 <= n <= (100 << 20) else {}
+        except (OSError, ValueError):
+            return None
+        meta = header.get("__metadata__") if isinstance(header, dict) else None
+        return dict(meta) if isinstance(meta, dict) else None
 
     def __contains__(self, name):
         core = self._open()
@@ -666,8 +709,6 @@ class Checkpoint:
                                       self._mmap)
         except TypeError as e:
             raise DTypeError(str(e), name) from None
-        if self._mmap and isinstance(array, _np.ndarray):
-            array.flags.writeable = False  # (all read-only alike, copies too)
         return _to_torch(array, name, info.dtype) if pt else array
 
     def __getitem__(self, name):
@@ -722,21 +763,31 @@ def open(ckpt, *, framework="np", mmap=False, endpoint_url=None, profile=None, r
          no_sign_request=False):
     """Opens a checkpoint: any CKPT the command line takes (a path: str, bytes or
     os.PathLike; s3:// and gs:// URLs too). framework="pt" reads torch.Tensors (as
-    safetensors' safe_open takes it); mmap=True gives read-only arrays backed by the files'
-    mappings (numpy only; see Checkpoint). The object store options are those of the
+    safetensors' safe_open takes it); mmap=True gives copy-on-write mappings of the files
+    (writable, like numpy.memmap(mode="c"); see Checkpoint). The object store options are those of the
     command line (--endpoint-url, --profile, --region, --no-sign-request); the environment
     and the AWS/Google configuration are read at each open. Returns a Checkpoint."""
     spec = _path("open", "ckpt", ckpt)
     framework = _framework("open", framework)
     mmap = _flag("open", "mmap", mmap)
-    if mmap and framework == "pt":
-        raise UsageError("open(): mmap=True gives read-only arrays, which torch cannot hold: use framework='np' "
-                         "with mmap=True, or framework='pt' without it", "usage")
     store = _store("open", endpoint_url, profile, region, no_sign_request)
-    return Checkpoint(_core.open(spec, store), framework, mmap)
+    try:
+        core = _core.open(spec, store)
+    except NotFoundError as e:
+        _name_the_path(e, spec)
+        raise
+    return Checkpoint(core, framework, mmap)
+
+
+def _name_the_path(error, path):
+    """Gives a NotFoundError that names no file the path asked for (`filename`, as
+    FileNotFoundError has it)."""
+    if error.file is None:
+        error.file = error.filename = _name(path)
 
 
 _ATTRIBUTE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+_OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 def _nest(flat):
@@ -768,7 +819,7 @@ def load(ckpt, include=None, exclude=None, rename=None, cast=None, drop_optimize
          no_sign_request=False):
     """Every tensor of `ckpt` as {name: numpy array} (torch.Tensors with framework="pt"),
     the shape `load_state_dict` or a JAX pytree wants; the arrays are the caller's own
-    (writable; mmap=True: read-only views of the files, see Checkpoint). The selection
+    (writable; mmap=True: copy-on-write mappings of the files, see Checkpoint). The selection
     works as in `tfckpt merge`/`convert`: `include`/`exclude` are regular expressions (RE2
     syntax, or lists of them) searched in names; `rename` is "REGEX=REPLACEMENT" (or a
     list, applied in order; $1 or \\1 refers to a group); `drop_optimizer` leaves out
@@ -783,7 +834,8 @@ def load(ckpt, include=None, exclude=None, rename=None, cast=None, drop_optimize
     Flax expect. Tensors numpy cannot hold (variants such as a saved iterator's state;
     float8 without raw) are left out with a warning, as `convert` leaves them out; with
     torch, string tensors are refused (DTypeError naming the tensor: exclude= them). The
-    object graph is not included; string tensors are object arrays of bytes."""
+    object graph is not included; string tensors are object arrays of bytes. An `include`
+    that matches no tensor raises KeyError (naming it), as ckpt[name] does."""
     includes = [_stored(v) for v in _texts("load", "include", include)]
     excludes = [_stored(v) for v in _texts("load", "exclude", exclude)]
     renames = [_stored(v) for v in _renames("load", rename)]
@@ -792,15 +844,16 @@ def load(ckpt, include=None, exclude=None, rename=None, cast=None, drop_optimize
     raw = _flag("load", "raw", raw)
     nested = _flag("load", "nested", nested)
     framework = _framework("load", framework)
-    if _flag("load", "mmap", mmap) and framework == "pt":
-        raise UsageError("load(): mmap=True gives read-only arrays, which torch cannot hold: use framework='np' "
-                         "with mmap=True, or framework='pt' without it", "usage")
+    mmap = _flag("load", "mmap", mmap)
     casts = _casts("load", cast, framework)
     out, skipped = {}, []
     with open(ckpt, framework="np", mmap=mmap, endpoint_url=endpoint_url, profile=profile, region=region,
               no_sign_request=no_sign_request) as c:
         core = c._open()
         pt = framework == "pt"
+        for pattern in includes:  # (an include that matches no tensor names a missing one)
+            if not core.select([pattern], [], [], False):
+                raise KeyError(_name(pattern))
         for stored, new in core.select(includes, excludes, renames, drop_optimizer):
             name, new = _name(stored), _name(new)
             if new in out:
@@ -857,6 +910,10 @@ def _request(command, params, kinds):
         elif kind == "int":
             if isinstance(value, bool) or not isinstance(value, (int, _np.integer)):
                 raise ArgumentTypeError(f"{command}(): {name} must be an int, not {type(value).__name__}")
+            lo, hi = _INT_RANGES.get(name, (-(1 << 63), (1 << 63) - 1))
+            if not lo <= int(value) <= hi:
+                # (the command line's -j/--jobs 0-1024, --connections 1-256)
+                raise UsageError(f"{command}(): {name}={int(value)}: not a whole number from {lo} to {hi}", "usage")
             out[name] = int(value)
         elif kind == "number":
             if isinstance(value, bool) or not isinstance(value, (int, float, _np.integer, _np.floating)):
@@ -877,6 +934,8 @@ def _command(command, request):
     if failure is None:
         return doc
     code, check_id, message, file, key, offset = failure
+    if code == _NOT_FOUND and not file:
+        file = request.get("ckpt") or request.get("src") or (request.get("ckpts") or [b""])[0]
     if check_id in _CHECK_FAILURES or (command == "validate" and isinstance(doc, dict) and doc.get("errors")):
         error = CheckFailedError(_text(message), check_id, _name(file) if file else None, _name(key) if key else None,
                                  None if offset < 0 else offset)
@@ -888,6 +947,10 @@ def _command(command, request):
 
 # Check ids of failures that are a check failing (exit status 1), not an input or a request.
 _CHECK_FAILURES = {"output.mismatch", "merge.parallel-differs", "merge.replica-differs"}
+
+# The ranges the command line takes (-j/--jobs, --connections, --bytes-per-string).
+_INT_RANGES = {"jobs": (0, 1024), "connections": (1, 256), "bytes_per_string": (1, (1 << 63) - 1),
+               "expand_parallel": (-(1 << 31), (1 << 31) - 1)}
 
 _COMMON = {"jobs": "int", "connections": "int", **_STORE_KINDS}
 

@@ -4,7 +4,9 @@
 // builds the user-facing API (indexing, get_slice, load, the commands) on these.
 //
 // Reads release the GIL; a Checkpoint may be read from several threads at once (its data
-// files are mapped on first use under a lock, reads are positional).
+// files are mapped on first use under a lock, reads are positional). A data file that
+// shrank after it was mapped is an error of the read, never a SIGBUS (CheckMapped,
+// kvstore/local/local_storage.h).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -24,6 +26,7 @@
 
 #include "base/path.h"
 #include "copy/copy.h"
+#include "kvstore/local/local_storage.h"
 #include "model/name_rules.h"
 #include "model/object_graph.h"
 #include "run/fault_hook.h"
@@ -135,12 +138,16 @@ class Session {
   Current current_;
 };
 
+// How often a waiting call looks for a pending signal: Ctrl-C is answered within this plus
+// the run's unwinding (each stop check of the library is at most a chunk's copy apart).
+constexpr std::chrono::milliseconds kSignalPoll{20};
+
 // Reads larger than this (or from an object store) run on a thread of their own while the
 // calling thread looks for Ctrl-C; smaller ones take a few milliseconds and run inline.
 constexpr uint64_t kInlineReadBytes = 8 << 20;
 
 // Runs `fn` in `session`'s run without the GIL: on this thread, or, with `worker`, on a
-// thread of its own while this one looks for a signal every 0.1 s (PyErr_CheckSignals:
+// thread of its own while this one looks for a signal every kSignalPoll (PyErr_CheckSignals:
 // Python's handlers run on the main thread only). Ctrl-C (a pending KeyboardInterrupt)
 // stops the run; `fn` unwinds within a chunk's read, and the KeyboardInterrupt is raised
 // (py::error_already_set). A read stopped by another thread's Ctrl-C is made again.
@@ -173,7 +180,7 @@ absl::Status Interruptible(Session& session, bool worker, const std::function<ab
         {
           py::gil_scoped_release release;
           std::unique_lock<std::mutex> lock(mu);
-          if (cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return done; })) break;
+          if (cv.wait_for(lock, kSignalPoll, [&] { return done; })) break;
         }
         if (!interrupted && PyErr_CheckSignals() != 0) {
           interrupted = true;
@@ -259,8 +266,8 @@ class PyCheckpoint {
   }
 
   // The box [start, start + shape) of tensor `name` as a numpy array of that shape: an
-  // array of its own (writable, aligned), or with `mapped` a read-only one, backed by the
-  // data file's mapping where the stored bytes already are the array.
+  // array of its own (writable, aligned), or with `mapped` a copy-on-write mapping of the
+  // data file where the stored bytes already are the array (ZeroCopy; writable too).
   py::object Read(const std::string& name, const Shape& start, const Shape& shape, bool raw, bool verify,
                   bool mapped) const {
     const TensorEntry& t = Entry(name);
@@ -300,7 +307,6 @@ class PyCheckpoint {
       return ReadTensor(*c_, t, region, dst, capacity, o);
     });
     if (!s.ok()) Throw(s);
-    if (mapped) py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
     return out;
   }
 
@@ -371,10 +377,14 @@ class PyCheckpoint {
   }
 
  private:
-  // A read-only array backed by the data file's mapping when the stored bytes already are
-  // the array: the whole of an unpartitioned tensor numpy holds as stored, aligned for its
-  // dtype (V2 little-endian, safetensors; V1 and big-endian payloads are decoded). The
-  // arrays of one checkpoint share its one mapping per data file.
+  // An array backed by a private copy-on-write mapping of the data file (MAP_PRIVATE, as
+  // numpy.memmap(mode="c") maps) when the stored bytes already are the array: the whole of
+  // an unpartitioned tensor numpy holds as stored, aligned for its dtype (V2 little-endian,
+  // safetensors; V1 and big-endian payloads are decoded). Writable: a write (numpy's or
+  // torch's through from_numpy) copies the page it touches into this process; the file,
+  // the checkpoint's own mapping and the other arrays are unchanged. The CRC is checked on
+  // the checkpoint's mapping first; a data file that shrank since it was opened is a
+  // CorruptInputError here, never a SIGBUS.
   std::optional<py::object> ZeroCopy(const TensorEntry& t, const Region& region, const std::string& np_type, bool raw,
                                      bool verify) const {
     const bool as_stored = static_cast<DType>(t.dtype) != DType::kBFloat16 || raw;
@@ -383,23 +393,39 @@ class PyCheckpoint {
       return std::nullopt;
     }
     absl::StatusOr<TensorBytes> bytes;
+    absl::StatusOr<std::shared_ptr<char>> view;
     {
       py::gil_scoped_release release;
       RunScope scope(session_->Get().run.get());
       bytes = c_->Read(t, t.slices[0], verify);
+      if (bytes.ok() && bytes->owner == nullptr && !bytes->data.empty()) {
+        absl::StatusOr<const ReadableFile*> file = c_->DataFile(t.slices[0].data.shard);
+        const std::optional<std::string_view> all = file.ok() ? (*file)->mapping() : std::nullopt;
+        if (all && bytes->data.data() >= all->data() &&
+            bytes->data.data() + bytes->data.size() <= all->data() + all->size()) {
+          const auto at = static_cast<uint64_t>(bytes->data.data() - all->data());
+          view = MapPrivate(**file, at, bytes->data.size());
+          if (!view.ok()) {
+            view = Locate(view.status(), "entry.bounds", (*file)->path(), t.name, static_cast<int64_t>(at));
+          }
+        } else {
+          view = std::shared_ptr<char>();
+        }
+      } else {
+        view = std::shared_ptr<char>();
+      }
     }
     if (!bytes.ok()) Throw(bytes.status());
-    if (bytes->owner != nullptr) return std::nullopt;  // not a view of the mapping
+    if (!view.ok()) Throw(view.status());
+    if (*view == nullptr) return std::nullopt;  // not a view of a local file's mapping
     const py::dtype dt(np_type);
-    if (reinterpret_cast<uintptr_t>(bytes->data.data()) % static_cast<uintptr_t>(dt.attr("alignment").cast<int>())) {
+    if (reinterpret_cast<uintptr_t>(view->get()) % static_cast<uintptr_t>(dt.attr("alignment").cast<int>())) {
       return std::nullopt;  // (copied: numpy and torch expect aligned elements)
     }
-    // The capsule keeps the checkpoint (and so the mapping) alive as long as the array.
-    auto* keep = new std::shared_ptr<const Checkpoint>(c_);
-    py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<const Checkpoint>*>(p); });
-    py::array out{dt, region.shape, {}, bytes->data.data(), base};
-    py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-    return out;
+    // The capsule keeps the mapping as long as the array.
+    auto* keep = new std::shared_ptr<char>(std::move(*view));
+    py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<char>*>(p); });
+    return py::array{dt, region.shape, {}, keep->get(), base};
   }
 
   py::object ReadStrings(const TensorEntry& t, const Region& region) const {
@@ -672,7 +698,7 @@ Job ConvertJob(const py::dict& d) {
 }
 
 // Runs command `name` with the request `d` on a thread of its own, the GIL released; the
-// calling thread waits, and every 0.1 s looks for a signal (PyErr_CheckSignals: Python's
+// calling thread waits, and every kSignalPoll looks for a signal (PyErr_CheckSignals: Python's
 // handlers run on the main thread only). A KeyboardInterrupt (Ctrl-C) stops the call, which
 // unwinds, leaving nothing behind, and is then raised. Returns (document, error fields,
 // late): the document of the report (or of the failure), for a failure (code, check id,
@@ -708,7 +734,7 @@ py::tuple RunCommand(const std::string& name, const py::dict& d) {
     {
       py::gil_scoped_release release;
       std::unique_lock<std::mutex> lock(mu);
-      if (cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return done; })) break;
+      if (cv.wait_for(lock, kSignalPoll, [&] { return done; })) break;
     }
     if (!interrupted && PyErr_CheckSignals() != 0) {
       interrupted = true;  // (KeyboardInterrupt is pending: the call unwinds, then it is raised)

@@ -207,7 +207,7 @@ class CheckpointReader:
         (TensorFlow's binary EncodeTensorNameSlice, extents as stored) with the slice's shape. A V1 file lists each tensor once, ", N slices" added when it has more
         than one; TensorFlow's order there is its hash map's, this one is by name."""
         rows = []
-        for name in self._ckpt.keys():
+        for name in self._ckpt._all_names():  # (every entry, the object graph too)
             info = self._ckpt.info(name)
             dt = _DATATYPES.get(info.dtype, (None, "DT_INVALID"))[1].encode()
             raw = name.encode("utf-8", "surrogateescape")

@@ -40,7 +40,10 @@ absl::Status ReadableFile::PastEndError(uint64_t offset, uint64_t n) const {
 absl::StatusOr<std::string_view> ReadableFile::Range(uint64_t offset, uint64_t n, std::string* scratch) const {
   const uint64_t total = size();
   if (offset > total || n > total - offset) return PastEndError(offset, n);
-  if (const std::optional<std::string_view> all = mapping()) return all->substr(offset, n);
+  if (const std::optional<std::string_view> all = mapping()) {
+    TFCKPT_RETURN_IF_ERROR(CheckMapped(*this, offset, n));
+    return all->substr(offset, n);
+  }
   scratch->resize(static_cast<size_t>(n));
   TFCKPT_RETURN_IF_ERROR(ReadAt(offset, n, scratch->data()));
   return std::string_view(*scratch);
@@ -73,6 +76,7 @@ class RenamedFile final : public ReadableFile {
     return file_->ReadAt(offset, n, out);  // a failure of the medium names the file it read
   }
   std::optional<std::string_view> mapping() const override { return file_->mapping(); }
+  const ReadableFile& file() const { return *file_; }
   void Release(uint64_t offset, uint64_t n) const override { file_->Release(offset, n); }
   void WillReadSequentially(uint64_t offset, uint64_t n) const override { file_->WillReadSequentially(offset, n); }
   void AdviseLayout(const std::vector<std::pair<uint64_t, uint64_t>>& pieces) override { file_->AdviseLayout(pieces); }
@@ -83,6 +87,25 @@ class RenamedFile final : public ReadableFile {
 };
 
 }  // namespace
+
+namespace {
+// The local file `f` is (also under another name), or nullptr.
+const LocalReadableFile* AsLocal(const ReadableFile& f) {
+  if (const auto* renamed = dynamic_cast<const RenamedFile*>(&f)) return AsLocal(renamed->file());
+  return dynamic_cast<const LocalReadableFile*>(&f);
+}
+}  // namespace
+
+absl::Status CheckMapped(const ReadableFile& f, uint64_t offset, uint64_t n) {
+  const LocalReadableFile* local = AsLocal(f);
+  return local == nullptr ? absl::OkStatus() : local->CheckMapped(offset, n);
+}
+
+absl::StatusOr<std::shared_ptr<char>> MapPrivate(const ReadableFile& f, uint64_t offset, uint64_t n) {
+  const LocalReadableFile* local = AsLocal(f);
+  if (local == nullptr) return std::shared_ptr<char>();
+  return local->MapPrivate(offset, n);
+}
 
 std::unique_ptr<ReadableFile> Renamed(std::unique_ptr<ReadableFile> file, std::string name) {
   return std::make_unique<RenamedFile>(std::move(file), std::move(name));

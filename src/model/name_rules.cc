@@ -70,12 +70,24 @@ bool IsOptimizerState(const std::string& name, const std::vector<std::string>& o
   static const Regex power = Regex::Fixed(R"((^|/)beta[12]_power(_\d+)?$)");
   static const Regex keras_training =
       Regex::Fixed(R"(^training/(Adam|Adagrad|Ftrl|SGD|RMSprop|Nadam|Adamax|Adadelta)/)");
+  // The newer Keras optimizers (tf-keras 2.11+, Keras 3) keep their slots in `_variables/N`
+  // beside `_iterations` and `_learning_rate`, under the model where the model tracks its
+  // optimizer (`model/optimizer/…`, a model's save_weights: `optimizer/…`).
+  static const Regex keras_optimizer = Regex::Fixed(R"((^|/)optimizer/(_variables/\d+|_iterations|_learning_rate)/)");
+  // Keras 3's optimizer tracks the model's own weights as `_trainable_variables/N`, and
+  // they are saved there (the first path that reaches them): model state, kept.
+  const auto under = [&name](std::string_view p) {
+    if (p.empty() || name.size() <= p.size() || name.compare(0, p.size(), p) != 0 || name[p.size()] != '/') {
+      return false;
+    }
+    return name.compare(p.size() + 1, 21, "_trainable_variables/") != 0;
+  };
   if (name.find("/.OPTIMIZER_SLOT/") != std::string::npos) return true;
-  if (name.rfind("optimizer/", 0) == 0) return true;
+  if (under("optimizer")) return true;
   for (const auto& p : optimizer_paths) {
-    if (!p.empty() && name.size() > p.size() && name.compare(0, p.size(), p) == 0 && name[p.size()] == '/') return true;
+    if (under(p)) return true;
   }
-  return tf1_slot.Search(name) || power.Search(name) || keras_training.Search(name);
+  return tf1_slot.Search(name) || power.Search(name) || keras_training.Search(name) || keras_optimizer.Search(name);
 }
 
 }  // namespace tfckpt

@@ -40,7 +40,10 @@ class NameRules {
 
 // Optimizer state (merge --drop-optimizer): TF2 slot variables (`/.OPTIMIZER_SLOT/`), the
 // optimizer's own objects (under `optimizer/`, or under any of `optimizer_paths`, the
-// object paths of optimizer nodes found in the object graph), TF1 slots named after
+// object paths of optimizer nodes found in the object graph; not Keras 3's
+// `_trainable_variables/N` there, which are the model's weights), the newer Keras
+// optimizers' `…/optimizer/_variables/N/…`, `…/optimizer/_iterations/…` and
+// `…/optimizer/_learning_rate/…` anywhere, TF1 slots named after
 // their optimizer (`…/Adam`, `…/Adam_1`, `…/Momentum`, `…/Adagrad`, `…/Ftrl`, `…/Ftrl_1`,
 // `…/RMSProp`, `…/RMSProp_1`, `…/Adadelta`, BERT's `…/adam_m`, `…/adam_v`, with any
 // `_N` suffix), `beta1_power`, `beta2_power` (and `_N`), and Keras-in-Estimator

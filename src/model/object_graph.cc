@@ -162,13 +162,18 @@ std::vector<std::string> OptimizerPaths(const pb::TrackableObjectGraph& g) {
   for (int i = 0; i < g.nodes_size(); ++i) {
     if (g.nodes(i).slot_variables_size() > 0 && !paths[i].empty()) out.push_back(paths[i]);
   }
-  if (g.nodes_size() > 0) {
-    for (const auto& c : g.nodes(0).children()) {
+  // Every object reached as a child named "optimizer": the root's (tf.train.Checkpoint(
+  // optimizer=…), save_weights) and a model's (tf.train.Checkpoint(model=…) of a compiled
+  // Keras model: model/optimizer).
+  for (int i = 0; i < g.nodes_size(); ++i) {
+    for (const auto& c : g.nodes(i).children()) {
       if (c.local_name() == "optimizer" && c.node_id() >= 0 && c.node_id() < g.nodes_size() && !paths[c.node_id()].empty()) {
         out.push_back(paths[c.node_id()]);
       }
     }
   }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 

@@ -40,7 +40,7 @@ std::vector<std::string> SaveOrderKeys(const pb::TrackableObjectGraph& g);
 std::string FormatObjectTree(const Checkpoint& c, const pb::TrackableObjectGraph& g);
 
 // Object paths of the optimizers in `g` (for IsOptimizerState): nodes that list slot
-// variables, and the root's child named "optimizer".
+// variables, and every child named "optimizer" (the root's, a model's).
 std::vector<std::string> OptimizerPaths(const pb::TrackableObjectGraph& g);
 
 }  // namespace tfckpt

@@ -613,6 +613,17 @@ absl::StatusOr<RulePlan> ApplyRules(const Checkpoint& c, const ReshardOptions& o
       return absl::InvalidArgumentError(StrCat("--partition ", options.rules[i].text, ": ", *options.rules[i].pattern,
                                                " matches no tensor"));
     }
+    if (!used[i]) {
+      // A rule without REGEX= is for the tensors already partitioned: said, not silent.
+      plan.notes.push_back(StrCat("--partition ", options.rules[i].text,
+                                  " matches no tensor: without REGEX= a rule reslices the tensors stored partitioned, "
+                                  "and ",
+                                  std::any_of(c.tensors().begin(), c.tensors().end(),
+                                              [](const TensorEntry& t) { return t.partitioned; })
+                                      ? "the rules before it took them"
+                                      : "none is",
+                                  " (name the tensors to partition: REGEX=", options.rules[i].text, ")"));
+    }
   }
   SliceSlotsLikePrimaries(&out);
   plan.order = SaveOrder(c, plan);

@@ -19,6 +19,7 @@
 #include "base/parallel.h"
 #include "model/tensor_encoding.h"
 #include "model/values.h"
+#include "run/run.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
@@ -195,6 +196,8 @@ absl::Status CompareFixed(const Checkpoint& ca, const TensorEntry& a, const Chec
     TensorBytes own_b;
     std::vector<TensorBytes> own_a(a.slices.size());
     TFCKPT_RETURN_IF_ERROR(ForEachChunk(rb, sb, 1 << 20, [&](const Region& chunk) -> absl::Status {
+      // A stop ends the comparison here, within a chunk (a 1 GiB tensor took seconds).
+      TFCKPT_RETURN_IF_ERROR(Reached("compare-chunk"));
       const RunPlan whole = PlanRuns(chunk, {&rb});
       const auto span_b = RunSpan(whole, chunk, 0);  // (clang 14 cannot capture structured bindings)
       const int64_t lb = span_b.first, hb = span_b.second;
@@ -338,6 +341,8 @@ bool OldBytesHaveNewCrcs(const TensorEntry& a, const std::vector<ByteRange>& new
   for (const ByteRange& piece : old_ranges) {
     const StoredSlice& s = b.slices[piece.slice];
     for (uint64_t at = piece.begin; at < piece.end;) {
+      // (a stop: false, and the comparison by value then stops at its first chunk)
+      if (!Reached("compare-chunk").ok()) return false;
       const uint64_t n = std::min<uint64_t>(piece.end - at, 1 << 20);
       auto bytes = cb.ReadRange(b, s, at - piece.begin, at - piece.begin + n, &buffer, &unused);
       if (!bytes.ok()) return false;
@@ -399,6 +404,7 @@ bool SameByCrc(const Checkpoint& ca, const TensorEntry& a, const Checkpoint& cb,
     crc32c::Cursor cur;
     std::unique_ptr<PayloadCheck> own = ca.StartPayloadCheck(a, s);  // (an .npz member's CRC-32)
     for (uint64_t at = piece.begin; at < piece.end;) {
+      if (!Reached("compare-chunk").ok()) return false;
       const uint64_t n = std::min<uint64_t>(piece.end - at, 1 << 20);
       auto bytes = ca.ReadRange(a, s, at - piece.begin, at - piece.begin + n, &buffer, &unused);
       if (!bytes.ok()) return false;

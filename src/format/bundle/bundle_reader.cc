@@ -329,6 +329,10 @@ absl::StatusOr<TensorBytes> BundleReader::Read(const TensorEntry& t, const Store
   std::shared_ptr<std::string> read = file->mapping() ? nullptr : std::make_shared<std::string>();
   std::string unused;
   auto range = file->Range(s.data.offset, s.data.size, read ? read.get() : &unused);
+  if (!range.ok() && s.data.offset <= file->size() && s.data.size <= file->size() - s.data.offset) {
+    // (in the file as opened: it shrank since, or could not be read)
+    return Locate(range.status(), "entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset), label);
+  }
   if (!range.ok()) {
     return DataLossAt("entry.bounds", file->path(), t.name, static_cast<int64_t>(s.data.offset),
                       StrCat(label, "tensor of ", s.data.size, " bytes runs past the end of the file (",

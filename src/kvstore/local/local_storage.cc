@@ -98,6 +98,31 @@ absl::Status LocalReadableFile::ReadAt(uint64_t offset, uint64_t n, char* out) c
   return PreadFully(fd_, path_, offset, n, out);
 }
 
+absl::Status LocalReadableFile::CheckMapped(uint64_t offset, uint64_t n) const {
+  if (n == 0) return absl::OkStatus();
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return ErrnoError(path_, "cannot stat", errno);
+  const uint64_t now = static_cast<uint64_t>(st.st_size);
+  if (offset > now || n > now - offset) {
+    return absl::DataLossError(StrCat(path_, ": offset ", offset, ": the file shrank to ", now,
+                                      " bytes since it was opened (", size_, " bytes): truncated or rewritten"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<char>> LocalReadableFile::MapPrivate(uint64_t offset, uint64_t n) const {
+  if (offset > size_ || n > size_ - offset) return PastEndError(offset, n);
+  if (n == 0) return std::shared_ptr<char>();
+  TFCKPT_RETURN_IF_ERROR(CheckMapped(offset, n));
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = offset / page * page;
+  const size_t length = static_cast<size_t>(offset + n - begin);
+  void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, static_cast<off_t>(begin));
+  if (p == MAP_FAILED) return std::shared_ptr<char>();  // (out of mappings, vm.max_map_count: the caller copies)
+  std::shared_ptr<char> base(static_cast<char*>(p), [length](char* q) { ::munmap(q, length); });
+  return std::shared_ptr<char>(base, base.get() + (offset - begin));
+}
+
 void LocalReadableFile::Release(uint64_t offset, uint64_t n) const {
   if (size_ == 0 || n == 0) return;
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));

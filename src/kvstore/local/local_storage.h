@@ -26,6 +26,9 @@ class LocalReadableFile final : public ReadableFile {
   uint64_t size() const override { return size_; }
   absl::Status ReadAt(uint64_t offset, uint64_t n, char* out) const override;
   std::optional<std::string_view> mapping() const override { return std::string_view(data_, size_); }
+  // See the functions below.
+  absl::Status CheckMapped(uint64_t offset, uint64_t n) const;
+  absl::StatusOr<std::shared_ptr<char>> MapPrivate(uint64_t offset, uint64_t n) const;
   void Release(uint64_t offset, uint64_t n) const override;
   void WillReadSequentially(uint64_t offset, uint64_t n) const override;
   int fd() const { return fd_; }  // for copy_file_range
@@ -41,6 +44,21 @@ class LocalReadableFile final : public ReadableFile {
 
 // An output file written as `final_path + ".tmp-tfckpt-<pid>-<n>"` (TemporaryName, tracked
 // for the interrupt handler) and renamed to `final_path` by Commit().
+// OK when the bytes [offset, offset + n) of f.mapping() are still in the file: a local file
+// truncated after it was mapped kills the process (SIGBUS) when its lost pages are touched,
+// so ReadableFile::Range asks this (an fstat) before it hands out a view; the error names
+// the file and its size now. OK for a file of another medium.
+absl::Status CheckMapped(const ReadableFile& f, uint64_t offset, uint64_t n);
+
+// A private, copy-on-write mapping of the bytes [offset, offset + n) of a local file
+// (MAP_PRIVATE, readable and writable: numpy.memmap(mode="c")), for memory handed out to a
+// caller that may write into it (the Python module's mmap=True): its pages are the file's
+// until written, and writes reach neither the file nor f.mapping(). Points at byte
+// `offset`; unmapped when the last copy goes. nullptr for a file of another medium or when
+// no mapping can be made now (the caller copies instead); an error when the range is no
+// longer in the file (CheckMapped).
+absl::StatusOr<std::shared_ptr<char>> MapPrivate(const ReadableFile& f, uint64_t offset, uint64_t n);
+
 class LocalWritableFile final : public WritableFile {
  public:
   static absl::StatusOr<std::unique_ptr<LocalWritableFile>> Create(const std::string& final_path,
