@@ -307,7 +307,11 @@ absl::Status MultipartWriter::Finish() {
       std::string bytes = std::move(held_[last].bytes);
       bytes.resize(size_ - Begin(last));
       held_.erase(last);
-      status_ = Send(lock, last, std::move(bytes));
+      // (Send may let go of the lock -- waiting for the upload's creation, a slot, the
+      // shared budget --, and a part that fails meanwhile sets status_: that failure stays.
+      // Assigning Send's OK over it completed an upload without the failed part.)
+      absl::Status sent = Send(lock, last, std::move(bytes));
+      if (status_.ok()) status_ = std::move(sent);
     }
   }
   WaitForAll(lock);
@@ -348,6 +352,13 @@ absl::Status MultipartWriter::Complete(bool if_absent) {
   } else {
     std::vector<CompletedPart> parts;
     for (const auto& [k, etag] : etags_) parts.push_back({k + 1, etag});
+    // Every part of the object must be there, 1 to N without a gap: a completion of fewer
+    // parts would commit a shorter object (what a lost part failure once did).
+    const int want = size_ == 0 ? 0 : PartOf(size_ - 1) + 1;
+    if (static_cast<int>(parts.size()) != want || (!parts.empty() && parts.back().number != want)) {
+      return absl::InternalError(StrCat("bug: ", url_string_, ": ", parts.size(), " parts uploaded of ", want,
+                                        "; not completed"));
+    }
     lock.unlock();
     if (if_absent) {
       // No conditional completion everywhere: ask first (a race with another writer
