@@ -238,17 +238,12 @@ def describe(status, timed_out):
 
 
 def driver(venv_python, tfckpt_bin, package_dir):
-    if os.environ.get("TFCKPT_ORACLE_VENV"):
-        venv_python = os.path.join(os.environ["TFCKPT_ORACLE_VENV"], "bin", "python")
-    if not (venv_python and os.path.exists(venv_python)):
-        why = f"the oracle's venv python {venv_python!r} is missing (scripts/oracle-venv.sh creates it)"
-        if os.environ.get("CI") == "true":
-            print(f"FAIL: {why}; under CI=true the oracle must run")
-            return 1
-        print(f"SKIP: {why}")
-        return 77
-    sys.path.insert(0, package_dir)
     sys.path.insert(0, HERE)
+    from tf_oracle_test import oracle_python  # (the same venv, found and missed the same way)
+    venv_python, missing = oracle_python(venv_python)
+    if missing is not None:
+        return missing
+    sys.path.insert(0, package_dir)
     import hostile_inputs
     import tfckpt
 

@@ -1317,23 +1317,33 @@ def env_int(name, default):
     return int(os.environ.get(name) or default)
 
 
+def oracle_python(venv_python):
+    """(the python of the oracle's venv, None): $TFCKPT_ORACLE_VENV/bin/python when that is
+    set, else `venv_python`; or (None, the exit code) when it is missing: 77 (skipped), but 1
+    under CI=true, where the oracle must run -- the one line saying why is printed."""
+    if os.environ.get("TFCKPT_ORACLE_VENV"):
+        venv_python = os.path.join(os.environ["TFCKPT_ORACLE_VENV"], "bin", "python")
+    if venv_python and os.path.exists(venv_python):
+        return venv_python, None
+    why = f"the oracle's venv python {venv_python!r} is missing (scripts/oracle-venv.sh creates it)"
+    if os.environ.get("CI") == "true":
+        print(f"FAIL: {why}; under CI=true the oracle must run")
+        return None, 1
+    print(f"SKIP: {why}")
+    return None, 77
+
+
 def driver(venv_python, tfckpt_bin, package_dir, cases=None, tf_phase=None, checks=None):
     """The oracle over `cases` (default: CASES, the regressions and the random cases); a
     random case that fails is shrunk (shrink_role). With tf_phase (the shrinker's: TF in its
     own process) and checks given, it runs the cases only."""
     sys.path.insert(0, package_dir)
-    if os.environ.get("TFCKPT_ORACLE_VENV"):
-        venv_python = os.path.join(os.environ["TFCKPT_ORACLE_VENV"], "bin", "python")
+    venv_python, missing = oracle_python(venv_python)
     import numpy as np
     import tfckpt
 
-    if not (venv_python and os.path.exists(venv_python)):
-        why = f"the oracle's venv python {venv_python!r} is missing (scripts/oracle-venv.sh creates it)"
-        if os.environ.get("CI") == "true":
-            print(f"FAIL: {why}; under CI=true the oracle must run")
-            return 1
-        print(f"SKIP: {why}")
-        return 77
+    if missing is not None:
+        return missing
     t0 = time.time()
     shrinking = checks is not None
     checks = checks or Checks()
