@@ -63,6 +63,21 @@ T Check(absl::StatusOr<T> v) {
   return std::move(*v);
 }
 
+// A new C-ordered numpy array of `dt` and `shape` (over `data`, kept by `base`, when given).
+// Element size and strides come from numpy's own Python attribute, not from pybind11: before
+// 2.12 (Debian 12 has 2.10), pybind11 reads the PyArray_Descr's elsize field in place, and
+// numpy 2 moved it, so there its itemsize(), nbytes() and default strides are 0.
+py::array NewArray(const py::dtype& dt, const Shape& shape, void* data = nullptr, py::handle base = {}) {
+  const auto item = dt.attr("itemsize").cast<py::ssize_t>();
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t stride = item;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= static_cast<py::ssize_t>(shape[i]);
+  }
+  return data == nullptr ? py::array(dt, shape, strides) : py::array(dt, shape, strides, data, base);
+}
+
 // numpy's type string for the elements of `dtype` as returned to Python ("" when numpy has
 // no such type). bfloat16 reads as float32 unless `raw` (then its uint16 bit pattern).
 std::string NumpyType(int32_t dtype, bool raw) {
@@ -296,9 +311,12 @@ class PyCheckpoint {
     if (mapped) {
       if (auto zero_copy = ZeroCopy(t, region, np_type, raw, verify)) return *zero_copy;
     }
-    py::array out{py::dtype(np_type), shape};
+    const absl::StatusOr<int64_t> elements = NumElements(shape);
+    if (!elements.ok()) Throw(elements.status());
+    const py::dtype dt(np_type);
+    py::array out = NewArray(dt, shape);
     char* dst = static_cast<char*>(out.mutable_data());
-    const size_t capacity = static_cast<size_t>(out.nbytes());
+    const size_t capacity = static_cast<size_t>(*elements) * dt.attr("itemsize").cast<size_t>();
     const bool widen = static_cast<DType>(t.dtype) == DType::kBFloat16 && !raw;
     const absl::Status s = Interruptible(*session_, remote_ || capacity >= kInlineReadBytes, [&] {
       ReadOptions o;
@@ -425,7 +443,7 @@ class PyCheckpoint {
     // The capsule keeps the mapping as long as the array.
     auto* keep = new std::shared_ptr<char>(std::move(*view));
     py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<char>*>(p); });
-    return py::array{dt, region.shape, {}, keep->get(), base};
+    return NewArray(dt, region.shape, keep->get(), base);
   }
 
   py::object ReadStrings(const TensorEntry& t, const Region& region) const {
@@ -436,7 +454,7 @@ class PyCheckpoint {
       return elements.ok() ? absl::OkStatus() : elements.status();
     });
     if (!s.ok()) Throw(s);
-    py::array out{py::dtype("O"), region.shape};
+    py::array out = NewArray(py::dtype("O"), region.shape);
     auto** items = static_cast<PyObject**>(out.mutable_data());
     for (size_t i = 0; i < elements->size(); ++i) {
       const std::string_view e = (*elements)[i];
