@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,6 +77,8 @@ struct CheckpointInfo {
   uint64_t index_size = 0;
   std::vector<std::string> notes;  // how the argument was resolved, recoverable oddities
   std::vector<std::string> orphan_slice_keys;  // slice entries no metadata entry lists
+  // Safetensors: the "__metadata__" of its (first) file, as {str: str}; empty elsewhere.
+  std::map<std::string, std::string> safetensors_metadata;
 };
 
 // The payload of one stored piece in TensorFlow's byte layout (POD elements

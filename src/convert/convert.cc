@@ -196,8 +196,12 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
   uint64_t total = 0;
   for (const Planned& p : plan) total += p.bytes;
   std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total, "writing") : nullptr;
-  const std::map<std::string, std::string> metadata = {
-      {"source", c.info().prefix}, {"source_format", SourceFormat(c)}, {"converted_by", "tfckpt"}};
+  // A safetensors input's own metadata is kept ({"format": "pt"}, a model's config, ...);
+  // tfckpt's three keys say where the file came from (replacing same-named ones).
+  std::map<std::string, std::string> metadata = c.info().safetensors_metadata;
+  metadata["source"] = c.info().prefix;
+  metadata["source_format"] = SourceFormat(c);
+  metadata["converted_by"] = "tfckpt";
   // Every file laid out (its header written) first; then the tensors are copied into their
   // places by units of work, largest first, on options.jobs threads.
   std::vector<std::unique_ptr<SafetensorsWriter>> writers;

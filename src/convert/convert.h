@@ -44,7 +44,8 @@ struct ConvertReport {
 // Writes the tensors of `c` that pass the rules to `out` (a .safetensors path). Partitioned
 // tensors are assembled while streaming; unpartitioned ones are copied in-kernel when no
 // cast applies. Strings, variants, the object graph and dtypes safetensors has no name for
-// are skipped (an error with `strict`). `__metadata__` records the source. With
+// are skipped (an error with `strict`). `__metadata__` records the source (and keeps a
+// safetensors input's own metadata). With
 // max_file_size, tensors are packed in name order into files of at most that many data
 // bytes (a larger tensor gets a file of its own) named like Hugging Face's
 // (`model-00001-of-00003.safetensors`, `model.safetensors.index.json`); when everything

@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> OpenSafetensors(const std::string& p
   std::set<std::string> seen;
   for (size_t i = 0; i < files.size(); ++i) {
     TFCKPT_ASSIGN_OR_RETURN(SafetensorsHeader h, ReadSafetensorsHeader(files[i]));
+    if (i == 0) info.safetensors_metadata = h.metadata;
     for (auto& st : h.tensors) {
       if (!seen.insert(st.name).second) {
         return DataLossAt("safetensors.index", files[i], st.name, -1, "tensor is in more than one file of the set");
