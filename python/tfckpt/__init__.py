@@ -300,14 +300,42 @@ def _cast_target(src, dst, framework):
         if not isinstance(target, torch.dtype):
             raise UsageError(f"cast: {src!r}: torch has no dtype {dst!r}", "usage")
         return target
+    ml = _ml_dtype(dst)
+    if ml is not None:
+        return ml
     try:
         target = _np.dtype(dst)
     except TypeError:
-        hint = " (bfloat16: framework='pt', or raw=True for its bits)" if _dtype_key(dst) == "bfloat16" else ""
+        hint = (" (bfloat16: pip install ml_dtypes, or tfckpt[jax]; framework='pt'; or raw=True for its bits)"
+                if _dtype_key(dst) in _ML_DTYPES else "")
         raise UsageError(f"cast: {src!r}: numpy has no dtype {dst!r}{hint}", "usage") from None
     if target.kind not in "biufc":
         raise UsageError(f"cast: {src!r}: {dst!r} is not a numeric dtype", "usage")
     return target
+
+
+# The dtypes numpy has only through ml_dtypes (JAX's): tfckpt's name -> ml_dtypes' name.
+_ML_DTYPES = {"bfloat16": "bfloat16", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+              "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e4m3b11fnuz": "float8_e4m3b11fnuz",
+              "float8_e5m2fnuz": "float8_e5m2fnuz"}
+
+
+def _ml_dtype(value):
+    """ml_dtypes' numpy dtype for a cast target naming one of _ML_DTYPES (its name, or the
+    ml_dtypes type itself), when ml_dtypes is installed; else None."""
+    if isinstance(value, str):
+        name = _ML_DTYPES.get(_dtype_key(value) or value)
+    else:
+        name = _ML_DTYPES.get(getattr(value, "__name__", ""))
+        if name is not None and getattr(value, "__module__", "").split(".")[0] != "ml_dtypes":
+            name = None
+    if name is None:
+        return None
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return _np.dtype(getattr(ml_dtypes, name))
 
 
 # numpy can hold these, torch cannot (torch 1.x has no unsigned types but uint8).
@@ -827,9 +855,9 @@ def load(ckpt, include=None, exclude=None, rename=None, cast=None, drop_optimize
     {"float64": "float32"} (keys and values: dtype names as TF or numpy spell them, numpy
     dtypes, torch dtypes), or "FROM=TO" strings as `convert --cast` takes them; FROM is the
     stored dtype (bfloat16 too) or the dtype as read; unknown dtypes are a UsageError.
-    bfloat16 reads as float32 with numpy (raw=True: its uint16 bits, for
-    ml_dtypes.bfloat16 / jnp.bfloat16: `bits.view(ml_dtypes.bfloat16)`) and as
-    torch.bfloat16 with torch. `nested=True` returns nested dicts by name path ("a/b/c" ->
+    bfloat16 reads as float32 with numpy, unless asked to stay bfloat16:
+    cast={"bfloat16": "bfloat16"} gives ml_dtypes.bfloat16 arrays (JAX's type; ml_dtypes
+    comes with `pip install tfckpt[jax]`), bit for bit, and likewise the float8 types; raw=True gives the uint16 bits. With torch, bfloat16 is torch.bfloat16. `nested=True` returns nested dicts by name path ("a/b/c" ->
     d["a"]["b"]["c"], TF2's /.ATTRIBUTES/VARIABLE_VALUE dropped), as jax.tree_util and
     Flax expect. Tensors numpy cannot hold (variants such as a saved iterator's state;
     float8 without raw) are left out with a warning, as `convert` leaves them out; with
@@ -862,10 +890,18 @@ def load(ckpt, include=None, exclude=None, rename=None, cast=None, drop_optimize
             if pt and info.dtype == "string":
                 raise DTypeError(f"tensor {name!r} has dtype string, which torch cannot hold "
                                  "(leave it out: exclude=, or load it with framework='np')", name)
+            to = casts.get(info.dtype)
+            # Kept in its own type through ml_dtypes (cast={"bfloat16": "bfloat16"}): its bits, viewed.
+            same = (not pt and isinstance(to, _np.dtype) and info.dtype in _ML_DTYPES
+                    and to.name == _ML_DTYPES[info.dtype])
             try:
-                array = c.read(name, verify=verify, raw=raw or (pt and info.dtype in ("bfloat16", *_TORCH_FLOAT8)))
+                array = c.read(name, verify=verify,
+                               raw=raw or same or (pt and info.dtype in ("bfloat16", *_TORCH_FLOAT8)))
             except DTypeError:  # a dtype numpy has no type for
                 skipped.append(f"{name} ({info.dtype})")
+                continue
+            if same:
+                out[new] = array.view(to)
                 continue
             as_read = info.dtype if pt and info.dtype in ("bfloat16", *_TORCH_FLOAT8) else _dtype_key(array.dtype)
             to = casts.get(info.dtype, casts.get(as_read))
