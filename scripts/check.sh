@@ -57,6 +57,20 @@ phase=$(( 0x$(git rev-parse --short=7 HEAD 2>/dev/null || echo 0) % 128 ))
 asan_build() { scripts/build-asan.sh -Dsweep_phase="$phase"; }
 asan_tests() { scripts/test-asan.sh --print-errorlogs; }
 
+# The wheels (scripts/build-wheel.sh) for CPython 3.11 and 3.13, with the sdist; each installed
+# from a clean venv here (tests/wheel_smoke.sh) and in a clean root of the Debian release that has
+# its CPython (tests/wheel_distros.sh: Debian 12 and 13, made by debootstrap). The library's objects
+# come from ccache, compiled by the release build with the same flags.
+wheel_stage() {
+  local dist=build-ci/dist wheels
+  rm -rf "$dist"
+  WHEEL_PYTHON="3.11 3.13" scripts/build-wheel.sh "$dist" || return 1
+  ls "$dist"/tfckpt-*.tar.gz >/dev/null || { echo "wheel: no sdist"; return 1; }
+  wheels=("$dist"/tfckpt-*-manylinux_*.whl)
+  tests/wheel_smoke.sh "$dist"/tfckpt-*-cp311-cp311-*.whl || return 1
+  tests/wheel_distros.sh "${wheels[@]}"
+}
+
 # Install and build first: everything else needs the packages and the release binary.
 if ! stage build scripts/build.sh; then
   echo "build failed" >&2
@@ -75,6 +89,7 @@ stage test-release env TFCKPT_SWEEP_STRIDE=4 TFCKPT_SWEEP_PHASE="$((phase % 4))"
 stage asan-build asan_build
 background fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-10}" scripts/fuzz.sh
 background debs scripts/build-debs.sh
+background wheel wheel_stage
 if [ -f build-asan/build.ninja ]; then
   stage test-asan asan_tests
 else
@@ -83,6 +98,7 @@ else
 fi
 finish fuzz
 finish debs
+finish wheel
 
 python3 - "$ci/durations" build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
   build-fuzz/fuzz-results.txt "$((SECONDS - start_all))" <<'PY'
@@ -96,8 +112,9 @@ for line in open(durations):
 print(f"  {'total':<13} {total // 60:3d}m{total % 60:02d}s (overlapping stages run at the same time)")
 slowest = []
 counts = {"passed": 0, "failed": 0, "skipped": 0}
-# The Debian packages' build-install-run check counts as one test.
-counts["passed" if stages.get("debs") == "0" else "failed"] += 1
+# The Debian packages' build-install-run check counts as one test, and the wheels' as one.
+for stage in ("debs", "wheel"):
+    counts["passed" if stages.get(stage) == "0" else "failed"] += 1
 if os.path.exists(fuzz):
     for line in open(fuzz):
         counts["passed" if line.split()[1] == "ok" else "failed"] += 1

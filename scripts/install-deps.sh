@@ -13,6 +13,7 @@ packages=(
   zsh fish
   python3-dev pybind11-dev python3-torch
   clang libclang-rt-14-dev
+  ccache debootstrap file
 )
 
 missing=()

@@ -9,6 +9,7 @@
 # Usage: tests/wheel_smoke.sh WHEEL [PYTHON...]
 #   default PYTHONs: python3.X of pyenv and /usr/bin/python3.X, X the wheel's (cpXY tag)
 #   TFCKPT_TESTDATA   the real checkpoints (default: ../shared/testdata/tf beside the checkout)
+#   WHEEL_SMOKE_NUMPY a requirement for numpy installed with the wheel (e.g. numpy==1.26.4)
 # Installing the wheel fetches numpy (its dependency) from the package index.
 # Exit status 0 when every check passed in every environment.
 set -euo pipefail
@@ -18,7 +19,6 @@ wheel=${1:?usage: tests/wheel_smoke.sh WHEEL [PYTHON...]}
 shift
 case $wheel in /*) ;; *) wheel=$root/$wheel ;; esac
 testdata=${TFCKPT_TESTDATA:-$root/../shared/testdata/tf}
-[ -d "$testdata" ] || testdata=/work/shared/testdata/tf
 [ -d "$testdata" ] || { echo "wheel_smoke: no test data (TFCKPT_TESTDATA)" >&2; exit 1; }
 tag=$(basename "$wheel" | cut -d- -f3)  # cp311
 minor=${tag#cp3}
@@ -41,7 +41,7 @@ for python in "${pythons[@]}"; do
   echo "== $real"
   venv=$work/venv$n
   "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$wheel"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$wheel" ${WHEEL_SMOKE_NUMPY:+"$WHEEL_SMOKE_NUMPY"}
   # Not as an `if` condition, where bash ignores set -e inside the subshell too.
   set +e
   (
@@ -91,7 +91,7 @@ import numpy as np
 import tfckpt
 t = sys.argv[1]
 assert not tfckpt.__file__.startswith(os.getcwd()), tfckpt.__file__
-print("tfckpt", tfckpt.__version__, "from", os.path.dirname(tfckpt.__file__))
+print("tfckpt", tfckpt.__version__, "from", os.path.dirname(tfckpt.__file__), "with numpy", np.__version__)
 state = tfckpt.load(os.path.join(t, "estimator_dnn_adam_2shards", "model.ckpt-1000"))
 npz = np.load("model.npz")
 assert sorted(state) == sorted(npz.files), (len(state), len(npz.files))
