@@ -27,6 +27,26 @@ def help_has_examples_and_usage_errors_exit_2():
 
 
 @test(needs_data=True)
+def a_repeatable_option_takes_one_value_and_leaves_the_positional():
+    """--partition, --include, --tensor, ... take one value per occurrence: the word after it
+    is the positional CKPT again (`reshard -o OUT --partition none CKPT` used to fail, exit 2,
+    "CKPT and -o OUT are required": --partition had taken CKPT as a second rule)."""
+    with tempfile.TemporaryDirectory() as d:
+        src = data("estimator_dnn_adam_2shards/model.ckpt-1000")
+        out = os.path.join(d, "r", "m")
+        run("reshard", "-o", out, "--partition", "kernel=fixed:2", "--partition", "bias=none", src, "-q", code=0)
+        doc = json.loads(run("inspect", out, "--json", code=0).stdout)
+        sliced = {t["name"] for t in doc["tensors"] if t.get("slices")}
+        assert sliced and all("kernel" in n for n in sliced), sliced
+        run("validate", out, "--against", src, code=0)
+        p = run("inspect", "--tensor", "global_step", src, code=0)
+        assert "global_step" in p.stdout, p.stdout
+        p = run("convert", "--include", "^global_step$", src, "-o", os.path.join(d, "g.safetensors"), code=0)
+        # Two values after one --tensor: the second is a second positional, a usage error.
+        one_error_line(run("inspect", "--tensor", "a", "b", src, code=2), "not expected")
+
+
+@test(needs_data=True)
 def every_real_case_lists_and_json_matches():
     for case, count in COUNTS.items():
         path = data(case)

@@ -97,6 +97,16 @@ int RunTfckpt(int argc, char** argv) {
   runners.push_back(AddConvert(app));
   runners.push_back(AddCompletion(app));
   subs = app.get_subcommands({});
+  // A repeatable option takes one value per occurrence (--partition A --partition B), as the
+  // man pages and --help say: CLI11's default for a vector option, every following word up to
+  // the next option, made `reshard -o OUT --partition none CKPT` take CKPT as a second rule.
+  for (CLI::App* sub : subs) {
+    for (CLI::Option* o : sub->get_options()) {
+      if (!o->get_positional() && o->get_items_expected_max() > 1) {
+        o->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      }
+    }
+  }
 
   std::vector<std::string> args(argv, argv + argc);
   SetJsonOutput(std::find(args.begin() + std::min<size_t>(1, args.size()), args.end(), "--json") != args.end());
