@@ -10,7 +10,7 @@ packages=(
   libcurl4-openssl-dev libssl-dev libpugixml-dev
   doctest-dev libleveldb-dev libisal-dev libsnappy-dev libzip-dev zlib1g-dev libre2-dev
   python3 python3-numpy time
-  zsh fish
+  zsh fish strace
   python3-dev pybind11-dev python3-torch
   clang libclang-rt-14-dev
   ccache debootstrap file

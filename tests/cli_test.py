@@ -2,6 +2,8 @@
 """CLI tests: run the built tfckpt binary on real and generated checkpoints and check its
 output and exit codes. Usage: cli_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE"""
 
+import re
+
 from cli_common import *  # noqa: F401,F403  (run, data, test, TESTS, ... shared by every CLI test file)
 
 
@@ -44,6 +46,40 @@ def a_repeatable_option_takes_one_value_and_leaves_the_positional():
         p = run("convert", "--include", "^global_step$", src, "-o", os.path.join(d, "g.safetensors"), code=0)
         # Two values after one --tensor: the second is a second positional, a usage error.
         one_error_line(run("inspect", "--tensor", "a", "b", src, code=2), "not expected")
+
+
+@test()
+def j1_means_one_worker_in_every_command():
+    """-j 1 is one worker: every command runs its work on the main thread, and the only
+    thread it starts is the command line's signal thread (src/cli/interrupts.cc). Counted
+    with strace (each clone of the run), not by sampling. BundleWriter took its read-back and
+    file-closing threads from the core count (Jobs(0)), whatever -j said (issue 41 item 4)."""
+    strace = shutil.which("strace")
+    if strace is None:
+        assert os.environ.get("CI") != "true", "strace is missing (scripts/install-deps.sh installs it)"
+        print("  (no strace: not checked)")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "in", "model")
+        subprocess.run([MAKE_EXAMPLE, src], check=True, capture_output=True)
+        out = os.path.join(d, "o")
+        commands = [["inspect", src, "--stats"], ["validate", src], ["validate", src, "--against", src],
+                    ["reshard", src, "-o", out + "/r", "--partition", "fixed:3"], ["merge", src, "-o", out + "/m"],
+                    ["merge", src, "-o", out + "/e", "--exclude", "vocabulary"], ["convert", src, "-o", out + "/c"],
+                    ["convert", src, "-o", out + "/x.safetensors", "--exclude", "vocabulary"],
+                    ["convert", src, "-o", out + "/x.npz", "--cast", "bfloat16=float32"], ["convert", src, "-o", out + "/b", "--cast", "float32=bfloat16"]]
+        for args in commands:
+            trace = os.path.join(d, "trace")
+            p = subprocess.run([strace, "-f", "-qq", "-e", "trace=clone,clone3", "-o", trace, TFCKPT, *args, "-j", "1"],
+                               capture_output=True, text=True)
+            assert p.returncode == 0, (args, p.stderr[-2000:])
+            clones = [l for l in open(trace) if re.search(r"\bclone3?\(", l)]
+            assert len(clones) == 1, (args[0], args[2:], len(clones), clones)
+        # With -j 3 a command starts more (what is counted can exceed one).
+        p = subprocess.run([strace, "-f", "-qq", "-e", "trace=clone,clone3", "-o", trace, TFCKPT, "convert", src,
+                            "-o", out + "/c3", "-j", "3"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert len([l for l in open(trace) if re.search(r"\bclone3?\(", l)]) > 1
 
 
 @test(needs_data=True)

@@ -464,7 +464,7 @@ absl::Status BundleWriter::TakeDeferredCrcs() {
     }
   }
   std::atomic<uint64_t>* progress = StartPhase("verifying", total);
-  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(reads.size(), Jobs(0), [&](size_t i, const std::atomic<bool>& stop) {
+  TFCKPT_RETURN_IF_ERROR(ParallelForStatus(reads.size(), Jobs(RunJobs()), [&](size_t i, const std::atomic<bool>& stop) {
     constexpr uint64_t kChunk = 8ull << 20;
     Deferred& d = deferred_[reads[i].entry];
     Deferred::Stretch& st = d.stretches[reads[i].stretch];
@@ -606,7 +606,7 @@ absl::Status BundleWriter::Finish() {
   }
   const auto commit_data = [&](size_t i) { return data_[i]->Commit(); };
   const auto close_files = [&](bool with_index) {  // in parallel: the device sees their writes at once
-    return ParallelForStatus(data_.size() + (with_index ? 1 : 0), Jobs(0), [&](size_t i, const std::atomic<bool>&) {
+    return ParallelForStatus(data_.size() + (with_index ? 1 : 0), Jobs(RunJobs()), [&](size_t i, const std::atomic<bool>&) {
       return i < data_.size() ? data_[i]->Close() : index->Close();
     });
   };
