@@ -22,6 +22,7 @@
 #include "kvstore/s3/ranges.h"
 #include "kvstore/s3/sigv4.h"
 #include "base/parallel.h"
+#include "kvstore/s3/http_fetch.h"
 #include "run/run.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -30,11 +31,6 @@ namespace tfckpt::s3 {
 namespace {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
-
-void GlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 struct Response;
 
@@ -553,7 +549,7 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(Settings settings, ClientOptions options) {
-  GlobalInit();
+  CurlGlobalInit();
   auto impl = std::make_unique<Impl>();
   impl->endpoint = SplitEndpoint(settings.endpoint);
   impl->settings = std::move(settings);

@@ -31,9 +31,13 @@ size_t OnBody(char* data, size_t size, size_t n, void* arg) {
 
 }  // namespace
 
-absl::StatusOr<HttpAnswer> HttpFetch(const HttpRequest& r) {
+void CurlGlobalInit() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+absl::StatusOr<HttpAnswer> HttpFetch(const HttpRequest& r) {
+  CurlGlobalInit();
   CURL* h = curl_easy_init();
   if (h == nullptr) return absl::ResourceExhaustedError("cannot create a curl handle");
   Exchange x{{r.body, 0}, {}, false};

@@ -13,6 +13,10 @@
 
 namespace tfckpt::s3 {
 
+// curl_global_init, once per process, before the first curl handle of either client (this
+// one and client.cc's): its one once_flag.
+void CurlGlobalInit();
+
 struct HttpRequest {
   std::string method = "GET";
   std::string url;
