@@ -857,7 +857,9 @@ def load(ckpt, include=None, exclude=None, rename=None, cast=None, drop_optimize
     stored dtype (bfloat16 too) or the dtype as read; unknown dtypes are a UsageError.
     bfloat16 reads as float32 with numpy, unless asked to stay bfloat16:
     cast={"bfloat16": "bfloat16"} gives ml_dtypes.bfloat16 arrays (JAX's type; ml_dtypes
-    comes with `pip install tfckpt[jax]`), bit for bit, and likewise the float8 types; raw=True gives the uint16 bits. With torch, bfloat16 is torch.bfloat16. `nested=True` returns nested dicts by name path ("a/b/c" ->
+    comes with `pip install tfckpt[jax]`), bit for bit, and likewise the float8 types;
+    raw=True gives the uint16 bits. With torch, bfloat16 is torch.bfloat16.
+    `nested=True` returns nested dicts by name path ("a/b/c" ->
     d["a"]["b"]["c"], TF2's /.ATTRIBUTES/VARIABLE_VALUE dropped), as jax.tree_util and
     Flax expect. Tensors numpy cannot hold (variants such as a saved iterator's state;
     float8 without raw) are left out with a warning, as `convert` leaves them out; with
