@@ -65,6 +65,11 @@ class Runner:
         return wall, cpu, rss, tf_import
 
 
+# Touches one byte in every 4 KiB page of every tensor in `d` (torch): what reading a mapped
+# tensor costs, without a computation over it.
+TOUCH_PT = "for t in d.values(): t.reshape(-1).view(torch.uint8)[::4096].sum()"
+
+
 def py(code):
     return [PY, "-c", textwrap.dedent(code)]
 
@@ -188,11 +193,17 @@ def run(a, work, rounds, cores, jobs):
                 a = r.get_tensor(k)
                 a.mean(), a.std(), a.min(), a.max()
             """), [T, "inspect", ck, "--stats", "-j", J], None, None),
-        ("load into torch", "safetensors.torch.load_file of tfckpt's .safetensors", py(f"""
+        # The load side. safetensors maps the file and reads a page when it is first touched,
+        # so every side touches every page of every tensor it got (one byte per 4 KiB).
+        ("load into torch, mapped", "safetensors.torch.load_file of tfckpt's .safetensors", py(f"""
+            import torch
             from safetensors.torch import load_file
             d = load_file({st!r})
-            """), py(f"import tfckpt\nd = tfckpt.load({ck!r}, framework='pt')\n"), None, None),
-        ("load into numpy", "safetensors safe_open + get_tensor of tfckpt's .safetensors", py(f"""
+            {TOUCH_PT}
+            """), py(f"import tfckpt, torch\nd = tfckpt.load({st!r}, framework='pt', mmap=True)\n{TOUCH_PT}"), None, None),
+        ("load into torch, from the TF checkpoint", "safetensors.torch.load_file of tfckpt's .safetensors", None,
+         py(f"import tfckpt, torch\nd = tfckpt.load({ck!r}, framework='pt')\n{TOUCH_PT}"), None, None),
+        ("load into numpy, from the TF checkpoint", "safetensors safe_open + get_tensor of tfckpt's .safetensors", py(f"""
             from safetensors import safe_open
             with safe_open({st!r}, framework="np") as f:
                 d = {{k: f.get_tensor(k) for k in f.keys()}}
@@ -213,6 +224,11 @@ def run(a, work, rounds, cores, jobs):
                 last_peer = (label, peer_name)
                 keep(label, "peer", r.measure(peer, prepare))
             results.setdefault(label, {})["peer_of"] = last_peer
+            if J not in mine:  # (tfckpt.load has no jobs=: its reads use every core)
+                m = r.measure(mine, prepare)
+                for j in jobs:
+                    keep(label, j, m)
+                continue
             for j in jobs:
                 cmd = [str(j) if x == J else x for x in mine]
                 keep(label, j, r.measure(cmd, prepare))
