@@ -41,8 +41,18 @@ class Runner:
         self.env = dict(os.environ, PYTHONPATH=package, TF_CPP_MIN_LOG_LEVEL="3", OMP_NUM_THREADS=str(os.cpu_count()))
 
     def measure(self, cmd, prepare=None):
+        """The run of `cmd` that follows an untimed run of it (see _once)."""
+        self._once(cmd, prepare)
+        return self._once(cmd, prepare)
+
+    def _once(self, cmd, prepare=None):
         """One run of `cmd`: (wall s, cpu s, peak RSS MiB, s of it in `import tensorflow`: what
-        a peer script printed as TF_IMPORT). `prepare` runs first, untimed."""
+        a peer script printed as TF_IMPORT). `prepare` runs first, untimed.
+
+        measure() times the second of two runs: on this machine (a VM) memory that another
+        process has just freed is slow to fault in again, so the same tfckpt.load took 0.2 s
+        after itself and 1.1 s after a TensorFlow peer that had freed 1.7 GiB (2.4 s after
+        gen_checkpoint); after a run of itself, each command meets the memory it left."""
         if prepare:
             prepare()
         # The inputs read first, outside the timing, as bench/common.sh's `timed` does (this
