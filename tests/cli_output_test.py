@@ -294,6 +294,9 @@ def bash_completion_completes_commands_options_values_and_checkpoints():
         assert bash_complete(script, ["tfckpt", "conv"]) == {"convert"}
         assert bash_complete(script, ["tfckpt", "convert", "m", "--to", ""]) == {"tf", "safetensors", "npz"}
         assert bash_complete(script, ["tfckpt", "reshard", "m", "--policy", "s"]) == {"shards:", "single"}
+        # The parsers' own words (reshard/partition.cc): sharding_specs: was accepted, never offered.
+        assert bash_complete(script, ["tfckpt", "reshard", "m", "--partition", "s"]) == {"sharding_specs:"}
+        assert bash_complete(script, ["tfckpt", "convert", "m", "--partition", "m"]) == {"min-size", "min-size:", "max-size:"}
         assert bash_complete(script, ["tfckpt", "merge", "--on-conflict", ""]) == {"error", "first", "last"}
         assert bash_complete(script, ["tfckpt", "inspect", "m", "--st"]) == {"--stats"}
         assert bash_complete(script, ["tfckpt", "completion", ""]) == {"bash", "zsh", "fish"}

@@ -106,6 +106,11 @@ struct TransferReport {
   bool object_store = false;  // an object store was involved (the human output says so)
 };
 
+// The words a --partition SPEC and a --policy begin with, as their parsers take them
+// (reshard/partition.cc, reshard/reshard.cc): for completion and front ends.
+const std::vector<std::string>& PartitionSpecWords();
+const std::vector<std::string>& PolicyWords();
+
 struct ReshardRequest {
   std::string ckpt, out;
   std::vector<std::string> partitions;  // [REGEX=]SPEC rules (man tfckpt-reshard)

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "commands.h"
 #include "common.h"
+#include "tfckpt/commands.h"
 #include "tfckpt/strings.h"
 
 namespace tfckpt::cli {
@@ -36,8 +37,8 @@ struct CompletedCommand {
 // Starts of values for options whose values are not a closed set CLI11 checks (IsMember).
 const std::map<std::string, std::vector<std::string>>& ValueHints() {
   static const auto* hints = new std::map<std::string, std::vector<std::string>>{
-      {"--policy", {"by-task", "by-task:", "shards:", "single", "max-shard-size:", "by-device", "file:"}},
-      {"--partition", {"fixed:", "min-size:", "max-size:", "none", "layout:"}},
+      {"--policy", PolicyWords()},
+      {"--partition", PartitionSpecWords()},
       {"--cast",
        {"float32=bfloat16", "float32=float16", "float32=float64", "bfloat16=float32", "float16=float32",
         "float64=float32"}},

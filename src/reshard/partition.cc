@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "tfckpt/commands.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt {
@@ -187,6 +188,12 @@ SliceExtents LayoutExtents(const Region& region, const Layout& layout) {
   return e;
 }
 
+const std::vector<std::string>& PartitionSpecWords() {
+  static const auto* words = new std::vector<std::string>{"fixed:",  "min-size", "min-size:",      "max-size:",
+                                                          "none",    "layout:",  "sharding_specs:"};
+  return *words;
+}
+
 namespace {
 
 // "N" or "N@AXIS" -> (N, axis). AXIS may be negative, counted from the last axis as
@@ -203,8 +210,10 @@ bool ParseCountAxis(std::string_view s, int64_t* n, int* axis) {
 
 // Whether `spec` starts like one of the kinds of spec (so its errors are about that kind).
 bool NamesSpecKind(std::string_view spec) {
-  for (std::string_view kind : {"fixed:", "min-size", "max-size", "layout:", "sharding_specs:"}) {
-    if (spec.rfind(kind, 0) == 0) return true;
+  for (std::string_view word : PartitionSpecWords()) {
+    if (word == "none") continue;
+    if (word.back() == ':') word.remove_suffix(1);  // ("max-size" alone is about max-size too)
+    if (spec.rfind(word, 0) == 0) return true;
   }
   return false;
 }
@@ -263,7 +272,8 @@ absl::StatusOr<PartitionRule> ParseSpec(std::string_view spec) {
     TFCKPT_ASSIGN_OR_RETURN(r.layout, ParseLayout(spec.rfind("layout:", 0) == 0 ? spec.substr(7) : spec));
     return r;
   }
-  return absl::InvalidArgumentError("unknown partition spec (fixed:, min-size:, max-size:, none, layout:)");
+  return absl::InvalidArgumentError(
+      "unknown partition spec (fixed:, min-size:, max-size:, none, layout:, sharding_specs:)");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "model/tensor_encoding.h"
+#include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
 #include "model/name_rules.h"
 #include "model/object_graph.h"
@@ -19,6 +20,12 @@
 #include "tfckpt/status.h"
 
 namespace tfckpt {
+
+const std::vector<std::string>& PolicyWords() {
+  static const auto* words = new std::vector<std::string>{"by-task",         "by-task:",  "shards:", "single",
+                                                          "max-shard-size:", "by-device", "file:"};
+  return *words;
+}
 
 absl::StatusOr<Policy> ParsePolicy(std::string_view text) {
   Policy p;
