@@ -280,9 +280,9 @@ def ratio(a, b):
 def report(results, cases, jobs, cores, limit, size):
     N = jobs[-1]
     print()
-    print(f"| job | peer | peer s (without its TF import) | peer CPU s | peer RSS MiB | tfckpt -j 1 s | tfckpt -j {N} s "
-          f"| tfckpt RSS MiB | × at -j 1 | × at -j {N} (without import) | RSS ÷ |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| job | peer | peer s | of it, TF's import s | peer CPU s | peer RSS MiB | tfckpt -j 1 s | tfckpt -j {N} s "
+          f"| tfckpt RSS MiB | × at -j 1 (without TF's import) | × at -j {N} (without) | RSS ÷ |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     misses = []
     for label, _name, _peer, _mine, _prep, _one in cases:
         res = results[label]
@@ -294,8 +294,9 @@ def report(results, cases, jobs, cores, limit, size):
         x1, xN, xN_ex = ratio(pw, w1), ratio(pw, wN), ratio(pw_ex, wN)
         rss_x = ratio(pr, max(r1, rN))
         same = "" if plabel == label else f" (as above)"
-        print(f"| {label} | {pname}{same} | {pw:.2f} ({pw_ex:.2f}) | {pc:.2f} | {pr} | {w1:.2f} | {wN:.2f} | {max(r1, rN)} "
-              f"| {x1:.1f} | {xN:.1f} ({xN_ex:.1f}) | {rss_x:.0f} |")
+        imp = f"{tf_import:.2f}" if tf_import else "-"
+        print(f"| {label} | {pname}{same} | {pw:.2f} | {imp} | {pc:.2f} | {pr} | {w1:.2f} | {wN:.2f} | {max(r1, rN)} "
+              f"| {x1:.1f} ({ratio(pw_ex, w1):.1f}) | {xN:.1f} ({xN_ex:.1f}) | {rss_x:.0f} |")
         if ratio(pw_ex, w1) < 1:
             misses.append(f"{label}: at -j 1 {ratio(pw_ex, w1):.2f}× the peer's speed without its import (target ≥ 1)")
         if N > 1 and min(xN, xN_ex) < 2:
