@@ -37,40 +37,20 @@ log() { echo "build-wheel: $*" >&2; }
 pythons=()
 want=${WHEEL_PYTHON:-}
 if [ -z "$want" ]; then
-  for p in python3.11 python3; do
-    if "$p" -c '' 2>/dev/null; then
-      want=$p
-      break
-    fi
-  done
+  want=$(scripts/find-python.sh 11 || command -v python3 || true)
   [ -n "$want" ] || { log "no python3 on PATH"; exit 1; }
 fi
-# find_python MINOR: the python3.MINOR on PATH, else pyenv's newest 3.MINOR; empty when none runs.
-find_python() {
-  local found= p pyenv_root
-  if "python3.$1" -c '' 2>/dev/null; then  # (a pyenv shim of a version not selected fails here)
-    command -v "python3.$1"
-    return
-  fi
-  pyenv_root=$(pyenv root 2>/dev/null || true)
-  for p in ${pyenv_root:+"$pyenv_root"/versions/3.$1.*/bin/python3.$1}; do
-    if "$p" -c '' 2>/dev/null; then
-      found=$p
-    fi
-  done
-  echo "$found"
-}
 for word in $want; do
   case $word in
     all)
       for minor in $(seq 10 20); do
-        p=$(find_python "$minor")
+        p=$(scripts/find-python.sh "$minor" || true)
         [ -z "$p" ] || pythons+=("$p")
       done
       [ ${#pythons[@]} -gt 0 ] || { log "no CPython 3.10 or newer found"; exit 1; }
       ;;
     3.*)
-      p=$(find_python "${word#3.}")
+      p=$(scripts/find-python.sh "${word#3.}" || true)
       [ -n "$p" ] || { log "no CPython $word found (on PATH or in pyenv)"; exit 1; }
       pythons+=("$p")
       ;;

@@ -38,12 +38,7 @@ fail() {
 
 python=${ORACLE_PYTHON:-}
 if [ -z "$python" ]; then
-  for p in python3.11 python3; do
-    if command -v "$p" >/dev/null; then
-      python=$p
-      break
-    fi
-  done
+  python=$(scripts/find-python.sh 11 || command -v python3 || true)
 fi
 [ -n "$python" ] || fail "no python3 on PATH"
 version=$("$python" -c 'import sys; print(sys.version.split()[0])') || fail "$python does not run"

@@ -7,7 +7,8 @@
 # library from the system but those the manylinux policy allows (glibc's, libstdc++, libgcc_s,
 # zlib): the rest comes from the wheel.
 # Usage: tests/wheel_smoke.sh WHEEL [PYTHON...]
-#   default PYTHONs: python3.X on PATH or of pyenv, and /usr/bin/python3.X, X the wheel's (cpXY tag)
+#   default PYTHONs: python3.X on PATH or of pyenv (scripts/find-python.sh), and /usr/bin/python3.X,
+#                    X the wheel's (cpXY tag)
 #   TFCKPT_TESTDATA   the real checkpoints (default: ../shared/testdata/tf beside the checkout)
 #   WHEEL_SMOKE_NUMPY a requirement for numpy installed with the wheel (e.g. numpy==1.26.4)
 # Installing the wheel fetches numpy (its dependency) from the package index.
@@ -25,11 +26,7 @@ minor=${tag#cp3}
 
 pythons=("$@")
 if [ ${#pythons[@]} -eq 0 ]; then
-  # (a pyenv shim of a version not selected fails to run: pyenv's interpreter is taken then)
-  pyenv_root=$(pyenv root 2>/dev/null || true)
-  for p in "$(command -v "python3.$minor" || true)" \
-           $(ls -d ${pyenv_root:+"$pyenv_root"/versions/3.$minor.*/bin/python3.$minor} 2>/dev/null | tail -1) \
-           "/usr/bin/python3.$minor"; do
+  for p in "$(scripts/find-python.sh "$minor" || true)" "/usr/bin/python3.$minor"; do
     if [ -n "$p" ] && "$p" -c '' 2>/dev/null; then
       real=$("$p" -c 'import sys; print(sys.executable)')
       case " ${seen:-} " in *" $real "*) continue ;; esac
