@@ -134,7 +134,6 @@ def run(a, work, rounds, cores, jobs):
     subprocess.run([a.gen, "many", many, "100000"], check=True, stdout=subprocess.DEVNULL)
     st = os.path.join(work, "in.safetensors")  # tfckpt's output, for the load side
     subprocess.run([T, "convert", ck, "-o", st, "-q"], check=True, stdout=subprocess.DEVNULL)
-    import numpy as np  # noqa: F401  (the venv's, here only for the versions line)
     versions = subprocess.run(py("""
         import numpy, safetensors, torch, tensorflow as tf
         print(f"TensorFlow {tf.__version__}, torch {torch.__version__}, safetensors {safetensors.__version__}, numpy {numpy.__version__}")
@@ -164,33 +163,33 @@ def run(a, work, rounds, cores, jobs):
                             "--include", f"^(embedding_({tables})/|dense_{i}/)"], check=True, stdout=subprocess.DEVNULL)
     parts = [os.path.join(temp, f"part-{i:05d}-of-00004") for i in range(4)]
 
-    # (label, peer's name, peer's command, tfckpt's command for -j J, prepare, one-file output)
+    # (label, peer's name, peer's command, tfckpt's command for -j J, prepare)
     J = "{J}"
     cases = [
         ("read every tensor", "TF CheckpointReader.get_tensor, every key", tf_reader("""
             d = {k: r.get_tensor(k) for k in keys}
-            """), [T, "validate", ck, "-j", J], None, None),
+            """), [T, "validate", ck, "-j", J], None),
         ("read every tensor (Python)", "TF CheckpointReader.get_tensor, every key", None,
-         py(f"import tfckpt\nd = tfckpt.load({ck!r})\n"), None, None),
+         py(f"import tfckpt\nd = tfckpt.load({ck!r})\n"), None),
         ("list", "tf.train.list_variables", tf_py(f"tf.train.list_variables({ck!r})\n"),
-         [T, "inspect", ck, "-j", J], None, None),
+         [T, "inspect", ck, "-j", J], None),
         ("list, 100 000 tensors", "tf.train.list_variables", tf_py(f"tf.train.list_variables({many!r})\n"),
-         [T, "inspect", many, "-j", J], None, None),
+         [T, "inspect", many, "-j", J], None),
         ("TF → safetensors", "TF reader + safetensors.numpy.save_file", tf_reader(f"""
             from safetensors.numpy import save_file
             save_file({{k: r.get_tensor(k) for k in keys}}, {os.path.join(out, 'x.safetensors')!r})
-            """), [T, "convert", ck, "-o", os.path.join(out, "x.safetensors"), "-q", "-j", J], None, "x.safetensors"),
+            """), [T, "convert", ck, "-o", os.path.join(out, "x.safetensors"), "-q", "-j", J], None),
         ("TF → safetensors, --no-verify", "TF reader + safetensors.numpy.save_file", None,
-         [T, "convert", ck, "-o", os.path.join(out, "x.safetensors"), "--no-verify", "-q", "-j", J], None, None),
+         [T, "convert", ck, "-o", os.path.join(out, "x.safetensors"), "--no-verify", "-q", "-j", J], None),
         ("TF → safetensors, 4 files", "TF reader + safetensors.numpy.save_file", None,
          [T, "convert", ck, "-o", os.path.join(out, "x.safetensors"), "--max-file-size", f"{max(1, mib * 4)}M", "-q",
-          "-j", J], None, None),
+          "-j", J], None),
         ("TF → .npz", "TF reader + numpy.savez", tf_reader(f"""
             import numpy as np
             np.savez({os.path.join(out, 'x.npz')!r}, **{{k: r.get_tensor(k) for k in keys}})
-            """), [T, "convert", ck, "-o", os.path.join(out, "x.npz"), "-q", "-j", J], None, "x.npz"),
+            """), [T, "convert", ck, "-o", os.path.join(out, "x.npz"), "-q", "-j", J], None),
         ("TF → .npz, --no-verify", "TF reader + numpy.savez", None,
-         [T, "convert", ck, "-o", os.path.join(out, "x.npz"), "--no-verify", "-q", "-j", J], None, None),
+         [T, "convert", ck, "-o", os.path.join(out, "x.npz"), "--no-verify", "-q", "-j", J], None),
         ("reshard to 8 partitions", "TF1 Saver: restore into fixed_size_partitioner(8) variables, save", tf_reader(f"""
             tf.compat.v1.disable_eager_execution()
             shapes = r.get_variable_to_shape_map()
@@ -203,17 +202,17 @@ def run(a, work, rounds, cores, jobs):
                 saver.restore(s, {ck!r})
                 saver.save(s, {os.path.join(out, 'r')!r}, write_meta_graph=False)
             """), [T, "reshard", ck, "-o", os.path.join(out, "r"), "--partition", "embedding=fixed:8", "-q", "-j", J],
-         None, None),
+         None),
         ("merge 4 parts (copy)", "tf.raw_ops.MergeV2Checkpoints (renames the parts' files)", tf_py(f"""
             tf.raw_ops.MergeV2Checkpoints(checkpoint_prefixes={parts!r}, destination_prefix={merged!r}, delete_old_dirs=True)
-            """), [T, "merge", "--recover", merged, "-q", "-j", J], make_parts, None),
+            """), [T, "merge", "--recover", merged, "-q", "-j", J], make_parts),
         ("merge 4 parts (--move)", "tf.raw_ops.MergeV2Checkpoints (renames the parts' files)", None,
-         [T, "merge", "--recover", merged, "--move", "-q", "-j", J], make_parts, None),
+         [T, "merge", "--recover", merged, "--move", "-q", "-j", J], make_parts),
         ("statistics", "numpy mean/std/min/max over TF-read arrays", tf_reader("""
             for k in keys:
                 a = r.get_tensor(k)
                 a.mean(), a.std(), a.min(), a.max()
-            """), [T, "inspect", ck, "--stats", "-j", J], None, None),
+            """), [T, "inspect", ck, "--stats", "-j", J], None),
         # The load side. safetensors maps the file and reads a page when it is first touched,
         # so every side touches every page of every tensor it got (one byte per 4 KiB).
         ("load into torch, mapped", "safetensors.torch.load_file of tfckpt's .safetensors", py(f"""
@@ -221,14 +220,14 @@ def run(a, work, rounds, cores, jobs):
             from safetensors.torch import load_file
             d = load_file({st!r})
             {TOUCH_PT}
-            """), py(f"import tfckpt, torch\nd = tfckpt.load({st!r}, framework='pt', mmap=True)\n{TOUCH_PT}"), None, None),
+            """), py(f"import tfckpt, torch\nd = tfckpt.load({st!r}, framework='pt', mmap=True)\n{TOUCH_PT}"), None),
         ("load into torch, from the TF checkpoint", "safetensors.torch.load_file of tfckpt's .safetensors", None,
-         py(f"import tfckpt, torch\nd = tfckpt.load({ck!r}, framework='pt')\n{TOUCH_PT}"), None, None),
+         py(f"import tfckpt, torch\nd = tfckpt.load({ck!r}, framework='pt')\n{TOUCH_PT}"), None),
         ("load into numpy, from the TF checkpoint", "safetensors safe_open + get_tensor of tfckpt's .safetensors", py(f"""
             from safetensors import safe_open
             with safe_open({st!r}, framework="np") as f:
                 d = {{k: f.get_tensor(k) for k in f.keys()}}
-            """), py(f"import tfckpt\nd = tfckpt.load({ck!r})\n"), None, None),
+            """), py(f"import tfckpt\nd = tfckpt.load({ck!r})\n"), None),
     ]
 
     results = {}  # label -> {"peer": (wall, cpu, rss), 1: ..., N: ...}
@@ -240,7 +239,7 @@ def run(a, work, rounds, cores, jobs):
 
     for _ in range(rounds):
         last_peer = None
-        for label, peer_name, peer, mine, prepare, _one in cases:
+        for label, peer_name, peer, mine, prepare in cases:
             if peer is not None:
                 last_peer = (label, peer_name)
                 keep(label, "peer", r.measure(peer, prepare))
@@ -269,7 +268,7 @@ def run(a, work, rounds, cores, jobs):
                 best = t if best is None or t < best else best
             limit[(j, mode)] = best
 
-    report(results, cases, jobs, cores, limit, size)
+    report(results, cases, jobs, limit, size)
     return 0
 
 
@@ -277,14 +276,14 @@ def ratio(a, b):
     return a / b if b > 0 else float("inf")
 
 
-def report(results, cases, jobs, cores, limit, size):
+def report(results, cases, jobs, limit, size):
     N = jobs[-1]
     print()
     print(f"| job | peer | peer s | of it, TF's import s | peer CPU s | peer RSS MiB | tfckpt -j 1 s | tfckpt -j {N} s "
           f"| tfckpt RSS MiB | × at -j 1 (without TF's import) | × at -j {N} (without) | RSS ÷ |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     misses = []
-    for label, _name, _peer, _mine, _prep, _one in cases:
+    for label, _name, _peer, _mine, _prep in cases:
         res = results[label]
         plabel, pname = res["peer_of"]
         pw, pc, pr, tf_import = results[plabel]["peer"]
