@@ -93,6 +93,12 @@ use = egg:swift#$name
 conn_timeout = 10
 node_timeout = 60
 CONF
+  # An object server waits 1 s by default for the container server to list a PUT or DELETE
+  # (container_update_timeout), then answers and lets the listing catch up in the
+  # background: under load a listing made just after a DELETE still shows the object (an
+  # aborted upload's marker, in ListMultipartUploads). The tests expect what S3 and moto
+  # give, a listing that reflects every answered request: the object server waits for it.
+  [ "$name" != object ] || echo "container_update_timeout = 60" >>"$work/etc/$name-server.conf"
 done
 
 cat >"$work/etc/proxy-server.conf" <<CONF
