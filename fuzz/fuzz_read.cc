@@ -1,7 +1,7 @@
 // Whole-tensor reads of any format, as the Python module and the commands make them: each
 // tensor checked (Checkpoint::CheckStored) and only then read into a buffer of its size
 // (ReadTensor, what tfckpt.open()[name] and load() call), string tensors gathered
-// (GatherStrings: tfckpt.open()[name], convert -o x.npz), statistics on two threads
+// (ReadStrings: tfckpt.open()[name], convert -o x.npz), statistics on two threads
 // (ComputeStats: inspect --stats). A memory bomb is a finding here: scripts/fuzz.sh runs
 // every target with -malloc_limit_mb=256, so a claimed count that drives an allocation
 // fails the run. Input: 1 byte format (0 V2, 1 safetensors, 2 .npz, 3 V1; others modulo 4),
@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const tfckpt::DTypeInfo* info = tfckpt::LookupDType(t.dtype);
     if (info != nullptr && info->kind == tfckpt::ValueKind::kString) {
       std::vector<tfckpt::TensorBytes> keep;
-      (void)tfckpt::GatherStrings(**c, t, tfckpt::Region::Full(t.shape), &keep);
+      (void)tfckpt::ReadStrings(**c, t, tfckpt::Region::Full(t.shape), &keep);
       continue;
     }
     for (const bool widen : {false, true}) {

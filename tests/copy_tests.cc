@@ -1,6 +1,6 @@
 // The copy engine (copy.h) on a small generated checkpoint: CopyRegion across axis-0 and
 // axis-1 cuts and when unpartitioning (exact bytes), CastSink, the slice.gap and data.crc
-// errors, PieceSize, GatherStrings.
+// errors, PieceSize, ReadStrings.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -258,7 +258,7 @@ TEST_CASE("copy: an element in no stored slice is a slice.gap error, not a made-
   // The rows that are stored copy fine.
   CHECK(Copy(o, "gap", Box({2, 0}, {2, 2})) == Floats(full, Box({2, 0}, {2, 2})));
   std::vector<tfckpt::TensorBytes> keep;
-  auto strings = tfckpt::GatherStrings(*o.c, o.T("string_gap"), Region::Full({3}), &keep);
+  auto strings = tfckpt::ReadStrings(*o.c, o.T("string_gap"), Region::Full({3}), &keep);
   REQUIRE_FALSE(strings.ok());
   CHECK(tfckpt::ErrorInfoOf(strings.status()).check == "slice.gap");
 }
@@ -284,18 +284,18 @@ TEST_CASE("copy: PieceSize of fixed-size and string regions") {
   CHECK(size("names", Region::Full({2, 3})) == 6 + 4 + (1 + 2 + 3 + 4 + 5 + 6));
 }
 
-TEST_CASE("copy: GatherStrings gives a region's elements in row-major order across stored pieces") {
+TEST_CASE("copy: ReadStrings gives a region's elements in row-major order across stored pieces") {
   Opened o;
   const Shape full{2, 3};
   for (const Region& r : {Region::Full(full), Box({1, 0}, {1, 2}), Box({0, 1}, {2, 1}), Box({0, 0}, {2, 1})}) {
     CAPTURE(tfckpt::SliceString(r, full));
     std::vector<tfckpt::TensorBytes> keep;
-    auto got = tfckpt::GatherStrings(*o.c, o.T("names"), r, &keep);
+    auto got = tfckpt::ReadStrings(*o.c, o.T("names"), r, &keep);
     REQUIRE(got.ok());
     CHECK(std::vector<std::string>(got->begin(), got->end()) == Strings(full, r));
   }
   std::vector<tfckpt::TensorBytes> keep;
-  auto all = tfckpt::GatherStrings(*o.c, o.T("names"), Region::Full(full), &keep);
+  auto all = tfckpt::ReadStrings(*o.c, o.T("names"), Region::Full(full), &keep);
   REQUIRE(all.ok());
   CHECK(std::vector<std::string>(all->begin(), all->end()) ==
         std::vector<std::string>{"a", "bb", "ccc", "dddd", "eeeee", "ffffff"});

@@ -213,6 +213,21 @@ TEST_CASE("ReadTensor: a damaged byte in a stored piece read whole is a data.crc
   }
 }
 
+TEST_CASE("ReadStrings: a string tensor's elements, of the whole or of a box; other dtypes are refused") {
+  Opened o;
+  std::vector<tfckpt::TensorBytes> keep;
+  auto all = tfckpt::ReadStrings(*o.c, o.T("names"), Region::Full({2}), &keep);
+  REQUIRE(all.ok());
+  CHECK(*all == std::vector<std::string_view>{"a", "bc"});
+  auto second = tfckpt::ReadStrings(*o.c, o.T("names"), Box({1}, {1}), &keep);
+  REQUIRE(second.ok());
+  CHECK(*second == std::vector<std::string_view>{"bc"});
+  const absl::Status s = tfckpt::ReadStrings(*o.c, o.T("whole"), Region::Full({3, 5}), &keep).status();
+  CAPTURE(s.ToString());
+  CHECK(absl::IsInvalidArgument(s));
+  CHECK(s.message().find("whole") != std::string_view::npos);
+}
+
 TEST_CASE("ReadTensor: a stop request is Cancelled") {
   Opened o;
   std::stop_source stop;

@@ -323,6 +323,78 @@ TEST_CASE("object graphs: every attribute's key is in the bundle and matches its
   CHECK_FALSE(tf1->has_value());
 }
 
+#include "tfckpt/object_graph.h"
+
+TEST_CASE("the public object graph and selection (tfckpt/object_graph.h) on a real TF2 checkpoint") {
+  auto c = OpenOrDie(P("keras_tf2_adam_2shards"));
+  auto g = tfckpt::LoadObjectGraph(*c);
+  REQUIRE(g.ok());
+  REQUIRE(g->has_value());
+  auto nodes = tfckpt::ReadObjectGraph(*c);
+  REQUIRE(nodes.ok());
+  REQUIRE(nodes->has_value());
+  // Node by node as the protobuf holds it, each with its object path.
+  const auto paths = tfckpt::ObjectPaths(**g);
+  REQUIRE((*nodes)->size() == static_cast<size_t>((*g)->nodes_size()));
+  int attributes = 0, slots = 0;
+  for (int i = 0; i < (*g)->nodes_size(); ++i) {
+    const tfckpt::ObjectGraphNode& n = (**nodes)[static_cast<size_t>(i)];
+    const auto& p = (*g)->nodes(i);
+    CHECK(n.path == paths[static_cast<size_t>(i)]);
+    REQUIRE(n.children.size() == static_cast<size_t>(p.children_size()));
+    for (int j = 0; j < p.children_size(); ++j) {
+      CHECK(n.children[static_cast<size_t>(j)].node_id == p.children(j).node_id());
+      CHECK(n.children[static_cast<size_t>(j)].local_name == p.children(j).local_name());
+    }
+    REQUIRE(n.attributes.size() == static_cast<size_t>(p.attributes_size()));
+    for (int j = 0; j < p.attributes_size(); ++j) {
+      CHECK(n.attributes[static_cast<size_t>(j)].checkpoint_key == p.attributes(j).checkpoint_key());
+      ++attributes;
+    }
+    REQUIRE(n.slot_variables.size() == static_cast<size_t>(p.slot_variables_size()));
+    slots += p.slot_variables_size();
+  }
+  CHECK(attributes > 0);
+  CHECK(slots > 0);  // (Adam's m and v)
+
+  // Everything but the graph's own tensor, in name order, under its own name.
+  auto all = tfckpt::SelectTensors(*c, {});
+  REQUIRE(all.ok());
+  CHECK(all->size() == c->tensors().size() - 1);
+  for (const auto& [name, new_name] : *all) {
+    CHECK(name != tfckpt::kObjectGraphKey);
+    CHECK(new_name == name);
+  }
+  // --drop-optimizer leaves out the slots and the optimizer's variables, and keeps the rest.
+  auto model = tfckpt::SelectTensors(*c, {.drop_optimizer = true});
+  REQUIRE(model.ok());
+  CHECK(!model->empty());
+  CHECK(model->size() < all->size());
+  for (const auto& [name, new_name] : *model) {
+    CAPTURE(name);
+    CHECK(name.find(".OPTIMIZER_SLOT") == std::string::npos);
+    CHECK(name.find("optimizer/") == std::string::npos);
+  }
+  // include, exclude and renames in order.
+  auto picked = tfckpt::SelectTensors(*c, {.include = {"OPTIMIZER_SLOT"}, .exclude = {"/m/"},
+                                           .renames = {"^(.*)/\\.OPTIMIZER_SLOT/optimizer/v/(.*)$=\\1/v/\\2"}});
+  REQUIRE(picked.ok());
+  CHECK(!picked->empty());
+  for (const auto& [name, new_name] : *picked) {
+    CAPTURE(name);
+    CHECK(name.find("/.OPTIMIZER_SLOT/optimizer/v/") != std::string::npos);
+    CHECK(new_name.find(".OPTIMIZER_SLOT") == std::string::npos);
+    CHECK(new_name.find("/v/") != std::string::npos);
+  }
+  // A pattern that does not compile and a rule without "=" are InvalidArgument.
+  CHECK(absl::IsInvalidArgument(tfckpt::SelectTensors(*c, {.include = {"("}}).status()));
+  CHECK(absl::IsInvalidArgument(tfckpt::SelectTensors(*c, {.renames = {"no-equals"}}).status()));
+  // A TF1 checkpoint has no graph.
+  auto tf1 = tfckpt::ReadObjectGraph(*OpenOrDie(P("estimator_tfx_adagrad_ftrl")));
+  REQUIRE(tf1.ok());
+  CHECK_FALSE(tf1->has_value());
+}
+
 #include <regex>
 
 #include "copy/copy.h"

@@ -219,3 +219,55 @@ TEST_CASE("the threads the library starts work for the caller's run; ParallelFor
 }
 
 }  // namespace
+
+#include "tfckpt/open.h"
+#include "tfckpt/run.h"
+
+TEST_CASE("RunContext: the calls of a thread in its scope run with its options, and nothing is undone at its end") {
+  std::stop_source stop;
+  std::vector<std::string> points;
+  bool undone = false;
+  {
+    RunOptions o;
+    o.stop = stop.get_token();
+    o.connections = 3;
+    o.object_store.endpoint_url = "http://127.0.0.1:1";
+    o.object_store.no_sign_request = true;
+    o.at_point = [&](std::string_view point) { points.emplace_back(point); };
+    tfckpt::RunContext context(std::move(o));
+    CHECK(tfckpt::CurrentRun() == nullptr);
+    {
+      tfckpt::RunContext::Scope scope(context);
+      REQUIRE(tfckpt::CurrentRun() != nullptr);
+      Run* run = tfckpt::CurrentRun();
+      CHECK(run->connections() == 3);
+      CHECK(run->object_store().endpoint_url == "http://127.0.0.1:1");
+      CHECK(tfckpt::Reached("here").ok());
+      tfckpt::AtUndo([&] { undone = true; });
+      // The threads the library starts work for it too.
+      Run* seen = nullptr;
+      std::thread t = tfckpt::StartThread([&] { seen = tfckpt::CurrentRun(); });
+      t.join();
+      CHECK(seen == run);
+      // A nested scope of another context, then this one again.
+      tfckpt::RunContext other;
+      {
+        tfckpt::RunContext::Scope inner(other);
+        CHECK(tfckpt::CurrentRun() != run);
+      }
+      CHECK(tfckpt::CurrentRun() == run);
+      // An object store read goes to the context's endpoint (nothing listens there): the
+      // error names it.
+      auto opened = tfckpt::OpenCheckpoint("s3://bucket/model.ckpt");
+      REQUIRE_FALSE(opened.ok());
+      CAPTURE(opened.status().ToString());
+      CHECK(opened.status().message().find("127.0.0.1:1") != std::string_view::npos);
+      // Its stop stops the calls.
+      stop.request_stop();
+      CHECK(absl::IsCancelled(tfckpt::CheckStop()));
+    }
+    CHECK(tfckpt::CurrentRun() == nullptr);
+  }
+  CHECK(points == std::vector<std::string>{"here"});
+  CHECK_FALSE(undone);
+}

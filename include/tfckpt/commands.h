@@ -156,6 +156,7 @@ struct ReshardReport {
   int32_t num_files = 0;
   std::vector<ReshardTensor> tensors;  // kReshard, kDryRun
   std::vector<uint64_t> file_bytes;    // kReshard, kDryRun: per output data file
+  std::vector<std::string> data_files; // kReshard, kDryRun: their paths (OUTPUT.data-NNNNN-of-MMMMM)
   std::vector<std::string> notes;
   bool verified = false;               // kReshard, kFinalize
   // kPlan

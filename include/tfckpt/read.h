@@ -15,6 +15,8 @@
 
 #include <cstddef>
 #include <stop_token>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -56,6 +58,13 @@ absl::StatusOr<size_t> ReadSize(const TensorEntry& t, const Region& box, const R
 // REQUIRES: `t` is one of c.tensors(); `out` points to out_size writable bytes.
 absl::Status ReadTensor(const Checkpoint& c, const TensorEntry& t, const Region& box, char* out, size_t out_size,
                         const ReadOptions& options = {});
+
+// The elements of `box` of the string tensor `t` (DT_STRING), in row-major order of the
+// box, as views into payloads kept alive in `keep` (each stored piece read with its
+// checksum checked, decoded, and its part of the box placed). Errors as ReadTensor's.
+// REQUIRES: `t` is one of c.tensors(); keep != nullptr.
+absl::StatusOr<std::vector<std::string_view>> ReadStrings(const Checkpoint& c, const TensorEntry& t,
+                                                          const Region& box, std::vector<TensorBytes>* keep);
 
 // The whole tensor: ReadTensor with Region::Full(t.shape).
 absl::Status ReadTensor(const Checkpoint& c, const TensorEntry& t, char* out, size_t out_size,

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -55,5 +56,58 @@ struct RunOptions {
   // (as the command line's TFCKPT_FAULT_PAUSE_AT does) stops the run exactly there.
   std::function<void(std::string_view point)> at_point;
 };
+
+class Run;       // (run/run.h)
+class RunScope;  // (run/run.h)
+
+// The run of the calls that take no RunOptions (OpenCheckpoint, ResolveCheckpoint,
+// ReadTensor, ReadStrings, a Checkpoint's reads, Storage::For(path)'s requests): while a
+// RunContext::Scope is alive on a thread, those calls on it (and the threads they start)
+// use the context's options: its object store settings and connections, its stop token (a
+// read then ends with Cancelled, "interrupted"), its notes and at_point. Without a scope
+// they use the defaults and the environment. Reads create nothing: nothing is undone when
+// the context ends. A Checkpoint opened in a context may be read in another (after a stop,
+// a fresh context for the reads that come next).
+//
+//   tfckpt::RunContext context({.object_store = {.endpoint_url = "http://127.0.0.1:9000"}});
+//   tfckpt::RunContext::Scope scope(context);
+//   auto c = tfckpt::OpenCheckpoint("s3://bucket/model.ckpt");   // open.h
+//
+// Thread-safe: any number of scopes of one context may be alive on several threads.
+class RunContext {
+ public:
+  explicit RunContext(RunOptions options = {});
+  ~RunContext();
+  RunContext(const RunContext&) = delete;
+  RunContext& operator=(const RunContext&) = delete;
+
+  // The calls this thread makes while alive run in `context`; the scope before is restored
+  // at its end. REQUIRES: `context` outlives the scope.
+  class Scope {
+   public:
+    explicit Scope(const RunContext& context);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    std::unique_ptr<RunScope> scope_;
+  };
+
+ private:
+  std::shared_ptr<Run> run_;
+};
+
+// For the front ends' tests (the command line's and Python's; the library itself never
+// reads these variables): the hook RunOptions::at_point takes when the environment asks for
+// one, else an empty function. With TFCKPT_FAULT_PAUSE_AT=POINT (or POINT#N, the Nth time
+// it is reached; points in docs/RELIABILITY.md) the run stops at that point, says so on file
+// descriptor TFCKPT_FAULT_NOTIFY_FD (one line: POINT) and waits there until `stop` is
+// requested (a signal) -- then the run goes on from that exact point: unwinding, or, past
+// its point of no return, finishing. A test thus sends its signal or SIGKILL at a named
+// point instead of guessing one by timing. With TFCKPT_FAULT_PAUSE_UNTIL=exit it stays there
+// whatever comes, and says "stop requested" on the descriptor when the stop comes (a test
+// of what a second signal does while a run unwinds). Waits 10 minutes at most.
+std::function<void(std::string_view point)> FaultHookFromEnvironment(std::stop_token stop);
 
 }  // namespace tfckpt

@@ -88,4 +88,9 @@ struct Finding {
 // The finding an error status describes (its check id and location payloads).
 Finding FindingOf(const absl::Status& s, Severity severity = Severity::kError);
 
+// What a call's clean-up could not remove (an object store refusing DELETE) is added to its
+// error's message after this text: "MESSAGE; left behind (could not be removed): URL, ...
+// and N more" (docs/RELIABILITY.md).
+inline constexpr char kLeftBehindMarker[] = "; left behind (could not be removed): ";
+
 }  // namespace tfckpt

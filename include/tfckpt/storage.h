@@ -49,6 +49,10 @@ struct WriteOptions {
 
 class ReadableFile;
 
+// True when `path` is a URL ("SCHEME://…", SCHEME letters, digits, + - . starting with a
+// letter): an object store's name (s3://, gs://), not a local path.
+bool IsUrl(std::string_view path);
+
 // Whether bytes that move unchanged from one object of an object store to another of the
 // same store are copied inside the store (S3's UploadPartCopy) instead of through this
 // process (the commands' --server-side): kAuto where the store can, kNever never, kAlways
@@ -118,6 +122,15 @@ class ReadableFile {
   // The error Range and ReadAt give for a range past the end.
   absl::Status PastEndError(uint64_t offset, uint64_t n) const;
 };
+
+// A private, copy-on-write mapping of the bytes [offset, offset + n) of a local file
+// (MAP_PRIVATE, readable and writable: numpy.memmap(mode="c")), for memory handed out to a
+// caller that may write into it (the Python module's mmap=True): its pages are the file's
+// until written, and writes reach neither the file nor f.mapping(). Points at byte
+// `offset`; unmapped when the last copy goes. nullptr for a file of another medium or when
+// no mapping can be made now (the caller copies instead); an error when the range is no
+// longer in the file (CheckMapped).
+absl::StatusOr<std::shared_ptr<char>> MapPrivate(const ReadableFile& f, uint64_t offset, uint64_t n);
 
 // A file being written, that appears under its name only at Commit(). Destroying it
 // without Commit() abandons it: nothing of it remains (locally, the temporary is removed).

@@ -6,7 +6,7 @@
 // Reads release the GIL; a Checkpoint may be read from several threads at once (its data
 // files are mapped on first use under a lock, reads are positional). A data file that
 // shrank after it was mapped is an error of the read, never a SIGBUS (CheckMapped,
-// kvstore/local/local_storage.h).
+// tfckpt/storage.h). It uses the library's public API only (include/tfckpt/).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -24,16 +24,10 @@
 #include <thread>
 #include <vector>
 
-#include "base/path.h"
-#include "copy/copy.h"
-#include "kvstore/local/local_storage.h"
-#include "model/name_rules.h"
-#include "model/object_graph.h"
-#include "run/fault_hook.h"
-#include "run/run.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
+#include "tfckpt/object_graph.h"
 #include "tfckpt/open.h"
 #include "tfckpt/read.h"
 #include "tfckpt/region.h"
@@ -104,7 +98,7 @@ std::string NumpyType(int32_t dtype, bool raw) {
   }
 }
 
-// The run a Python Checkpoint's reads are made in (RunScope around each): the object store
+// The run a Python Checkpoint's reads are made in (a RunContext::Scope around each): the object store
 // options given to open(), a store read from the environment when the run first talks to
 // one (so each open reads the settings as they are then), and a stop request for Ctrl-C.
 // A stopped run is replaced by a new one for the reads after it.
@@ -119,7 +113,7 @@ class Session {
   bool hooked() const { return hooked_; }
 
   struct Current {
-    std::shared_ptr<Run> run;
+    std::shared_ptr<RunContext> run;
     std::shared_ptr<std::stop_source> stop;
   };
   Current Get() {
@@ -139,12 +133,7 @@ class Session {
     o.stop = stop->get_token();
     o.object_store = options_;
     o.at_point = FaultHookFromEnvironment(o.stop);  // (tests: TFCKPT_FAULT_PAUSE_AT)
-    // Reads create nothing: the run is kept, not undone, when the last holder lets it go.
-    std::shared_ptr<Run> run(new Run(std::move(o)), [](Run* r) {
-      r->Keep();
-      delete r;
-    });
-    return {std::move(run), std::move(stop)};
+    return {std::make_shared<RunContext>(std::move(o)), std::move(stop)};
   }
 
   const ObjectStoreOptions options_;
@@ -174,7 +163,7 @@ absl::Status Interruptible(Session& session, bool worker, const std::function<ab
     bool interrupted = false;
     if (!worker) {
       py::gil_scoped_release release;
-      RunScope scope(cur.run.get());
+      RunContext::Scope scope(*cur.run);
       status = fn();
     } else {
       std::mutex mu;
@@ -183,7 +172,7 @@ absl::Status Interruptible(Session& session, bool worker, const std::function<ab
       std::thread thread([&] {
         absl::Status s;
         {
-          RunScope scope(cur.run.get());
+          RunContext::Scope scope(*cur.run);
           s = fn();
         }
         std::lock_guard<std::mutex> lock(mu);
@@ -329,36 +318,34 @@ class PyCheckpoint {
   }
 
   py::object ObjectGraph() const {
-    absl::StatusOr<std::optional<pb::TrackableObjectGraph>> g;
+    absl::StatusOr<std::optional<std::vector<ObjectGraphNode>>> g;
     {
       py::gil_scoped_release release;
-      RunScope scope(session_->Get().run.get());
-      g = LoadObjectGraph(*c_);
+      RunContext::Scope scope(*session_->Get().run);
+      g = ReadObjectGraph(*c_);
     }
     if (!g.ok()) Throw(g.status());
     if (!g->has_value()) return py::none();
-    const std::vector<std::string> paths = ObjectPaths(**g);
     py::list nodes;
-    for (int i = 0; i < (*g)->nodes_size(); ++i) {
-      const auto& n = (*g)->nodes(i);
+    for (const ObjectGraphNode& n : **g) {
       py::list children, attributes, slots;
-      for (const auto& ch : n.children()) children.append(py::make_tuple(py::bytes(ch.local_name()), ch.node_id()));
-      for (const auto& a : n.attributes()) {
+      for (const auto& ch : n.children) children.append(py::make_tuple(py::bytes(ch.local_name), ch.node_id));
+      for (const auto& a : n.attributes) {
         py::dict d;
-        d["name"] = py::bytes(a.name());
-        d["full_name"] = py::bytes(a.full_name());
-        d["checkpoint_key"] = py::bytes(a.checkpoint_key());
+        d["name"] = py::bytes(a.name);
+        d["full_name"] = py::bytes(a.full_name);
+        d["checkpoint_key"] = py::bytes(a.checkpoint_key);
         attributes.append(std::move(d));
       }
-      for (const auto& s : n.slot_variables()) {
+      for (const auto& sv : n.slot_variables) {
         py::dict d;
-        d["original_variable_node_id"] = s.original_variable_node_id();
-        d["slot_name"] = py::bytes(s.slot_name());
-        d["slot_variable_node_id"] = s.slot_variable_node_id();
+        d["original_variable_node_id"] = sv.original_variable_node_id;
+        d["slot_name"] = py::bytes(sv.slot_name);
+        d["slot_variable_node_id"] = sv.slot_variable_node_id;
         slots.append(std::move(d));
       }
       py::dict d;
-      d["path"] = py::bytes(paths[i]);
+      d["path"] = py::bytes(n.path);
       d["children"] = std::move(children);
       d["attributes"] = std::move(attributes);
       d["slot_variables"] = std::move(slots);
@@ -371,26 +358,15 @@ class PyCheckpoint {
   // --drop-optimizer rules keep, in name order; the object graph is never included.
   py::list Select(const std::vector<std::string>& include, const std::vector<std::string>& exclude,
                   const std::vector<std::string>& renames, bool drop_optimizer) const {
-    std::vector<RenameRule> rules;
-    for (const std::string& r : renames) rules.push_back(Check(ParseRenameRule(r)));
-    const NameRules names = Check(NameRules::Create(include, exclude, rules));
-    std::vector<std::string> optimizer_paths;
-    if (drop_optimizer) {
-      absl::StatusOr<std::optional<pb::TrackableObjectGraph>> g;
-      {
-        py::gil_scoped_release release;
-        RunScope scope(session_->Get().run.get());
-        g = LoadObjectGraph(*c_);
-      }
-      if (!g.ok()) Throw(g.status());
-      if (g->has_value()) optimizer_paths = OptimizerPaths(**g);
+    absl::StatusOr<std::vector<std::pair<std::string, std::string>>> kept;
+    {
+      py::gil_scoped_release release;
+      RunContext::Scope scope(*session_->Get().run);
+      kept = SelectTensors(*c_, {include, exclude, renames, drop_optimizer});
     }
+    if (!kept.ok()) Throw(kept.status());
     py::list out;
-    for (const TensorEntry& t : c_->tensors()) {
-      if (t.name == kObjectGraphKey || !names.Selected(t.name)) continue;
-      if (drop_optimizer && IsOptimizerState(t.name, optimizer_paths)) continue;
-      out.append(py::make_tuple(py::bytes(t.name), py::bytes(names.Rename(t.name))));
-    }
+    for (const auto& [name, new_name] : *kept) out.append(py::make_tuple(py::bytes(name), py::bytes(new_name)));
     return out;
   }
 
@@ -414,7 +390,7 @@ class PyCheckpoint {
     absl::StatusOr<std::shared_ptr<char>> view;
     {
       py::gil_scoped_release release;
-      RunScope scope(session_->Get().run.get());
+      RunContext::Scope scope(*session_->Get().run);
       bytes = c_->Read(t, t.slices[0], verify);
       if (bytes.ok() && bytes->owner == nullptr && !bytes->data.empty()) {
         absl::StatusOr<const ReadableFile*> file = c_->DataFile(t.slices[0].data.shard);
@@ -450,7 +426,7 @@ class PyCheckpoint {
     std::vector<TensorBytes> keep;
     absl::StatusOr<std::vector<std::string_view>> elements;
     const absl::Status s = Interruptible(*session_, remote_, [&] {
-      elements = GatherStrings(*c_, t, region, &keep);
+      elements = tfckpt::ReadStrings(*c_, t, region, &keep);
       return elements.ok() ? absl::OkStatus() : elements.status();
     });
     if (!s.ok()) Throw(s);

@@ -7,11 +7,11 @@
 #include <string>
 #include <string_view>
 
+#include "tfckpt/storage.h"
+
 namespace tfckpt {
 
-// True when `path` is a URL ("SCHEME://…", SCHEME letters, digits, + - . starting with a
-// letter): an object store's name, not a local path.
-bool IsUrl(std::string_view path);
+// (IsUrl, whether a path is an object store's URL: tfckpt/storage.h.)
 
 // The directory part: "a/b/c" -> "a/b", "/c" -> "/", "c" -> "" (no directory);
 // "s3://b/k" -> "s3://b", "s3://b" -> "s3://b" (a URL's root is its own directory).

@@ -12,11 +12,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "base/path.h"
+#include "tfckpt/run.h"
 #include "tfckpt/storage.h"
 #include "tfckpt/status.h"
-#include "run/fault_hook.h"
-#include "run/left_behind.h"
 #include "interrupts.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/strings.h"

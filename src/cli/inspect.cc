@@ -9,7 +9,7 @@
 #include "common.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
-#include "model/object_graph.h"
+#include "tfckpt/object_graph.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 

@@ -7,7 +7,6 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "common.h"
-#include "format/bundle/bundle_writer.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
@@ -46,7 +45,7 @@ void PrintPlan(const ReshardReport& r) {
               t.note.empty() ? "" : StrCat("  (", t.note, ")"), "\n");
   }
   for (int32_t f = 0; f < r.num_files; ++f) {
-    StrAppend(&out, "  file ", f, ": ", DataFileName(r.output, f, r.num_files), "  ", HumanBytes(r.file_bytes[f]),
+    StrAppend(&out, "  file ", f, ": ", r.data_files[f], "  ", HumanBytes(r.file_bytes[f]),
               "\n");
   }
   std::cout << out;

@@ -48,21 +48,6 @@ std::vector<std::string> DataFileProblems(const Checkpoint& c, absl::Status* fir
   return problems;
 }
 
-void DescribeGraph(const pb::TrackableObjectGraph& g, InspectReport* report) {
-  const std::vector<std::string> paths = ObjectPaths(g);
-  for (int i = 0; i < g.nodes_size(); ++i) {
-    const auto& n = g.nodes(i);
-    ObjectGraphNode node;
-    node.path = paths[i];
-    for (const auto& r : n.children()) node.children.push_back({r.node_id(), r.local_name()});
-    for (const auto& x : n.attributes()) node.attributes.push_back({x.name(), x.full_name(), x.checkpoint_key()});
-    for (const auto& x : n.slot_variables()) {
-      node.slot_variables.push_back({x.original_variable_node_id(), x.slot_name(), x.slot_variable_node_id()});
-    }
-    report->graph.push_back(std::move(node));
-  }
-}
-
 absl::StatusOr<InspectReport> InspectRun(const InspectRequest& r) {
   if (r.ckpt.empty()) return absl::InvalidArgumentError("CKPT is required");
   if (r.all_values && r.tensors.empty()) return absl::InvalidArgumentError("--all-values needs --tensor");
@@ -131,7 +116,7 @@ absl::StatusOr<InspectReport> InspectRun(const InspectRequest& r) {
     TFCKPT_ASSIGN_OR_RETURN(std::optional<pb::TrackableObjectGraph> g, LoadObjectGraph(c));
     report.has_graph = g.has_value();
     if (g) {
-      DescribeGraph(*g, &report);
+      report.graph = GraphNodes(*g);
       report.tree_text = FormatObjectTree(c, *g);
     }
   }

@@ -195,11 +195,6 @@ json PieceJson(const ReshardPiece& p, bool is_new) {
   return j;
 }
 
-// The file names of a reshard's output data files.
-std::string DataFile(const std::string& prefix, int32_t i, int32_t n) {
-  return absl::StrFormat("%s.data-%05d-of-%05d", prefix, i, n);
-}
-
 }  // namespace
 
 std::string ErrorId(const absl::Status& s) {
@@ -281,7 +276,7 @@ std::string ToJson(const ReshardReport& r) {
     for (const ReshardTensor& t : r.tensors) {
       for (const auto& p : t.new_pieces) n += p.file == f;
     }
-    files.push_back({{"file", f}, {"path", DataFile(r.output, f, r.num_files)}, {"bytes", r.file_bytes[f]},
+    files.push_back({{"file", f}, {"path", r.data_files[f]}, {"bytes", r.file_bytes[f]},
                      {"pieces", n}});
   }
   json doc{{"input", r.input},   {"output", r.output},         {"num_files", r.num_files}, {"policy", r.policy},

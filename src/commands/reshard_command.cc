@@ -41,6 +41,7 @@ void DescribePlan(const ReshardPlan& plan, const Policy& policy, ReshardReport* 
   }
   report->num_files = plan.num_files;
   report->file_bytes = plan.file_bytes;
+  for (int32_t f = 0; f < plan.num_files; ++f) report->data_files.push_back(DataFileName(report->output, f, plan.num_files));
   report->notes = plan.notes;
 }
 

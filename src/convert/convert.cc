@@ -342,7 +342,7 @@ struct NpyMember {
 absl::Status WritePaddedStrings(const Checkpoint& c, const TensorEntry& t, size_t width, PieceSink& sink,
                                 std::atomic<uint64_t>* progress) {
   std::vector<TensorBytes> keep;
-  TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> all, GatherStrings(c, t, Region::Full(t.shape), &keep));
+  TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> all, ReadStrings(c, t, Region::Full(t.shape), &keep));
   std::string step;
   for (size_t i = 0; i < all.size(); ++i) {
     step.append(all[i]);
@@ -396,7 +396,7 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
       // values that end in one do not read back the same: said in a note).
       std::vector<TensorBytes> keep;
       TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> all,
-                              GatherStrings(c, *p.t, Region::Full(p.t->shape), &keep));
+                              ReadStrings(c, *p.t, Region::Full(p.t->shape), &keep));
       size_t width = 1;
       bool trailing_nul = false;
       for (auto e : all) {

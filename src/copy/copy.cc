@@ -388,14 +388,17 @@ absl::StatusOr<std::string_view> VariablePayload(const Checkpoint& c, const Tens
     return absl::InternalError(StrCat("bug: plan reslices variant tensor \"", t.name, "\""));
   }
   std::vector<TensorBytes> parts;
-  TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> elements, GatherStrings(c, t, region, &parts));
+  TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> elements, ReadStrings(c, t, region, &parts));
   encoded->clear();
   EncodeStrings(elements, encoded);
   return std::string_view(*encoded);
 }
 
-absl::StatusOr<std::vector<std::string_view>> GatherStrings(const Checkpoint& c, const TensorEntry& t,
-                                                            const Region& region, std::vector<TensorBytes>* keep) {
+absl::StatusOr<std::vector<std::string_view>> ReadStrings(const Checkpoint& c, const TensorEntry& t,
+                                                          const Region& region, std::vector<TensorBytes>* keep) {
+  if (static_cast<DType>(t.dtype) != DType::kString) {
+    return absl::InvalidArgumentError(StrCat("\"", PrintableKey(t.name), "\" is not a string tensor"));
+  }
   // Sized only once the pieces are known to be present (each element of a checked string
   // tensor takes at least one byte of them: its count cannot outgrow the data files).
   TFCKPT_RETURN_IF_ERROR(c.CheckStored(t, &region));

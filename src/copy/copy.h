@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "format/bundle/bundle_writer.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/read.h"
 
 namespace tfckpt {
 
@@ -161,12 +162,6 @@ absl::Status CopyRegion(const Checkpoint& c, const TensorEntry& t, const Region&
 // After the last CopyRegion of `t` with `carried`: checks every stored piece of `t` whose
 // CRC the copies did not prove (VerifyCrc: read again). REQUIRES: t's element size > 0.
 absl::Status FinishCarriedCrcs(const Checkpoint& c, const TensorEntry& t, CarriedCrcs& carried, std::string* buffer);
-
-// The elements of `region` of the string tensor `t`, in row-major order of the region,
-// as views into payloads kept alive in `keep` (each stored piece read with its CRC
-// checked, decoded, and its part of the region placed).
-absl::StatusOr<std::vector<std::string_view>> GatherStrings(const Checkpoint& c, const TensorEntry& t,
-                                                            const Region& region, std::vector<TensorBytes>* keep);
 
 // The payload of `region` of the string or variant tensor `t` as a writer stores it: a
 // stored piece equal to the region as read (CRC checked, kept alive in `keep`), else the

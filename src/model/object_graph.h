@@ -8,11 +8,10 @@
 
 #include "absl/status/statusor.h"
 #include "tfckpt/checkpoint.h"
+#include "tfckpt/object_graph.h"
 #include "trackable_object_graph.pb.h"
 
 namespace tfckpt {
-
-inline constexpr char kObjectGraphKey[] = "_CHECKPOINTABLE_OBJECT_GRAPH";
 
 // The object graph of `c`, or nullopt when the checkpoint has none (TF1 checkpoints).
 // Error when the tensor exists but cannot be read or parsed.
@@ -21,6 +20,10 @@ absl::StatusOr<std::optional<pb::TrackableObjectGraph>> LoadObjectGraph(const Ch
 // Each node's object path (docs/FORMAT.md §f.1, §f.2): breadth-first from node 0 over children,
 // then slot variables as VAR/.OPTIMIZER_SLOT/OPTIMIZER/SLOT. Unreachable nodes get "".
 std::vector<std::string> ObjectPaths(const pb::TrackableObjectGraph& g);
+
+// Each node of `g` as the reports and the public API give it (tfckpt/reports.h), with its
+// object path (ObjectPaths).
+std::vector<ObjectGraphNode> GraphNodes(const pb::TrackableObjectGraph& g);
 
 // Escapes one path component: "." -> "..", "/" -> ".S".
 std::string EscapeLocalName(std::string_view name);

@@ -1,4 +1,4 @@
-#include "run/fault_hook.h"
+#include "tfckpt/run.h"
 
 #include <unistd.h>
 

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "run/run.h"
+#include "tfckpt/status.h"
 
 namespace tfckpt {
 
@@ -27,7 +28,6 @@ inline constexpr size_t kShownLeftBehind = 8;
 // and payloads kept. `s` itself when it is OK or nothing was left behind.
 absl::Status WithLeftBehind(const absl::Status& s, Run& run);
 
-// The text WithLeftBehind adds begins with this.
-inline constexpr char kLeftBehindMarker[] = "; left behind (could not be removed): ";
+// (The text WithLeftBehind adds begins with kLeftBehindMarker, tfckpt/status.h.)
 
 }  // namespace tfckpt

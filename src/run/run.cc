@@ -116,6 +116,16 @@ void Run::Undo() {
   undoing_ = false;
 }
 
+RunContext::RunContext(RunOptions options)
+    : run_(new Run(std::move(options)), [](Run* r) {
+        r->Keep();  // (reads create nothing to undo)
+        delete r;
+      }) {}
+RunContext::~RunContext() = default;
+
+RunContext::Scope::Scope(const RunContext& context) : scope_(std::make_unique<RunScope>(context.run_.get())) {}
+RunContext::Scope::~Scope() = default;
+
 Run* CurrentRun() { return t_run; }
 
 RunScope::RunScope(Run* run) : previous_(t_run) { t_run = run; }

@@ -50,14 +50,7 @@ class LocalReadableFile final : public ReadableFile {
 // the file and its size now. OK for a file of another medium.
 absl::Status CheckMapped(const ReadableFile& f, uint64_t offset, uint64_t n);
 
-// A private, copy-on-write mapping of the bytes [offset, offset + n) of a local file
-// (MAP_PRIVATE, readable and writable: numpy.memmap(mode="c")), for memory handed out to a
-// caller that may write into it (the Python module's mmap=True): its pages are the file's
-// until written, and writes reach neither the file nor f.mapping(). Points at byte
-// `offset`; unmapped when the last copy goes. nullptr for a file of another medium or when
-// no mapping can be made now (the caller copies instead); an error when the range is no
-// longer in the file (CheckMapped).
-absl::StatusOr<std::shared_ptr<char>> MapPrivate(const ReadableFile& f, uint64_t offset, uint64_t n);
+// (MapPrivate, a copy-on-write mapping of a local file's range: tfckpt/storage.h.)
 
 class LocalWritableFile final : public WritableFile {
  public:
