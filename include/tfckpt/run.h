@@ -55,6 +55,12 @@ struct RunOptions {
   // checks for a stop request right after it returns, so a hook that waits for the stop
   // (as the command line's TFCKPT_FAULT_PAUSE_AT does) stops the run exactly there.
   std::function<void(std::string_view point)> at_point;
+  // For tests of the verification: damage planted at the fault point "output-written" (a
+  // file of the output has its bytes and is neither verified nor committed: a bundle's
+  // first data file, a safetensors or .npz file), as a failing disk or copy would: the lowest
+  // bit of its byte `flip_output_byte` flipped (in a bundle's first data file as soon as the
+  // piece holding that byte is written). -1: none.
+  int64_t flip_output_byte = -1;
 };
 
 class Run;       // (run/run.h)
@@ -99,15 +105,17 @@ class RunContext {
 };
 
 // For the front ends' tests (the command line's and Python's; the library itself never
-// reads these variables): the hook RunOptions::at_point takes when the environment asks for
-// one, else an empty function. With TFCKPT_FAULT_PAUSE_AT=POINT (or POINT#N, the Nth time
-// it is reached; points in docs/RELIABILITY.md) the run stops at that point, says so on file
-// descriptor TFCKPT_FAULT_NOTIFY_FD (one line: POINT) and waits there until `stop` is
-// requested (a signal) -- then the run goes on from that exact point: unwinding, or, past
+// reads these variables): sets `options`' test hooks as the environment asks, and says
+// whether it asked for any. RunOptions::flip_output_byte from TFCKPT_FAULT_FLIP_OUTPUT_BYTE=N.
+// RunOptions::at_point from TFCKPT_FAULT_PAUSE_AT=POINT (or POINT#N, the Nth time it is
+// reached; points in docs/RELIABILITY.md): the run stops at that point, says so on file
+// descriptor TFCKPT_FAULT_NOTIFY_FD (one line: POINT) and waits there until options->stop
+// is requested (a signal) -- then the run goes on from that exact point: unwinding, or, past
 // its point of no return, finishing. A test thus sends its signal or SIGKILL at a named
 // point instead of guessing one by timing. With TFCKPT_FAULT_PAUSE_UNTIL=exit it stays there
-// whatever comes, and says "stop requested" on the descriptor when the stop comes (a test
-// of what a second signal does while a run unwinds). Waits 10 minutes at most.
-std::function<void(std::string_view point)> FaultHookFromEnvironment(std::stop_token stop);
+// whatever comes, and says "stop requested" on the descriptor when the stop comes (a test of
+// what a second signal does while a run unwinds). Waits 10 minutes at most.
+// REQUIRES: options->stop is the token the run will have.
+bool TestHooksFromEnvironment(RunOptions* options);
 
 }  // namespace tfckpt

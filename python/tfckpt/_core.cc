@@ -105,7 +105,7 @@ std::string NumpyType(int32_t dtype, bool raw) {
 class Session {
  public:
   explicit Session(ObjectStoreOptions options)
-      : options_(std::move(options)), hooked_(FaultHookFromEnvironment({}) != nullptr) {
+      : options_(std::move(options)), hooked_(Hooked()) {
     current_ = Make();
   }
   // The test hook is set (TFCKPT_FAULT_PAUSE_AT): every call then runs on a thread of its
@@ -127,12 +127,17 @@ class Session {
   }
 
  private:
+  static bool Hooked() {
+    RunOptions probe;
+    TestHooksFromEnvironment(&probe);
+    return probe.at_point != nullptr;
+  }
   Current Make() const {
     auto stop = std::make_shared<std::stop_source>();
     RunOptions o;
     o.stop = stop->get_token();
     o.object_store = options_;
-    o.at_point = FaultHookFromEnvironment(o.stop);  // (tests: TFCKPT_FAULT_PAUSE_AT)
+    TestHooksFromEnvironment(&o);  // (tests: TFCKPT_FAULT_PAUSE_AT)
     return {std::make_shared<RunContext>(std::move(o)), std::move(stop)};
   }
 
@@ -708,7 +713,7 @@ py::tuple RunCommand(const std::string& name, const py::dict& d) {
   std::stop_source stop;
   RunOptions run;
   run.stop = stop.get_token();
-  run.at_point = FaultHookFromEnvironment(run.stop);  // (tests: TFCKPT_FAULT_PAUSE_AT)
+  TestHooksFromEnvironment(&run);  // (tests: TFCKPT_FAULT_PAUSE_AT, TFCKPT_FAULT_FLIP_OUTPUT_BYTE)
   if (d.contains("jobs")) run.jobs = d["jobs"].cast<int>();
   if (d.contains("connections")) run.connections = d["connections"].cast<int>();
   run.object_store = StoreOptions(d);

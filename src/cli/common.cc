@@ -256,7 +256,7 @@ std::unique_ptr<Progress> progress;
 RunOptions CommandRun(std::string_view command, bool show_progress, int jobs) {
   RunOptions o;
   o.stop = InterruptToken();
-  o.at_point = FaultHookFromEnvironment(o.stop);
+  TestHooksFromEnvironment(&o);
   o.jobs = jobs;
   o.connections = connections;
   o.object_store = object_store;

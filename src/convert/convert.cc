@@ -114,21 +114,6 @@ class StringSink : public PieceSink {
   std::string* out_;
 };
 
-// Fault injection for the verification tests (tests/cli_verify_test.py), as BundleWriter
-// does: the bit 0 of byte TFCKPT_FAULT_FLIP_OUTPUT_BYTE of `f` flipped once it is written,
-// as a failing disk or copy would. Nothing when unset or past the end.
-absl::Status PlantFault(WritableFile& f) {
-  const char* at = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE");
-  if (at == nullptr) return absl::OkStatus();
-  const uint64_t offset = std::strtoull(at, nullptr, 10);
-  if (!f.ReadableBeforeCommit() || offset >= f.size()) return absl::OkStatus();
-  TFCKPT_ASSIGN_OR_RETURN(auto in, f.OpenWritten());
-  char byte;
-  TFCKPT_RETURN_IF_ERROR(in->ReadAt(offset, 1, &byte));
-  byte = static_cast<char>(byte ^ 1);
-  return f.WriteAt(offset, std::string_view(&byte, 1));
-}
-
 // Copies region `r` of `t` into `sink`, casting to `dtype` when it differs.
 absl::Status CopyCast(const Checkpoint& c, const TensorEntry& t, const Region& r, int32_t dtype, PieceSink& sink,
                       std::string* buf, std::atomic<uint64_t>* progress) {
@@ -267,7 +252,7 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
     TFCKPT_RETURN_IF_ERROR(CopyCast(c, *part.p->t, part.region, part.p->dtype, sink, &buf, progress));
     return Reached("piece-written");
   }));
-  TFCKPT_RETURN_IF_ERROR(PlantFault(writers.front()->file()));
+  TFCKPT_RETURN_IF_ERROR(PlantOutputFault(writers.front()->file(), 0, UINT64_MAX).status());  // (tests)
   for (auto& w : writers) TFCKPT_RETURN_IF_ERROR(w->Finish());
   std::unique_ptr<WritableFile> index;
   if (groups.size() > 1) {
@@ -476,7 +461,7 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
     for (size_t u : parts_of[k]) crc = zip::Crc32Concat(crc, crcs[u], parts[u].bytes);
     TFCKPT_RETURN_IF_ERROR(zip->SetCrc(k, crc));
   }
-  TFCKPT_RETURN_IF_ERROR(PlantFault(zip->file()));
+  TFCKPT_RETURN_IF_ERROR(PlantOutputFault(zip->file(), 0, UINT64_MAX).status());  // (tests)
   TFCKPT_RETURN_IF_ERROR(zip->Finish());
   TFCKPT_RETURN_IF_ERROR(Reached("npz-written"));
   TFCKPT_RETURN_IF_ERROR(zip->Commit());

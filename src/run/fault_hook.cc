@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 
 namespace tfckpt {
+namespace {
 
 std::function<void(std::string_view point)> FaultHookFromEnvironment(std::stop_token stop) {
   const char* at = std::getenv("TFCKPT_FAULT_PAUSE_AT");
@@ -52,6 +53,17 @@ std::function<void(std::string_view point)> FaultHookFromEnvironment(std::stop_t
       cv.wait_until(lock, deadline, [] { return false; });
     }
   };
+}
+
+}  // namespace
+
+bool TestHooksFromEnvironment(RunOptions* options) {
+  options->at_point = FaultHookFromEnvironment(options->stop);
+  uint64_t byte = 0;
+  const char* flip = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE");
+  options->flip_output_byte = flip != nullptr && absl::SimpleAtoi(flip, &byte) && byte < (1ull << 62)
+                                  ? static_cast<int64_t>(byte) : -1;
+  return options->at_point != nullptr || options->flip_output_byte >= 0;
 }
 
 }  // namespace tfckpt

@@ -169,6 +169,8 @@ std::atomic<uint64_t>* StartPhase(std::string_view phase, uint64_t total) {
 
 int RunJobs() { return t_run != nullptr ? t_run->jobs() : 0; }
 
+int64_t FlipOutputByte() { return t_run != nullptr ? t_run->flip_output_byte() : -1; }
+
 bool SleepUnlessStopped(std::chrono::nanoseconds d) {
   if (t_run == nullptr || t_not_cancellable) {
     std::this_thread::sleep_for(d);

@@ -63,6 +63,7 @@ class Run : public std::enable_shared_from_this<Run> {
 
   // ---- What the caller is told
   int jobs() const { return options_.jobs; }
+  int64_t flip_output_byte() const { return options_.flip_output_byte; }
   int connections() const { return options_.connections; }
   const ObjectStoreOptions& object_store() const { return options_.object_store; }
   // Begins a phase of the run's work (RunOptions::progress): the counter to advance, the
@@ -156,6 +157,8 @@ void ForgetAtUndo(uint64_t id);
 std::atomic<uint64_t>* StartPhase(std::string_view phase, uint64_t total);
 // The current run's threads (RunOptions::jobs), 0 outside a run (0: one per core).
 int RunJobs();
+// The current run's RunOptions::flip_output_byte (a test's fault), -1 outside a run.
+int64_t FlipOutputByte();
 // Waits `d`, or less when the current run is stopping: false then (a retry's backoff).
 bool SleepUnlessStopped(std::chrono::nanoseconds d);
 

@@ -78,18 +78,20 @@ std::vector<std::string> ExistingFiles(const std::string& prefix) {
   return out;
 }
 
-// Flips the lowest bit of byte `offset` of `f` (written, not committed); nothing when the
-// file is shorter.
-absl::Status FlipWrittenByte(WritableFile& f, uint64_t offset) {
-  TFCKPT_ASSIGN_OR_RETURN(auto in, f.OpenWritten());
-  if (offset >= in->size()) return absl::OkStatus();
-  char byte;
-  TFCKPT_RETURN_IF_ERROR(in->ReadAt(offset, 1, &byte));
-  byte = static_cast<char>(byte ^ 1);
-  return f.WriteAt(offset, std::string_view(&byte, 1));
-}
-
 }  // namespace
+
+absl::StatusOr<bool> PlantOutputFault(WritableFile& f, uint64_t from, uint64_t n) {
+  const int64_t at = FlipOutputByte();
+  if (at < 0 || static_cast<uint64_t>(at) < from || static_cast<uint64_t>(at) - from >= n) return false;
+  if (!f.ReadableBeforeCommit()) return false;
+  TFCKPT_ASSIGN_OR_RETURN(auto in, f.OpenWritten());
+  if (static_cast<uint64_t>(at) >= in->size()) return false;
+  char byte;
+  TFCKPT_RETURN_IF_ERROR(in->ReadAt(static_cast<uint64_t>(at), 1, &byte));
+  byte = static_cast<char>(byte ^ 1);
+  TFCKPT_RETURN_IF_ERROR(f.WriteAt(static_cast<uint64_t>(at), std::string_view(&byte, 1)));
+  return true;
+}
 
 absl::StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const std::string& prefix,
                                                                    BundleWriterOptions options) {
@@ -267,12 +269,9 @@ absl::Status BundleWriter::AddPayload(std::string_view name, int32_t dtype, cons
 absl::StatusOr<bool> BundleWriter::AfterPositionalWrite(int32_t shard, uint64_t at, std::string_view bytes,
                                                         const std::string& key, bool check) {
   WritableFile& f = *data_[shard];
-  if (const char* fault = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE"); fault != nullptr && shard == 0) {
-    const uint64_t n = std::strtoull(fault, nullptr, 10);
-    if (n >= at && n - at < bytes.size()) {
-      TFCKPT_RETURN_IF_ERROR(FlipWrittenByte(f, n));
-      fault_planted_ = true;
-    }
+  if (shard == 0) {
+    TFCKPT_ASSIGN_OR_RETURN(const bool planted, PlantOutputFault(f, at, bytes.size()));  // (tests)
+    if (planted) fault_planted_ = true;
   }
   if (!check) return false;
   // An upload cannot be read before it is complete; the bytes just written are what goes
@@ -599,10 +598,10 @@ absl::Status BundleWriter::Finish() {
     }
     return table.Finish();
   };
-  // Fault injection for the verification test (tests/cli_verify_test.py): one bit of the
-  // first data file flipped after it was written, as a failing disk or copy would.
-  if (const char* at = std::getenv("TFCKPT_FAULT_FLIP_OUTPUT_BYTE"); at != nullptr && !data_.empty() && !fault_planted_) {
-    TFCKPT_RETURN_IF_ERROR(FlipWrittenByte(*data_[0], std::strtoull(at, nullptr, 10)));
+  // The tests' fault (RunOptions::flip_output_byte, tests/cli_verify_test.py): one bit of
+  // the first data file flipped after it was written, as a failing disk or copy would.
+  if (!data_.empty() && !fault_planted_) {
+    TFCKPT_RETURN_IF_ERROR(PlantOutputFault(*data_[0], 0, UINT64_MAX).status());
   }
   const auto commit_data = [&](size_t i) { return data_[i]->Commit(); };
   const auto close_files = [&](bool with_index) {  // in parallel: the device sees their writes at once

@@ -38,6 +38,12 @@ inline constexpr WriteOptions kIndexWrite{true, 64ull << 20};
 // replace_in_place).
 inline constexpr WriteOptions kIndexReplace{false, 64ull << 20};
 
+// The fault point "output-written" (docs/RELIABILITY.md): the tests' damage
+// (RunOptions::flip_output_byte) planted in `f`, written and not committed, when the byte
+// it names is among the bytes [from, from + n) and in the file: its lowest bit flipped, as
+// a failing disk or copy would. Whether it was; false outside a run that asks for it.
+absl::StatusOr<bool> PlantOutputFault(WritableFile& f, uint64_t from, uint64_t n);
+
 // Name of data file `shard` of `num_shards` for `prefix`: PREFIX.data-00000-of-00002.
 std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards);
 // The files of a TF bundle written at `prefix` with `num_files` data files: the index
