@@ -105,6 +105,51 @@ def inspect_makes_one_get_for_the_index_and_at_most_one_head_per_data_object():
 
 
 @test(needs_data=True)
+def a_directory_is_resolved_from_one_listing():
+    # Issue 41: each probe of a resolution is a request on an object store. A directory is
+    # listed once and decided from that listing (its state file, its *.index, variables/):
+    # one access check, the CKPT.index probe, the listing, the state file's HEAD and GET (a
+    # SavedModel: the variables/variables.index probe), then the open's index HEAD and GET
+    # and one HEAD per data object -- 14 requests for the state-file case before, 9 now
+    # (each counted once: a retry under load is the same request again).
+    uploaded()
+    for spec, data_objects, most in ((f"{ROOT}/estimator_dnn_adam_2shards", 2, 9),
+                                     (f"{ROOT}/estimator_dnn_adam_2shards/", 2, 9),
+                                     (f"{ROOT}/savedmodel", 2, 7)):
+        clear_proxy_log()
+        run("inspect", spec, code=0, env=PROXY)
+        log = proxy_log()
+        asked = distinct_requests(log)
+        assert len([r for r in asked if r.startswith(f"GET /{BUCKET}?")]) == 1, (spec, log)
+        assert len(asked) <= most, (spec, len(asked), log)
+        assert len([r for r in asked if r.startswith("HEAD ") and ".data-" in r]) == data_objects, log
+
+
+@test(needs_data=True)
+def a_state_file_that_leads_back_to_itself_is_refused():
+    # Hostile input: in a bucket "m" can be an object and the "directory" of the keys under
+    # "m/" at once, and m/checkpoint may name m: resolving it used to recurse without end
+    # (a crash). Now one line, exit 3, after a bounded number of requests.
+    uploaded()
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in (("m", "not a table"), ("checkpoint", f'model_checkpoint_path: "{ROOT}/cycle/m"\n')):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        s3_put("put", os.path.join(d, "m"), f"{ROOT}/cycle/m")
+        s3_put("put", os.path.join(d, "checkpoint"), f"{ROOT}/cycle/m/checkpoint")
+    clear_proxy_log()
+    p = run("inspect", f"{ROOT}/cycle/m", code=3, env=PROXY)
+    one_error_line(p, f"{ROOT}/cycle/m", "no checkpoint found", "a cycle?")
+    assert len(proxy_log()) < 200, len(proxy_log())
+
+
+def distinct_requests(log):
+    """The requests of a proxy log as METHOD TARGET, each once (a retry under load is the
+    same request again)."""
+    return sorted({" ".join(l.split()[:2]) for l in log})
+
+
+@test(needs_data=True)
 def validate_asks_each_object_its_size_once():
     uploaded()
     clear_proxy_log()

@@ -287,7 +287,8 @@ class Storage : public std::enable_shared_from_this<Storage> {
   virtual absl::StatusOr<FileStat> Stat(const std::string& path) = 0;
   bool Exists(const std::string& path) { return Stat(path).ok(); }
   bool IsDirectory(const std::string& path);
-  bool IsFile(const std::string& path);
+  // A file at `path` (an object: one HEAD, where Stat of a missing key also lists).
+  virtual bool IsFile(const std::string& path);
 
   // The whole of a small file (state files, plan JSON, credentials). Error when it is
   // larger than `max_bytes`, or not a regular file.

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include <algorithm>
+#include <optional>
+#include <string_view>
 #include <set>
 
 #include <google/protobuf/io/tokenizer.h>
@@ -45,16 +47,40 @@ std::vector<std::string> Glob(const std::string& pattern) {
   return out;
 }
 
-// Names in `dir` ending in ".index" (hidden ones too: a prefix may be the directory
-// itself, giving a file named ".index").
-std::vector<std::string> IndexFilesIn(const std::string& dir) {
+// Names in a directory's `listing` ending in ".index" (hidden ones too: a prefix may be the
+// directory itself, giving a file named ".index").
+std::vector<std::string> IndexFilesIn(const std::vector<DirEntry>& listing) {
   std::vector<std::string> out;
-  auto listing = Storage::For(dir).List(dir);
-  for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
+  for (const DirEntry& e : listing) {
     if (absl::EndsWith(e.name, ".index") && e.kind == EntryKind::kFile) out.push_back(e.name);
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// The kind of `name` in a directory's `listing`; kOther when it is not there.
+EntryKind KindIn(const std::vector<DirEntry>& listing, std::string_view name) {
+  for (const DirEntry& e : listing) {
+    if (e.name == name) return e.kind;
+  }
+  return EntryKind::kOther;
+}
+
+// The entries of `spec` when it is a directory (a local one, or an object store prefix with
+// objects under it), nullopt when it is not; an error when that cannot be told (a
+// directory that may not be read, a prefix that may not be listed and is no object). One
+// listing, which the caller decides from: on an object store every probe is a request.
+absl::StatusOr<std::optional<std::vector<DirEntry>>> DirectoryListing(const std::string& spec) {
+  Storage& store = Storage::For(spec);
+  absl::StatusOr<std::vector<DirEntry>> listing = store.List(spec);
+  if (listing.ok()) return std::optional<std::vector<DirEntry>>(*std::move(listing));
+  if (!absl::IsPermissionDenied(listing.status())) return std::nullopt;  // (absent, a file)
+  // Not one this caller may list: Stat tells a file (which needs no listing: credentials
+  // that may read objects but not list them) from a refusal.
+  const absl::StatusOr<FileStat> stat = store.Stat(spec);
+  if (absl::IsPermissionDenied(stat.status())) return stat.status();
+  if (stat.ok() && stat->kind == EntryKind::kDirectory) return listing.status();  // (a directory it cannot read)
+  return std::nullopt;
 }
 
 }  // namespace
@@ -101,8 +127,19 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
   return prefix;
 }
 
-absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
+namespace {
+
+// A state file names a checkpoint that is resolved in turn, and so on: a chain longer than
+// this (state files that name one another, an object that is also a "directory" of keys
+// whose state file names it) is refused rather than followed for ever.
+constexpr int kMaxResolveDepth = 8;
+
+absl::StatusOr<ResolvedCheckpoint> Resolve(const std::string& spec, int depth) {
   if (spec.empty()) return absl::InvalidArgumentError("empty checkpoint path");
+  if (depth > kMaxResolveDepth) {
+    return absl::NotFoundError(StrCat(spec, ": no checkpoint found (state files lead on from one checkpoint to another more than ",
+                                      kMaxResolveDepth, " times: a cycle?)"));
+  }
   // An object store that cannot be asked (malformed URL, no bucket, refused credentials,
   // no answer) is that error, not "no checkpoint found".
   TFCKPT_RETURN_IF_ERROR(Storage::For(spec).CheckAccess(spec));
@@ -118,29 +155,35 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
     return r;
   };
   // 1. PREFIX.index named directly.
-  if (absl::EndsWith(AV(spec), ".index") && FileExists(spec) && !IsDirectory(spec)) {
+  Storage& store = Storage::For(spec);
+  if (absl::EndsWith(AV(spec), ".index") && store.IsFile(spec)) {
     return v2(spec.substr(0, spec.size() - 6));
   }
   // 2. A V2 prefix.
-  if (FileExists(spec + ".index")) return v2(spec);
-  // 3. A directory. (A refusal to say is an error: an object store's prefix that may not be
-  // listed, a local directory that may not be read.)
-  const absl::StatusOr<FileStat> stat = Storage::For(spec).Stat(spec);
-  if (absl::IsPermissionDenied(stat.status())) return stat.status();
-  if (stat.ok() && stat->kind == EntryKind::kDirectory) {
-    TFCKPT_ASSIGN_OR_RETURN(const std::vector<DirEntry> listing, Storage::For(spec).List(spec));
-    const std::string state = JoinPath(spec, "checkpoint");
-    if (FileExists(state) && !IsDirectory(state)) {
+  if (store.IsFile(spec + ".index")) return v2(spec);
+  // 3. A directory: decided from one listing of it. (A refusal to say is an error: an
+  // object store's prefix that may not be listed, a local directory that may not be read.)
+  TFCKPT_ASSIGN_OR_RETURN(const std::optional<std::vector<DirEntry>> dir, DirectoryListing(spec));
+  if (dir.has_value()) {
+    const std::vector<DirEntry>& listing = *dir;
+    if (const std::string state = JoinPath(spec, "checkpoint"); KindIn(listing, "checkpoint") == EntryKind::kFile) {
       std::vector<std::string> notes;
       TFCKPT_ASSIGN_OR_RETURN(std::string prefix, ReadCheckpointState(spec, &notes));
       notes.insert(notes.begin(), StrCat("resolved ", spec, " through its checkpoint state file to ", prefix));
+      // A prefix named in this directory (as TensorFlow writes them) is decided from the
+      // listing; one elsewhere, or "." (the directory itself), is looked up.
+      const std::string base = Basename(prefix);
+      const bool here = !base.empty() && base != "." && base != ".." && Dirname(prefix) == Dirname(JoinPath(spec, "x"));
+      const EntryKind kind = here ? KindIn(listing, base) : EntryKind::kOther;
+      const bool is_dir = here ? kind == EntryKind::kDirectory : IsDirectory(prefix);
       absl::StatusOr<ResolvedCheckpoint> inner = absl::NotFoundError("");
-      if (IsDirectory(prefix) && FileExists(JoinPath(prefix, ".index"))) {
+      if (is_dir && Storage::For(prefix).IsFile(JoinPath(prefix, ".index"))) {
         inner = ResolvedCheckpoint{Format::kV2, JoinPath(prefix, "."), {}, {}, ""};
-      } else if (FileExists(prefix + ".index")) {
+      } else if (here ? KindIn(listing, base + ".index") == EntryKind::kFile
+                      : Storage::For(prefix).IsFile(prefix + ".index")) {
         inner = ResolvedCheckpoint{Format::kV2, prefix, {}, {}, ""};
-      } else if (!IsDirectory(prefix)) {
-        inner = ResolveCheckpoint(prefix);
+      } else if (!is_dir) {
+        inner = Resolve(prefix, depth + 1);
       }
       if (!inner.ok()) {
         return absl::NotFoundError(StrCat(state, ": names ", prefix, ", which is not a checkpoint",
@@ -153,7 +196,7 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
       inner->notes = std::move(notes);
       return inner;
     }
-    std::vector<std::string> indexes = IndexFilesIn(spec);
+    std::vector<std::string> indexes = IndexFilesIn(listing);
     if (indexes.size() == 1) {
       const std::string& name = indexes[0];
       return v2(JoinPath(spec, name.size() == 6 ? "." : name.substr(0, name.size() - 6)));
@@ -163,7 +206,7 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
                                                absl::StrJoin(indexes, ", "), " (name one of them)"));
     }
     const std::string sm = JoinPath(spec, "variables/variables");
-    if (FileExists(sm + ".index")) return v2(sm);
+    if (KindIn(listing, "variables") == EntryKind::kDirectory && store.IsFile(sm + ".index")) return v2(sm);
     // A single V1 checkpoint (one table file, or the shards of one).
     std::set<std::string> v1;
     static const Regex kShard = Regex::Fixed(R"((.*)-\d{5}-of-(\d{5}))");
@@ -173,7 +216,7 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
       std::vector<std::string> m;
       v1.insert(kShard.FullMatch(path, &m) ? StrCat(m[0], "-00000-of-", m[1]) : path);
     }
-    if (v1.size() == 1) return ResolveCheckpoint(*v1.begin());
+    if (v1.size() == 1) return Resolve(*v1.begin(), depth + 1);
     if (v1.size() > 1) {
       return absl::InvalidArgumentError(StrCat(spec, ": holds several V1 checkpoints: ", absl::StrJoin(v1, ", "),
                                                " (name one of them)"));
@@ -182,7 +225,8 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
   }
   r.format = Format::kV1;
   // 4. A V1 file, possibly one shard of a sharded V1 checkpoint.
-  if (FileExists(spec) && IsTableFile(spec)) {
+  const bool is_file = store.IsFile(spec);
+  if (is_file && IsTableFile(spec)) {
     static const Regex kSharded = Regex::Fixed(R"((.*)-(\d{5})-of-(\d{5}))");
     std::vector<std::string> m;
     if (kSharded.FullMatch(spec, &m)) {
@@ -200,7 +244,7 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
     r.v1_files = {spec};
     return r;
   }
-  if (FileExists(spec)) {
+  if (is_file) {
     return DataLossAt("table.footer", spec, "", -1,
                       StrCat("not a checkpoint (no ", spec, ".index beside it, and not a V1 table file)"));
   }
@@ -222,6 +266,10 @@ absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) {
   return absl::NotFoundError(
       StrCat(spec, ": no checkpoint found (looked for ", spec, ".index, a directory, and V1 files)"));
 }
+
+}  // namespace
+
+absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) { return Resolve(spec, 0); }
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenResolved(const ResolvedCheckpoint& r, std::vector<Finding>* findings,
                                                          const FileOpener* opener) {

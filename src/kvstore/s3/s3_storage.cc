@@ -855,6 +855,14 @@ absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {
   return FileStat{EntryKind::kDirectory, 0, 0};
 }
 
+bool S3Storage::IsFile(const std::string& path) {
+  const absl::StatusOr<Target> t = Resolve(path);
+  if (!t.ok() || t->url.key.empty() || t->url.key.back() == '/') return false;
+  absl::StatusOr<ObjectInfo> info = HeadOnce(*t);
+  if (!info.ok() && absl::IsPermissionDenied(info.status())) info = t->client->HeadIfPresent(t->url);
+  return info.ok();
+}
+
 absl::StatusOr<std::vector<DirEntry>> S3Storage::List(const std::string& dir) {
   TFCKPT_ASSIGN_OR_RETURN(Target t, Resolve(dir));
   const ObjectUrl prefix{t.url.scheme, t.url.bucket, DirectoryPrefix(t.url.key)};

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Requests per `tfckpt inspect` on an object store, by the form of its CKPT argument (issue
+# 41: every probe of a resolution is a request there): the real checkpoints of
+# ../shared/testdata/tf in the loopback Swift + s3api server of tests/s3_server.sh (the
+# script runs itself under it), each inspect once through its fault proxy, whose request log
+# is counted. A markdown table: the form, requests, then how many of each kind.
+# Usage: bench/s3_requests.sh   (TFCKPT=PATH runs another build's binary)
+set -euo pipefail
+shopt -s inherit_errexit
+cd "$(dirname "$0")/.."
+if [ -z "${S3_TEST_ENDPOINT:-}" ]; then
+  scripts/build.sh >/dev/null
+  exec tests/s3_server.sh bench/s3_requests.sh "$@"
+fi
+build=${BUILD_DIR:-build}
+tfckpt=${TFCKPT:-$build/src/tfckpt}
+s3_put=$build/tests/s3_put
+data=${TFCKPT_TESTDATA:-../shared/testdata/tf}
+[ -d "$data" ] || { echo "s3_requests: $data is missing" >&2; exit 1; }
+
+# tfckpt's environment as a user would set it (as tests/s3_common.py does).
+export AWS_ENDPOINT_URL=$S3_TEST_ENDPOINT AWS_ACCESS_KEY_ID=$S3_TEST_ACCESS_KEY
+export AWS_SECRET_ACCESS_KEY=$S3_TEST_SECRET AWS_REGION=$S3_TEST_REGION
+export AWS_CONFIG_FILE=/nonexistent AWS_SHARED_CREDENTIALS_FILE=/nonexistent AWS_EC2_METADATA_DISABLED=true
+unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
+url=s3://tfckpt-requests
+"$s3_put" mb "$url" >/dev/null
+"$s3_put" tree "$data/keras_tf2_adam_2shards" "$url/keras/" >/dev/null
+"$s3_put" tree "$data/savedmodel_tf2_snappy_index" "$url/savedmodel/" >/dev/null
+"$s3_put" tree "$data/v1_session_bundle_sharded_name" "$url/v1/" >/dev/null
+
+export AWS_ENDPOINT_URL=$S3_TEST_PROXY_ENDPOINT
+echo "| inspect CKPT | requests | of which |"
+echo "|---|---:|---|"
+for form in "keras/model.ckpt:a V2 prefix" "keras/model.ckpt.index:its .index" \
+            "keras:a directory with a state file" "keras/:the same, with a slash" \
+            "savedmodel:a SavedModel (variables/variables)" "v1/export-00000-of-00001:a V1 table" \
+            "v1:a directory holding a V1 table" "missing:nothing there"; do
+  arg=$url/${form%%:*}
+  : >"$S3_TEST_PROXY_LOG"
+  "$tfckpt" inspect "$arg" >/dev/null 2>&1 || true
+  kinds=$(awk '{m = $1; t = $2; k = (index(t, "?") ? (t ~ /uploads/ ? "uploads" : "LIST") : m); n[k]++}
+               END {for (k in n) printf "%s%d %s", (s++ ? ", " : ""), n[k], k}' "$S3_TEST_PROXY_LOG")
+  echo "| \`${form%%:*}\` (${form#*:}) | $(wc -l <"$S3_TEST_PROXY_LOG") | $kinds |"
+done
