@@ -1,4 +1,44 @@
-# Helpers for the benchmark scripts (sourced).
+# Helpers for the benchmark scripts (sourced from the repository's root).
+
+# work_dir [DIR]: sets $work to DIR, or to a new temporary directory when DIR is empty or
+# not given, and removes it when the script exits (DIR too).
+work_dir() {
+  work=${1:-$(mktemp -d)}
+  trap 'rm -rf "$work"' EXIT
+}
+
+# prelude [DIR]: what most benchmarks start with: work_dir DIR, then a build (scripts/build.sh).
+prelude() {
+  work_dir "${1:-}"
+  scripts/build.sh >/dev/null
+}
+
+# tables_input MIB TABLES: gen_checkpoint's `tables` checkpoint at $work/in (TABLES embedding
+# tables of MIB MiB float32, each in 4 row slices over 4 data files, plus dense layers); sets
+# $bytes (the size of its data files) and $warm (read again before every timed command).
+tables_input() {
+  build/bench/gen_checkpoint tables "$work/in" "$1" "$2" 4
+  bytes=$(cat "$work"/in.data-* | wc -c)
+  warm="$work/in.data-*"
+}
+
+# under_s3_server SCRIPT ARGS...: for the scripts on an object store. Unless already under
+# tests/s3_server.sh (S3_TEST_ENDPOINT set), builds and runs SCRIPT ARGS again under it (and
+# does not return).
+under_s3_server() {
+  if [ -z "${S3_TEST_ENDPOINT:-}" ]; then
+    scripts/build.sh >/dev/null
+    exec tests/s3_server.sh "$@"
+  fi
+}
+
+# s3_server_env: tfckpt's environment as a user would set it (as tests/s3_common.py does),
+# the server of tests/s3_server.sh directly, with its keys.
+s3_server_env() {
+  export AWS_ENDPOINT_URL=$S3_TEST_ENDPOINT AWS_ACCESS_KEY_ID=$S3_TEST_ACCESS_KEY
+  export AWS_SECRET_ACCESS_KEY=$S3_TEST_SECRET AWS_REGION=$S3_TEST_REGION
+  unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
+}
 
 # best_of N CMD...: the best wall time of N runs, in seconds.
 best_of() {

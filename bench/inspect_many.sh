@@ -5,9 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 n=${1:-100000}
-scripts/build.sh >/dev/null
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+prelude
 build/bench/gen_checkpoint many "$work/many" "$n"
 echo "index: $(stat -c %s "$work/many.index") bytes, $n tensors"
 best=$(best_of 5 build/src/tfckpt inspect "$work/many" --json)

@@ -4,9 +4,8 @@
 # 9 GB of free disk in WORK_DIR. Usage: bench/npz_zip64_check.sh [WORK_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work=${1:-$(mktemp -d)}
-trap 'rm -rf "$work"' EXIT
-scripts/build.sh >/dev/null
+. bench/common.sh
+prelude "${1:-}"
 build/bench/gen_checkpoint tables "$work/in" 4200 1 4 >/dev/null
 last=$(build/src/tfckpt inspect "$work/in" --tensor embedding_0/embeddings | tail -1 | sed 's/.* \([^ ]*\)]]$/\1/')
 build/src/tfckpt convert "$work/in" -o "$work/m.npz" -q

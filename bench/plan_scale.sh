@@ -11,9 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 gib=${1:-1024}
-work=${2:-$(mktemp -d)}
-trap 'rm -rf "$work"' EXIT
-scripts/build.sh >/dev/null
+prelude "${2:-}"
 mkdir -p "$work/big" "$work/real"
 build/bench/gen_checkpoint index-only "$work/big/model" "$gib" 2000 16
 build/src/tfckpt inspect "$work/big/model" | awk "NR == 1"

@@ -15,9 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 mib=${1:-512}
-work=${2:-$(mktemp -d)}
-trap 'rm -rf "$work"' EXIT
-scripts/build.sh >/dev/null
+prelude "${2:-}"
 py=/usr/bin/python3
 export PYTHONPATH=$PWD/build/python
 

@@ -10,13 +10,9 @@ cd "$(dirname "$0")/.."
 . bench/common.sh
 mib=${1:-512}
 tables=${2:-8}
-work=${3:-$(mktemp -d)}
-trap 'rm -rf "$work"' EXIT
-scripts/build.sh >/dev/null
-build/bench/gen_checkpoint tables "$work/in" "$mib" "$tables" 4
-bytes=$(cat "$work"/in.data-* | wc -c)
+prelude "${3:-}"
+tables_input "$mib" "$tables"  # $work/in, $bytes, $warm (common.sh)
 echo "checkpoint: $bytes bytes in 4 data files; EXTRA=${EXTRA:-}"
-warm="$work/in.data-*"  # read again before every timed command (common.sh: timed)
 # The disk's speed varies from run to run: ROUNDS interleaved rounds, best time of each.
 rounds=${ROUNDS:-3}
 declare -A best rss

@@ -15,8 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 rounds=${1:-8}
-work=${2:-$(mktemp -d)}
-trap 'rm -rf "$work"' EXIT
+work_dir "${2:-}"
 # Two jobs at most: the machine's 2 cores are shared.
 if [ -f build/build.ninja ]; then meson compile -C build -j 2 >/dev/null; else scripts/build.sh >/dev/null; fi
 gen=${GEN:-one-file 8 16384 2048 4}

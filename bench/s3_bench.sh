@@ -36,24 +36,17 @@
 set -euo pipefail
 shopt -s inherit_errexit  # a failure inside $(…) ends the run too
 cd "$(dirname "$0")/.."
-if [ -z "${S3_TEST_ENDPOINT:-}" ]; then
-  scripts/build.sh >/dev/null
-  exec tests/s3_server.sh bench/s3_bench.sh "$@"
-fi
 . bench/common.sh
+under_s3_server bench/s3_bench.sh "$@"
 rounds=${ROUNDS:-3}
 jobs=()  # for validate and reshard (inspect has no -j)
 [ -z "${JOBS:-}" ] || jobs=(-j "$JOBS")
 build=${BUILD_DIR:-build}
 tfckpt=$build/src/tfckpt
 s3_put=$build/tests/s3_put
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+work_dir
 
-# tfckpt's environment as a user would set it (as tests/s3_common.py does), the server directly.
-export AWS_ENDPOINT_URL=$S3_TEST_ENDPOINT AWS_ACCESS_KEY_ID=$S3_TEST_ACCESS_KEY
-export AWS_SECRET_ACCESS_KEY=$S3_TEST_SECRET AWS_REGION=$S3_TEST_REGION
-unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
+s3_server_env  # the server directly (common.sh)
 unset TFCKPT_S3_CONNECTIONS TFCKPT_S3_READ_AHEAD_KIB
 bucket="tfckpt-bench"
 url=s3://$bucket

@@ -8,21 +8,16 @@
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
-if [ -z "${S3_TEST_ENDPOINT:-}" ]; then
-  scripts/build.sh >/dev/null
-  exec tests/s3_server.sh bench/s3_requests.sh "$@"
-fi
+. bench/common.sh
+under_s3_server bench/s3_requests.sh "$@"
 build=${BUILD_DIR:-build}
 tfckpt=${TFCKPT:-$build/src/tfckpt}
 s3_put=$build/tests/s3_put
 data=${TFCKPT_TESTDATA:-../shared/testdata/tf}
 [ -d "$data" ] || { echo "s3_requests: $data is missing" >&2; exit 1; }
 
-# tfckpt's environment as a user would set it (as tests/s3_common.py does).
-export AWS_ENDPOINT_URL=$S3_TEST_ENDPOINT AWS_ACCESS_KEY_ID=$S3_TEST_ACCESS_KEY
-export AWS_SECRET_ACCESS_KEY=$S3_TEST_SECRET AWS_REGION=$S3_TEST_REGION
+s3_server_env  # the server directly (common.sh)
 export AWS_CONFIG_FILE=/nonexistent AWS_SHARED_CREDENTIALS_FILE=/nonexistent AWS_EC2_METADATA_DISABLED=true
-unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
 url=s3://tfckpt-requests
 "$s3_put" mb "$url" >/dev/null
 "$s3_put" tree "$data/keras_tf2_adam_2shards" "$url/keras/" >/dev/null

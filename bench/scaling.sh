@@ -13,6 +13,7 @@
 # Needs GIB * 3 GiB free in DIR (input, a safetensors copy of it, one output at a time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/common.sh
 gib=${1:-4}
 base=${2:-/dev/shm}
 rounds=${ROUNDS:-3}
@@ -20,8 +21,7 @@ cores=$(nproc)
 jobs_list=${JOBS:-"1 $cores"}
 scripts/build.sh >/dev/null
 tfckpt=$PWD/build/src/tfckpt
-work=$(mktemp -d "$base/tfckpt-scaling-XXXXXX")
-trap 'rm -rf "$work"' EXIT
+work_dir "$(mktemp -d "$base/tfckpt-scaling-XXXXXX")"
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem/ {print $2}') GiB, ${base} ($(df -T "$base" | awk 'NR == 2 {print $2}'))"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 

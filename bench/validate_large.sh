@@ -7,9 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 mib=${1:-512}
-work=${2:-$(mktemp -d)}
-trap 'rm -rf "$work"' EXIT
-scripts/build.sh >/dev/null
+prelude "${2:-}"
 build/bench/gen_checkpoint tables "$work/big" "$mib" 4 4
 bytes=$(cat "$work"/big.data-* | wc -c)
 echo "checkpoint: $bytes bytes in $(ls "$work"/big.data-* | wc -l) data files"

@@ -7,32 +7,22 @@ Every output is compared byte for byte with the same command's output on local f
 "transfer" report with the sizes involved: what crosses this machine's link is the index and
 the bytes around the copied ranges."""
 
-import atexit
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 
 from cli_common import *
 from fault_points import HANG, paused_at
+from harness import work_dir
 from s3_common import *
 
 GEN = sys.argv[5]
 BUCKET = f"tfckpt-copy-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
-WORK = tempfile.mkdtemp(prefix="tfckpt-s3c-")
-atexit.register(shutil.rmtree, WORK, True)
+WORK = work_dir("tfckpt-s3c-")
 s3_put("mb", ROOT)
-
-
-def get(url):
-    path = os.path.join(WORK, "got")
-    s3_put("get", url, path)
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def tables():

@@ -15,24 +15,21 @@ checkpoint's pieces are all smaller (client-side, still the same bytes)."""
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import urllib.parse
 import http.client
-import atexit
 
 from cli_common import *
 from fault_points import HANG, paused_at
+from harness import work_dir
 from s3_common import *
 
 GEN = sys.argv[5]
 MIB = 1 << 20
 PART_MIN = 5 * MIB  # S3's smallest part but the last
-WORK = tempfile.mkdtemp(prefix="tfckpt-s3ss-")
-atexit.register(shutil.rmtree, WORK, True)
+WORK = work_dir("tfckpt-s3ss-")
 T2T = "t2t_transformer_2shards/model.ckpt-1"
 BUCKET = f"tfckpt-serverside-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
@@ -40,7 +37,6 @@ RUN_TIMEOUT = 600  # a bound on hangs (42 MiB through a Python proxy on two busy
 
 # The two stores, each through its fault proxy (every tfckpt run below goes through it).
 # (tests/s3_put, which sets up and reads back, goes to the store directly: `direct`.)
-MOTO_KEYS = {"AWS_ACCESS_KEY_ID": "moto-key", "AWS_SECRET_ACCESS_KEY": "moto-secret", "AWS_REGION": "us-east-1"}
 STORES = {
     "swift": {"env": PROXY, "direct": DIRECT, "faults": os.environ["S3_TEST_FAULTS"],
               "log": os.environ["S3_TEST_PROXY_LOG"], "proxy": os.environ["S3_TEST_PROXY_ENDPOINT"]},
@@ -689,8 +685,7 @@ def a_corrupt_input_piece_is_caught_though_the_copy_does_not_read_it(store):
 def always_is_refused_where_the_store_cannot_copy():
     store = STORES["swift"]
     src, _ = uploaded(store, "t2t", data(T2T))
-    gs = {"GS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"], "GS_SECRET_ACCESS_KEY": os.environ["S3_TEST_SECRET"],
-          "TFCKPT_GS_ENDPOINT_URL": store["proxy"]}
+    gs = {**GS_KEYS, "TFCKPT_GS_ENDPOINT_URL": store["proxy"]}
     groot = f"gs://{BUCKET}"
     gsrc = "gs://" + src[len("s3://"):]
     local_out = os.path.join(WORK, "always-local")

@@ -14,18 +14,16 @@ Google's token endpoint and the GCE metadata server. All on 127.0.0.1."""
 import atexit
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 from cli_common import *
 from s3_common import *
 from cloud_common import Stub, closed_endpoint, write
+from harness import work_dir
 
-WORK = tempfile.mkdtemp(prefix="tfckpt-stores-")
-atexit.register(shutil.rmtree, WORK, True)
+WORK = work_dir("tfckpt-stores-")
 STUB = Stub(WORK)
 T2T = "t2t_transformer_2shards/model.ckpt-1"
 BUCKET = f"tfckpt-stores-{os.getpid()}"
@@ -33,8 +31,7 @@ BUCKET = f"tfckpt-stores-{os.getpid()}"
 # The two stores, through their fault proxies, as a user would name them.
 STORES = {
     "swift": {"env": PROXY, "log": os.environ["S3_TEST_PROXY_LOG"], "faults": os.environ["S3_TEST_FAULTS"]},
-    "moto": {"env": {"AWS_ENDPOINT_URL": os.environ["MOTO_PROXY_ENDPOINT"], "AWS_ACCESS_KEY_ID": "moto-key",
-                     "AWS_SECRET_ACCESS_KEY": "moto-secret", "AWS_REGION": "us-east-1"},
+    "moto": {"env": {"AWS_ENDPOINT_URL": os.environ["MOTO_PROXY_ENDPOINT"], **MOTO_KEYS},
              "log": os.environ["MOTO_PROXY_LOG"], "faults": os.environ["MOTO_FAULTS"]},
 }
 MOTO = STORES["moto"]

@@ -7,11 +7,9 @@ Every output written to the store is compared byte for byte with the same comman
 on local files; the commit order (data objects, then the index last, If-None-Match) is read
 off the fault proxy's request log."""
 
-import atexit
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +18,7 @@ import zipfile
 
 from cli_common import *
 from fault_points import HANG, paused_at
+from harness import work_dir
 from s3_common import *
 
 GEN = sys.argv[5]
@@ -27,16 +26,8 @@ BUCKET = f"tfckpt-write-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
 
 T2T = "t2t_transformer_2shards/model.ckpt-1"
-WORK = tempfile.mkdtemp(prefix="tfckpt-s3w-")
-atexit.register(shutil.rmtree, WORK, True)
+WORK = work_dir("tfckpt-s3w-")
 s3_put("mb", ROOT)
-
-
-def get(url):
-    path = os.path.join(WORK, "got")
-    s3_put("get", url, path)
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def big():
@@ -335,7 +326,7 @@ def convert_writes_npz_straight_to_the_store():
     assert json.loads(p.stdout)["verified"] is True and json.loads(p.stdout)["files"] == [out], p.stdout
     assert os.listdir(tmp) == [], os.listdir(tmp)
     with open(local, "rb") as f:
-        assert get(out) == f.read()
+        assert get(out, os.path.join(WORK, "got")) == f.read()
     with zipfile.ZipFile(os.path.join(WORK, "got")) as z:  # (what get() downloaded)
         assert z.testzip() is None and len(z.namelist()) > 1, z.namelist()
     assert uploads(out) == [], uploads(out)
@@ -433,8 +424,8 @@ def an_exact_prefix_needs_no_listing():
 def gs_urls_with_hmac_keys_read_and_write_as_s3_ones():
     # gs:// signed as for Cloud Storage's XML API (HMAC keys, region "auto"), against the same
     # server: the same bucket seen through both schemes holds the same objects.
-    gs = {"GS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"], "GS_SECRET_ACCESS_KEY": os.environ["S3_TEST_SECRET"],
-          "TFCKPT_GS_ENDPOINT_URL": os.environ["S3_TEST_ENDPOINT"], "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
+    gs = {**GS_KEYS, "TFCKPT_GS_ENDPOINT_URL": os.environ["S3_TEST_ENDPOINT"], "AWS_ACCESS_KEY_ID": "",
+          "AWS_SECRET_ACCESS_KEY": ""}
     groot = f"gs://{BUCKET}"
     src = big()
     local = os.path.join(WORK, "gs-local", "m")

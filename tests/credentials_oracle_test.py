@@ -12,25 +12,22 @@ keys and SigV4 checks, the SSO portal, the container endpoint, IMDSv2 that insis
 token), all on 127.0.0.1. The config file parser is compared with botocore's on generated
 files too."""
 
-import atexit
 import hashlib
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import run_tests, test  # noqa: E402
+from harness import run_tests, test, work_dir  # noqa: E402
 from cloud_common import (Stub, botocore_resolves, closed_endpoint, hermetic_env, new_home,  # noqa: E402
                           tfckpt_resolves, write)
 
 S3_RESOLVE = sys.argv[1]
 MOTO = os.environ["MOTO_ENDPOINT"]
-WORK = tempfile.mkdtemp(prefix="tfckpt-oracle-")
-atexit.register(shutil.rmtree, WORK, True)
+WORK = work_dir("tfckpt-oracle-")
 STUB = Stub(WORK)
 SOURCE_KEYS = {"AKIDSOURCE0001": "source-secret-1", "AKIDSOURCE0002": "source-secret-2"}
 STUB.configure({"keys": SOURCE_KEYS, "container_token": "container-auth-token", "sso_token": "sso-access-token"})

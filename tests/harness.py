@@ -1,8 +1,13 @@
 """The small test runner shared by the Python test files (cli_*_test.py, crash_safety_test.py,
 python_test.py): a registry (@test), the real test data, and a runner that prints one line
-per test and 'LABEL: N passed, N failed, N skipped'."""
+per test and 'LABEL: N passed, N failed, N skipped'; and the helpers more than one of them
+uses (raises, readme_example, work_dir)."""
+import atexit
 import os
+import shutil
 import signal
+import subprocess
+import tempfile
 import traceback
 
 # The tests signal their runs (SIGINT, SIGTERM, SIGHUP), so those signals must reach them. A
@@ -73,3 +78,31 @@ def torch_or_skip():
             raise AssertionError("python3-torch is missing under CI=true (scripts/install-deps.sh installs it)")
         print("SKIP: torch is not installed (apt-get install python3-torch)")
         return None
+
+
+def raises(exc, fn, *needles):
+    """fn() raises exc, whose message holds every needle; the exception."""
+    try:
+        fn()
+    except exc as e:
+        for n in needles:
+            assert n in str(e), f"{n!r} not in {e!r}"
+        return e
+    raise AssertionError(f"no {exc.__name__} raised")
+
+
+def readme_example(make_example, d):
+    """The README's example checkpoint (written by make_example at d/model.ckpt): an embedding
+    [1000, 16] in 4 slices over 2 files, dense layers, bfloat16, int64 and string tensors.
+    Its prefix."""
+    prefix = os.path.join(d, "model.ckpt")
+    subprocess.run([make_example, prefix], check=True, capture_output=True)
+    return prefix
+
+
+def work_dir(prefix):
+    """A new temporary directory (its name starting with prefix), removed when the test
+    process exits."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, d, True)
+    return d

@@ -28,28 +28,15 @@ import numpy as np  # noqa: E402
 
 import tfckpt  # noqa: E402
 from tfckpt import train  # noqa: E402
-from harness import TESTDATA, main, test, torch_or_skip  # noqa: E402
+from harness import TESTDATA, main, raises, readme_example, test, torch_or_skip  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EMB = "wide_deep/embedding/embedding_weights"
 
 
-def raises(exc, fn, *needles):
-    try:
-        fn()
-    except exc as e:
-        for n in needles:
-            assert n in str(e), f"{n!r} not in {e!r}"
-        return e
-    raise AssertionError(f"no {exc.__name__} raised")
-
-
 def example(d):
-    """The README's example checkpoint: an embedding [1000, 16] in 4 slices over 2 files,
-    dense layers, bfloat16, int64 and string tensors."""
-    prefix = os.path.join(d, "model.ckpt")
-    subprocess.run([MAKE_EXAMPLE, prefix], check=True, capture_output=True)
-    return prefix
+    """The README's example checkpoint at d/model.ckpt (harness.readme_example)."""
+    return readme_example(MAKE_EXAMPLE, d)
 
 
 def case(name):

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 import tfckpt  # noqa: E402
-from harness import TESTDATA, main, test, torch_or_skip  # noqa: E402
+from harness import TESTDATA, main, raises, readme_example, test, torch_or_skip  # noqa: E402
 
 
 def cli(*args, code=0):
@@ -29,26 +29,13 @@ def cli(*args, code=0):
     return p
 
 
-def raises(exc, fn, *needles):
-    try:
-        fn()
-    except exc as e:
-        for n in needles:
-            assert n in str(e), f"{n!r} not in {e!r}"
-        return e
-    raise AssertionError(f"no {exc.__name__} raised")
-
-
 def _np_int(v):
     return np.int64(v)
 
 
 def example(d):
-    """The README's example checkpoint: an embedding [1000, 16] in 4 slices over 2 files,
-    dense layers, bfloat16, int64 and string tensors."""
-    prefix = os.path.join(d, "model.ckpt")
-    subprocess.run([MAKE_EXAMPLE, prefix], check=True, capture_output=True)
-    return prefix
+    """The README's example checkpoint at d/model.ckpt (harness.readme_example)."""
+    return readme_example(MAKE_EXAMPLE, d)
 
 
 # Real cases the package must read whole (the malformed ones are tested for their errors).

@@ -1,5 +1,6 @@
 """What the suites against the test S3 server share (tests/s3_server.sh starts it and sets
-S3_TEST_*): tfckpt's environment as a user would set it, and the fault proxy's controls.
+S3_TEST_*): tfckpt's environment as a user would set it (and the keys for gs:// and moto),
+the store's objects read back (get, listing, uploads), and the fault proxy's controls.
 Importing this sets AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
 AWS_REGION in os.environ (the server directly) and removes the AWS variables that would
 change them."""
@@ -10,6 +11,8 @@ import subprocess
 import sys
 import urllib.parse
 
+from harness import work_dir
+
 S3_PUT = sys.argv[4]
 DIRECT = {
     "AWS_ENDPOINT_URL": os.environ["S3_TEST_ENDPOINT"],
@@ -19,6 +22,10 @@ DIRECT = {
 }
 # Through the fault proxy.
 PROXY = {**DIRECT, "AWS_ENDPOINT_URL": os.environ["S3_TEST_PROXY_ENDPOINT"]}
+# The server's keys as Cloud Storage HMAC keys (gs:// URLs; the caller names the endpoint).
+GS_KEYS = {"GS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"], "GS_SECRET_ACCESS_KEY": os.environ["S3_TEST_SECRET"]}
+# moto's keys (tests/moto_server.sh; moto takes any), for the suites that run against it too.
+MOTO_KEYS = {"AWS_ACCESS_KEY_ID": "moto-key", "AWS_SECRET_ACCESS_KEY": "moto-secret", "AWS_REGION": "us-east-1"}
 os.environ.update(DIRECT)
 for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL_S3",
              "AWS_DEFAULT_REGION", "AWS_NO_SIGN_REQUEST", "AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
@@ -35,6 +42,22 @@ os.environ.update({"AWS_CONFIG_FILE": "/nonexistent/tfckpt-test/aws-config",
 def s3_put(*args):
     """tests/s3_put ARGS (the library's client); its standard output."""
     return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True).stdout
+
+
+# Where get() puts what it downloads (made on first use).
+_scratch = []
+
+
+def get(url, path=None):
+    """The bytes of the object at url (tests/s3_put get), downloaded to path (by default a
+    scratch file, overwritten by the next get)."""
+    if path is None:
+        if not _scratch:
+            _scratch.append(work_dir("tfckpt-s3get-"))
+        path = os.path.join(_scratch[0], "got")
+    s3_put("get", url, path)
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def proxy_control(what, timeout=600):
