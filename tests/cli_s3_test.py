@@ -150,6 +150,28 @@ def distinct_requests(log):
 
 
 @test(needs_data=True)
+def inspect_asks_the_data_objects_sizes_side_by_side():
+    # Each data object's size is a HEAD: asked one after the other, a checkpoint of 1000
+    # objects cost 1000 round trips. The proxy holds every data object's HEAD: a second one
+    # arrives while the first is held only if they are asked side by side (a held HEAD is
+    # not given up on, and asked again, before the test lets it go: TFCKPT_S3_STALL_SECONDS).
+    uploaded()
+    with tempfile.TemporaryDirectory() as d:
+        run("reshard", data(T2T), "-o", os.path.join(d, "m"), "--policy", "shards:4", code=0)
+        s3_put("tree", d, f"{ROOT}/four/")
+    faults(f"always HEAD /{BUCKET}/four/m.data- hold")
+    p = subprocess.Popen([TFCKPT, "inspect", f"{ROOT}/four/m", "--connections", "4"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, **PROXY, "TFCKPT_S3_STALL_SECONDS": "600"})
+    try:
+        wait_for_fault("hold", count=2)
+    finally:
+        faults()  # (lets the held requests go: they fail, and are asked again)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0 and "4 data files" in out.splitlines()[0], (p.returncode, out, err)
+
+
+@test(needs_data=True)
 def validate_asks_each_object_its_size_once():
     uploaded()
     clear_proxy_log()

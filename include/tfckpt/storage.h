@@ -289,6 +289,10 @@ class Storage : public std::enable_shared_from_this<Storage> {
   bool IsDirectory(const std::string& path);
   // A file at `path` (an object: one HEAD, where Stat of a missing key also lists).
   virtual bool IsFile(const std::string& path);
+  // Stat of each of `paths` (all of this store), in their order. An object store asks them
+  // side by side, as many at once as its connections (each is a request), not one after
+  // the other.
+  virtual std::vector<absl::StatusOr<FileStat>> StatAll(const std::vector<std::string>& paths);
 
   // The whole of a small file (state files, plan JSON, credentials). Error when it is
   // larger than `max_bytes`, or not a regular file.

@@ -54,6 +54,13 @@ bool Storage::IsDirectory(const std::string& path) {
   return s.ok() && s->kind == EntryKind::kDirectory;
 }
 
+std::vector<absl::StatusOr<FileStat>> Storage::StatAll(const std::vector<std::string>& paths) {
+  std::vector<absl::StatusOr<FileStat>> out;
+  out.reserve(paths.size());
+  for (const std::string& p : paths) out.push_back(Stat(p));
+  return out;
+}
+
 bool Storage::IsFile(const std::string& path) {
   auto s = Stat(path);
   return s.ok() && s->kind == EntryKind::kFile;

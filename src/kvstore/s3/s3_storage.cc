@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "base/parallel.h"
 #include "kvstore/s3/credentials.h"
 #include "kvstore/s3/multipart_writer.h"
 #include "kvstore/s3/ranges.h"
@@ -853,6 +854,14 @@ absl::StatusOr<FileStat> S3Storage::Stat(const std::string& path) {
     return absl::NotFoundError(StrCat(path, ": no such object, and no object under ", dir.ToString()));
   }
   return FileStat{EntryKind::kDirectory, 0, 0};
+}
+
+std::vector<absl::StatusOr<FileStat>> S3Storage::StatAll(const std::vector<std::string>& paths) {
+  std::vector<absl::StatusOr<FileStat>> out(paths.size(), absl::UnknownError("not asked"));
+  const absl::StatusOr<Target> first = paths.empty() ? absl::StatusOr<Target>(absl::NotFoundError("")) : Resolve(paths[0]);
+  const int at_once = first.ok() ? std::max(1, first->connections) : 1;
+  ParallelFor(paths.size(), at_once, [&](size_t i) { out[i] = Stat(paths[i]); });
+  return out;
 }
 
 bool S3Storage::IsFile(const std::string& path) {

@@ -148,6 +148,7 @@ class S3Storage final : public Storage {
   std::vector<std::string> Glob(const std::string& pattern) override;
   absl::StatusOr<FileStat> Stat(const std::string& path) override;
   bool IsFile(const std::string& path) override;
+  std::vector<absl::StatusOr<FileStat>> StatAll(const std::vector<std::string>& paths) override;
   absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) override;
   absl::Status Remove(const std::string& path) override;
   absl::Status RemoveAll(const std::string& path) override;
