@@ -95,10 +95,7 @@ def control(store, what):
 
 
 def faults(store, *lines):
-    """The proxy's next faults (s3_fault_proxy.py); those that fired before are forgotten.
-    (Cleared before the reset lets held requests go, as s3_common.faults does.)"""
-    with open(store["faults"], "w") as f:
-        f.write("")
+    """The proxy's next faults (s3_fault_proxy.py); those that fired before are forgotten."""
     assert control(store, "reset")[0] == 200
     with open(store["faults"], "w") as f:
         f.write("".join(line + "\n" for line in lines))

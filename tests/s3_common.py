@@ -90,11 +90,8 @@ def proxy_counts(clear=False):
 
 def faults(*lines):
     """The proxy's next faults, one a line (tests/s3_fault_proxy.py); the faults that fired
-    before are forgotten and requests it held are let go. (The old faults are cleared before
-    the held requests go: a held request asked again at once must not meet an old "always
-    ... hold" and be held for good.)"""
-    with open(os.environ["S3_TEST_FAULTS"], "w") as f:
-        f.write("")
+    before are forgotten and requests it held are let go (the proxy clears the old faults
+    first)."""
     proxy_control("reset")
     with open(os.environ["S3_TEST_FAULTS"], "w") as f:
         f.write("".join(line + "\n" for line in lines))

@@ -58,7 +58,8 @@ test writes it) and applies it instead of, or to, that request:
                         s3:DeleteObject that may still abort their uploads)
 
 Controls for the tests (requests to the proxy itself, never forwarded or logged):
-  GET /__proxy__/reset           forget the faults that fired and release every held request
+  GET /__proxy__/reset           clear the faults file, forget the faults that fired and release
+                                 every held request
   GET /__proxy__/wait?fault=KIND&count=N
                                  answers once N faults of KIND (status, reset, stall, hold,
                                  ...) have fired since the last reset (blocking: a test acts
@@ -119,6 +120,11 @@ def control(target):
     args = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
     if path == "/__proxy__/reset":
         global released
+        # The faults go first: a held request the client asks again the moment it is let go
+        # must not meet an old "always ... hold" and be held for good.
+        with lock:  # (next_fault reads the file under it)
+            with open(FAULTS_FILE, "w"):
+                pass
         with fired_lock:
             fired.clear()
             released.set()  # (requests held so far go)
