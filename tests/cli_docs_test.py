@@ -1,5 +1,6 @@
 """The documentation cannot drift from the command line: every option of a command's --help
-is in its man page (man/tfckpt-COMMAND.1.in) and every option the man page describes is in
+is in its man page (built from man/tfckpt-COMMAND.1.in and the option table), its entry
+beginning with the sentence --help shows, and every option the man page describes is in
 --help; the version --version prints is meson.build's, and so is every man page's.
 Usage: cli_docs_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE"""
 
@@ -11,30 +12,51 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 COMMANDS = ["inspect", "validate", "reshard", "merge", "convert"]
 
 
-def help_options(command):
-    """The options --help lists for `command`: long names (--foo) and short ones (-f)."""
+def help_sentences(command):
+    """The options --help lists for `command` (long names, --foo, and short ones, -f), each
+    with the sentence it shows."""
     text = run(command, "--help", code=0).stdout
-    options = set()
-    for line in text.splitlines():
-        m = re.match(r"^\s{2}((?:-\w,)?--[\w-]+)", line)
+    options = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^\s{2}((?:-\w,)?--[\w-]+)(?:(?: \S+)*?\s{2,}(\S.*))?", line)
         if m:
+            # (CLI11 puts the sentence on the next line after a long option column.)
+            sentence = m.group(2) or (lines[i + 1] if i + 1 < len(lines) else "")
             for name in m.group(1).split(","):
-                options.add(name)
-    return options - {"-h", "--help"}
+                options[name] = sentence.strip()
+    options.pop("-h", None)
+    options.pop("--help", None)
+    return options
+
+
+def help_options(command):
+    return set(help_sentences(command))
+
+
+# The built man pages (man/meson.build generates their OPTIONS from the option table).
+MAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(TFCKPT))), "man")
+
+
+def man_entries(page):
+    """The .TP entries of a man page: (options named on the tag line, the next line)."""
+    with open(os.path.join(MAN, page)) as f:
+        text = f.read()
+    section = text[text.index(".SH OPTIONS"):]
+    lines = section[:section.find("\n.SH", 1) % (len(section) + 1)].splitlines()
+    entries = []
+    for i, line in enumerate(lines[:-2]):
+        if line.strip() != ".TP":
+            continue
+        tag = lines[i + 1].replace("\\-", "-")
+        names = re.findall(r"(?<![\w-])(--[a-z][\w-]*|-[a-zA-Z])(?![\w-])", tag)
+        entries.append((names, lines[i + 2].replace("\\-", "-").replace("\\e", "\\")))
+    return entries
 
 
 def man_options(page):
     """The options a man page describes: those named on the tag line of each .TP entry."""
-    with open(os.path.join(ROOT, "man", page + ".in")) as f:
-        lines = f.read().splitlines()
-    options = set()
-    for i, line in enumerate(lines[:-1]):
-        if line.strip() != ".TP":
-            continue
-        tag = lines[i + 1].replace("\\-", "-")
-        for name in re.findall(r"(?<![\w-])(--[a-z][\w-]*|-[a-zA-Z])(?![\w-])", tag):
-            options.add(name)
-    return options
+    return {name for names, _ in man_entries(page) for name in names}
 
 
 @test()
@@ -47,6 +69,13 @@ def every_option_of_help_is_in_the_man_page_and_back():
             problems.append(f"man tfckpt-{command} lacks {sorted(in_help - in_man)}")
         if in_man - in_help:
             problems.append(f"man tfckpt-{command} describes {sorted(in_man - in_help)}, which --help does not list")
+        # Each option's entry begins with the sentence --help shows (both from the table).
+        sentences = help_sentences(command)
+        for names, first in man_entries(f"tfckpt-{command}.1"):
+            option = [n for n in names if n.startswith("--")]
+            if option and option[0] in sentences and not first.startswith(sentences[option[0]]):
+                problems.append(f"man tfckpt-{command}: {option[0]} begins {first[:60]!r}, --help says "
+                                f"{sentences[option[0]][:60]!r}")
     assert not problems, "\n".join(problems)
 
 

@@ -3,6 +3,8 @@
 // ParseCast's errors.
 #include <doctest/doctest.h>
 
+#include "absl/strings/str_join.h"
+
 #include <zip.h>
 
 #include <cstring>
@@ -13,6 +15,7 @@
 
 #include "piece_util.h"
 #include "test_util.h"
+#include "tfckpt/commands.h"
 #include "base/float_convert.h"
 #include "model/tensor_encoding.h"
 #include "format/npz/npz_reader.h"
@@ -192,6 +195,11 @@ TEST_CASE("ParseCast: FROM=TO names, unknown dtypes and casts not offered are er
   CHECK(message("float32=nosuch") == "--cast \"float32=nosuch\": unknown dtype");
   CHECK(message("int64=float32").rfind("--cast \"int64=float32\": not offered", 0) == 0);
   CHECK(message("bfloat16=float16").rfind("--cast \"bfloat16=float16\": not offered", 0) == 0);
+  // The casts it offers are the words completion offers (CastWords), each one it parses.
+  CHECK(tfckpt::CastWords() == std::vector<std::string>{"float32=bfloat16", "float32=float16", "float32=float64",
+                                                       "bfloat16=float32", "float16=float32", "float64=float32"});
+  for (const std::string& w : tfckpt::CastWords()) CHECK(tfckpt::ParseCast(w).ok());
+  CHECK(message("int64=float32").find(absl::StrJoin(tfckpt::CastWords(), ", ")) != std::string::npos);
 }
 
 namespace {

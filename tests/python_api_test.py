@@ -723,10 +723,16 @@ def stubs_match_the_runtime_signatures_and_docstrings():
     package = os.path.dirname(tfckpt.__file__)
     check_stub(tfckpt, os.path.join(package, "__init__.pyi"))
     check_stub(train, os.path.join(package, "train.pyi"))
-    # The stubs shipped are the sources' (the build copies them).
+    # The stubs shipped are the sources' (the build copies train.pyi, and makes __init__.pyi
+    # from __init__.pyi.in and the option table: the five commands' signatures).
     src = os.path.join(HERE, "..", "python", "tfckpt")
-    for f in ["__init__.pyi", "train.pyi"]:
-        assert open(os.path.join(src, f)).read() == open(os.path.join(package, f)).read(), f
+    assert open(os.path.join(src, "train.pyi")).read() == open(os.path.join(package, "train.pyi")).read()
+    template = open(os.path.join(src, "__init__.pyi.in")).read()
+    stub = open(os.path.join(package, "__init__.pyi")).read()
+    head, tail = template.split("@COMMANDS@\n")
+    assert stub.startswith(head) and stub.endswith(tail)
+    assert [l.split("(")[0] for l in stub[len(head):len(stub) - len(tail)].splitlines()] == \
+        ["def inspect", "def validate", "def reshard", "def merge", "def convert"]
 
 
 @test()
@@ -737,8 +743,10 @@ def version_is_the_command_lines():
 
 def man_long_options(command):
     """The long options a man page documents: those of its SYNOPSIS and of its option
-    lists (the tag line of each .TP item)."""
-    lines = open(os.path.join(HERE, "..", "man", f"tfckpt-{command}.1.in")).read().splitlines()
+    lists (the tag line of each .TP item). The built page: its OPTIONS are generated from the
+    option table (man/meson.build)."""
+    built = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(TFCKPT))), "man", f"tfckpt-{command}.1")
+    lines = open(built).read().splitlines()
     found, section, prev = set(), "", ""
     for line in lines:
         if line.startswith(".SH"):

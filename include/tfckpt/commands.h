@@ -110,6 +110,8 @@ struct TransferReport {
 // (reshard/partition.cc, reshard/reshard.cc): for completion and front ends.
 const std::vector<std::string>& PartitionSpecWords();
 const std::vector<std::string>& PolicyWords();
+// The casts convert --cast takes ("float32=bfloat16", ...), as its parser checks them.
+const std::vector<std::string>& CastWords();
 
 struct ReshardRequest {
   std::string ckpt, out;

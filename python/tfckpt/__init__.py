@@ -30,6 +30,7 @@ not there raises KeyError (ckpt[name], get_tensor, read, get_slice, info, load(i
 
 import builtins as _builtins
 import errno as _errno
+import inspect as _pyinspect
 import json as _json
 import operator as _operator
 import os as _os
@@ -41,6 +42,7 @@ from dataclasses import dataclass as _dataclass
 import numpy as _np
 
 from . import _core
+from . import _options
 
 _io_open = _builtins.open  # (tfckpt.open shadows it below)
 
@@ -946,13 +948,20 @@ def _request(command, params, kinds):
             if _flag(command, name, value):
                 out[name] = True
         elif kind == "int":
+            # (Its range is the command line's, checked by the library: option table.)
             if isinstance(value, bool) or not isinstance(value, (int, _np.integer)):
                 raise ArgumentTypeError(f"{command}(): {name} must be an int, not {type(value).__name__}")
-            lo, hi = _INT_RANGES.get(name, (-(1 << 63), (1 << 63) - 1))
-            if not lo <= int(value) <= hi:
-                # (the command line's -j/--jobs 0-1024, --connections 1-256)
-                raise UsageError(f"{command}(): {name}={int(value)}: not a whole number from {lo} to {hi}", "usage")
             out[name] = int(value)
+        elif kind == "duration":
+            if isinstance(value, bool) or not isinstance(value, (int, _np.integer, str)):
+                raise ArgumentTypeError(f"{command}(): {name} must be seconds (int) or a str such as \"2h\", "
+                                        f"not {type(value).__name__}")
+            out[name] = _stored(str(int(value)) if not isinstance(value, str) else value)
+        elif kind == "optional-choice":
+            if not isinstance(value, (bool, str)):
+                raise ArgumentTypeError(f"{command}(): {name} must be True or a str, not {type(value).__name__}")
+            if value is not False:
+                out[name] = True if value is True else _stored(value)
         elif kind == "number":
             if isinstance(value, bool) or not isinstance(value, (int, float, _np.integer, _np.floating)):
                 raise ArgumentTypeError(f"{command}(): {name} must be a number, not {type(value).__name__}")
@@ -986,80 +995,81 @@ def _command(command, request):
 # Check ids of failures that are a check failing (exit status 1), not an input or a request.
 _CHECK_FAILURES = {"output.mismatch", "merge.parallel-differs", "merge.replica-differs"}
 
-# The ranges the command line takes (-j/--jobs, --connections, --bytes-per-string).
-_INT_RANGES = {"jobs": (0, 1024), "connections": (1, 256), "bytes_per_string": (1, (1 << 63) - 1),
-               "expand_parallel": (-(1 << 31), (1 << 31) - 1)}
 
-_COMMON = {"jobs": "int", "connections": "int", **_STORE_KINDS}
+def _command_function(command, prepare=None, more_doc=""):
+    """The function of `command`, its keywords, their checks and its docstring from the option
+    table (src/options/table.py, generated into _options.py): the long options of
+    `man tfckpt-COMMAND` with '-' as '_', except --json (it returns that document) and
+    --quiet (it prints nothing). `prepare(arguments)` may change the arguments first, or
+    return (True, result) to answer itself."""
+    summary, params = _options.COMMANDS[command]
+    kinds = {p["keyword"]: p["kind"] for p in params}
+    P = _pyinspect.Parameter
+    signature = _pyinspect.Signature([
+        P(p["keyword"], P.POSITIONAL_OR_KEYWORD if p["positional"] else P.KEYWORD_ONLY,
+          default=P.empty if p["required"] else (False if p["kind"] == "flag" else None)) for p in params])
 
-# The command functions take the long options of their man pages (man tfckpt-COMMAND), with
-# '-' as '_', except --json (they return its document) and --quiet (they print nothing).
+    def function(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ArgumentTypeError(f"{command}(): {e}") from None
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        if prepare is not None:
+            answered = prepare(arguments)
+            if answered is not None:
+                return answered[1]
+        return _command(command, _request(command, arguments, kinds))
+
+    function.__name__ = function.__qualname__ = command
+    function.__module__ = __name__
+    function.__signature__ = signature
+    lines = [summary, "", f"Keywords (the long options of man tfckpt-{command}, '-' as '_'):"]
+    lines += [f"  {p['keyword']}: {p['help']}" for p in params]
+    function.__doc__ = "\n".join(lines) + "\n\nReturns the document `--json` prints." + more_doc
+    return function
 
 
-def inspect(ckpt, *, filter=None, tensor=None, all_values=False, stats=False, tree=False, index_only=False,
-            jobs=None, connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
-    """`tfckpt inspect CKPT --json`: the listing (filter="kernel"), the values of tensors
-    (tensor=["global_step"]), statistics (stats=True) or the object graph (tree=True).
-    Returns the document --json prints."""
-    return _command("inspect", _request("inspect", dict(
-        ckpt=ckpt, filter=filter, tensor=tensor, all_values=all_values, stats=stats, tree=tree, index_only=index_only,
-        jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
-        no_sign_request=no_sign_request), dict(ckpt="path", filter="text", tensor="texts", all_values="flag",
-                                               stats="flag", tree="flag", index_only="flag", **_COMMON)))
-
-
-def validate(ckpt, *, against=None, strict=False, quick=False, abort_uploads=False, older_than=None, tolerance=None,
-             report=False, jobs=None, connections=None, endpoint_url=None, profile=None, region=None,
-             no_sign_request=False):
-    """`tfckpt validate CKPT --json`: every check, or with against=OLD logical equality
-    (tolerance=0.01 for floats, report=True for the numbers of each difference). Returns
-    the report; raises CheckFailedError (with .report) when a check fails. older_than:
-    with abort_uploads, only uploads started at least this many seconds ago (default 3600)."""
-    return _command("validate", _request("validate", dict(
-        ckpt=ckpt, against=against, strict=strict, quick=quick, abort_uploads=abort_uploads, older_than=older_than,
-        tolerance=tolerance, report=report, jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile, region=region,
-        no_sign_request=no_sign_request), dict(
-        ckpt="path", against="path", strict="flag", quick="flag", abort_uploads="flag", older_than="int",
-        tolerance="number", report="flag", **_COMMON)))
-
-
-def reshard(ckpt=None, output=None, *, partition=None, policy=None, dry_run=False, force=False, no_verify=False,
-            allow_any_dtype=False, bytes_per_string=None, plan=None, execute=None, task=None, finalize=None,
-            server_side="auto", jobs=None, connections=None, endpoint_url=None, profile=None, region=None,
-            no_sign_request=False):
-    """`tfckpt reshard CKPT -o OUTPUT --json`: partition=["fixed:3"], policy="shards:4",
-    dry_run=True, ...; the scale-out steps plan="plan.json", execute="plan.json" with
-    task=0 (or "auto"), finalize="plan.json". Returns what --json prints.
-
-    `policy` may also be your own sharding callback, as TensorFlow's
-    tf.train.experimental.ShardingCallback: any callable (a class with `description` and
-    `__call__`). As TF's MultiDeviceSaver does, it is called once per task (input data
-    file) with that task's pieces, as `partition` cuts them, as ShardableTensor objects,
-    and returns a list of shards, each {checkpoint_key: {slice_spec: tensor}}; shard N is
-    data file N. `tensor` is the piece's TensorStandIn (or anything with .shape and
-    .dtype); index it (t[0:4]) to cut the tensor anew, under that part's `slice_spec`, as
-    MaxShardSizePolicy does. The shards are checked by every rule of TF's validate_shards,
-    a violation a UsageError in TF's words (description, key, slice, original and new
-    values): they are resharded as `policy="file:SHARDS.json"` (man tfckpt-reshard)."""
+def _prepare_reshard(arguments):
+    policy, task = arguments["policy"], arguments["task"]
+    if isinstance(task, (int, _np.integer)) and not isinstance(task, bool):
+        arguments["task"] = str(int(task))
     if callable(policy):
-        if execute is not None or finalize is not None:
+        if arguments["execute"] is not None or arguments["finalize"] is not None:
             raise UsageError("reshard(): a sharding callback as policy plans a reshard; execute= and finalize= run "
                              "a plan already made", "usage")
-        return _reshard_by_callback(policy, dict(
-            ckpt=ckpt, output=output, partition=partition, dry_run=dry_run, force=force, no_verify=no_verify,
-            allow_any_dtype=allow_any_dtype, bytes_per_string=bytes_per_string, plan=plan, task=task, jobs=jobs,
-            server_side=server_side, connections=connections, endpoint_url=endpoint_url, profile=profile,
-            region=region, no_sign_request=no_sign_request))
-    if isinstance(task, (int, _np.integer)) and not isinstance(task, bool):
-        task = str(int(task))
-    return _command("reshard", _request("reshard", dict(
-        ckpt=ckpt, output=output, partition=partition, policy=policy, dry_run=dry_run, force=force,
-        no_verify=no_verify, allow_any_dtype=allow_any_dtype, bytes_per_string=bytes_per_string, plan=plan,
-        execute=execute, task=task, finalize=finalize, server_side=server_side, jobs=jobs, connections=connections,
-        endpoint_url=endpoint_url, profile=profile, region=region, no_sign_request=no_sign_request), dict(
-        ckpt="path", output="path", partition="texts", policy="text", dry_run="flag", force="flag", no_verify="flag",
-        allow_any_dtype="flag", bytes_per_string="int", plan="path", execute="path", task="text", finalize="path",
-        server_side="text", **_COMMON)))
+        options = {k: v for k, v in arguments.items() if k not in ("policy", "execute", "finalize")}
+        return True, _reshard_by_callback(policy, options)
+    return None
+
+
+_RESHARD_CALLBACK_DOC = """
+
+`policy` may also be your own sharding callback, as TensorFlow's
+tf.train.experimental.ShardingCallback: any callable (a class with `description` and
+`__call__`). As TF's MultiDeviceSaver does, it is called once per task (input data
+file) with that task's pieces, as `partition` cuts them, as ShardableTensor objects,
+and returns a list of shards, each {checkpoint_key: {slice_spec: tensor}}; shard N is
+data file N. `tensor` is the piece's TensorStandIn (or anything with .shape and
+.dtype); index it (t[0:4]) to cut the tensor anew, under that part's `slice_spec`, as
+MaxShardSizePolicy does. The shards are checked by every rule of TF's validate_shards,
+a violation a UsageError in TF's words (description, key, slice, original and new
+values): they are resharded as `policy="file:SHARDS.json"` (man tfckpt-reshard)."""
+
+
+def _prepare_convert(arguments):
+    cast, size = arguments["cast"], arguments["max_file_size"]
+    if isinstance(cast, dict):
+        arguments["cast"] = [f"{_dtype_key(k) or k}={_dtype_key(v) or v}" for k, v in cast.items()]
+    if isinstance(size, (int, _np.integer)) and not isinstance(size, bool):
+        arguments["max_file_size"] = str(int(size))
+    return None
+
+
+inspect = _command_function("inspect")
+validate = _command_function("validate")
+reshard = _command_function("reshard", _prepare_reshard, _RESHARD_CALLBACK_DOC)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1252,45 +1262,9 @@ def _reshard_by_callback(callback, options):
         _os.unlink(path)
 
 
-def merge(ckpts, output=None, *, recover=False, allow_missing=False, move=False, force=False, no_verify=False,
-          on_conflict=None, include=None, exclude=None, rename=None, drop_optimizer=False, average=False,
-          collapse_parallel=None, expand_parallel=None, collapse_replicas=False, no_check=False, dry_run=False,
-          server_side="auto", jobs=None, connections=None, endpoint_url=None, profile=None, region=None,
-          no_sign_request=False):
-    """`tfckpt merge CKPT... -o OUTPUT --json`: drop_optimizer=True, average=True,
-    recover=True (then `output` may be omitted), ... Returns what --json prints."""
-    if collapse_parallel is True:
-        collapse_parallel = "check"
-    return _command("merge", _request("merge", dict(
-        ckpts=ckpts, output=output, recover=recover, allow_missing=allow_missing, move=move, force=force,
-        no_verify=no_verify, on_conflict=on_conflict, include=include, exclude=exclude, rename=rename,
-        drop_optimizer=drop_optimizer, average=average, collapse_parallel=collapse_parallel,
-        expand_parallel=expand_parallel, collapse_replicas=collapse_replicas, no_check=no_check, dry_run=dry_run,
-        server_side=server_side, jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile,
-        region=region, no_sign_request=no_sign_request), dict(
-        ckpts="paths", output="path", recover="flag", allow_missing="flag", move="flag", force="flag",
-        no_verify="flag", on_conflict="text", include="texts", exclude="texts", rename="renames",
-        drop_optimizer="flag", average="flag", collapse_parallel="text", expand_parallel="int",
-        collapse_replicas="flag", no_check="flag", dry_run="flag", server_side="text", **_COMMON)))
-
-
-def convert(src, output, *, to=None, cast=None, include=None, exclude=None, rename=None, max_file_size=None,
-            partition=None, strict=False, force=False, no_verify=False, server_side="auto", jobs=None,
-            connections=None, endpoint_url=None, profile=None, region=None, no_sign_request=False):
-    """`tfckpt convert SRC -o OUTPUT --json`: to="safetensors", cast="float32=bfloat16" (or
-    {"float32": "bfloat16"}), max_file_size="5G", ... Returns what --json prints."""
-    if isinstance(cast, dict):
-        cast = [f"{_dtype_key(k) or k}={_dtype_key(v) or v}" for k, v in cast.items()]
-    if isinstance(max_file_size, (int, _np.integer)) and not isinstance(max_file_size, bool):
-        max_file_size = str(int(max_file_size))
-    return _command("convert", _request("convert", dict(
-        src=src, output=output, to=to, cast=cast, include=include, exclude=exclude, rename=rename,
-        max_file_size=max_file_size, partition=partition, strict=strict, force=force, no_verify=no_verify,
-        server_side=server_side, jobs=jobs, connections=connections, endpoint_url=endpoint_url, profile=profile,
-        region=region, no_sign_request=no_sign_request), dict(
-        src="path", output="path", to="text", cast="texts", include="texts", exclude="texts", rename="renames",
-        max_file_size="text", partition="texts", strict="flag", force="flag", no_verify="flag", server_side="text",
-        **_COMMON)))
+merge = _command_function("merge")
+convert = _command_function("convert", _prepare_convert,
+                            "\n\ncast may also be a dict {FROM: TO} of dtypes; max_file_size an int of bytes.")
 
 
 from . import train  # noqa: E402 (tfckpt.train uses the above)

@@ -24,10 +24,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/object_graph.h"
+#include "tfckpt/options.h"
 #include "tfckpt/open.h"
 #include "tfckpt/read.h"
 #include "tfckpt/region.h"
@@ -518,32 +520,37 @@ py::list GlobPaths(const std::string& pattern, const py::dict& store) {
 // __init__.py checked, the call on a thread of its own with the GIL released, and Ctrl-C
 // (a pending KeyboardInterrupt) turned into the call's stop request.
 
-// The request's fields from the dict __init__.py built (bytes for text, lists of bytes,
-// bools, ints and floats; a missing key keeps the field's default).
-class Fields {
- public:
-  explicit Fields(const py::dict& d) : d_(d) {}
-  void Text(const char* name, std::string* out) const {
-    if (d_.contains(name)) *out = d_[name].cast<std::string>();
+// The values of command `command`'s options from the dict __init__.py built (keywords of the
+// option table: bytes for text, lists of bytes, bools, ints, floats; True for an optional
+// choice given bare), as text, for FillRequest: the library checks them as it checks the
+// command line's, and its errors name the keyword.
+OptionValues Values(const std::string& command, const py::dict& d) {
+  OptionValues values;
+  for (const OptionSpec* o : OptionsOf(command)) {
+    const std::string keyword(o->keyword);
+    if (keyword.empty() || !d.contains(keyword.c_str())) continue;
+    const py::object v = d[keyword.c_str()];
+    auto add = [&](const py::handle& x) {
+      std::string text;
+      if (py::isinstance<py::bool_>(x)) {
+        text = x.cast<bool>() ? (o->kind == OptionKind::kOptionalChoice ? "" : "true") : "false";
+      } else if (py::isinstance<py::int_>(x)) {
+        text = py::str(x).cast<std::string>();
+      } else if (py::isinstance<py::float_>(x)) {
+        text = absl::StrFormat("%.17g", x.cast<double>());
+      } else {
+        text = x.cast<std::string>();
+      }
+      values.Add(*o, std::move(text), keyword);
+    };
+    if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+      for (const py::handle& x : v) add(x);
+    } else {
+      add(v);
+    }
   }
-  void Texts(const char* name, std::vector<std::string>* out) const {
-    if (d_.contains(name)) *out = d_[name].cast<std::vector<std::string>>();
-  }
-  void Flag(const char* name, bool* out) const {
-    if (d_.contains(name)) *out = d_[name].cast<bool>();
-  }
-  template <typename T>
-  void Number(const char* name, T* out) const {
-    if (d_.contains(name)) *out = d_[name].cast<T>();
-  }
-  template <typename T>
-  void Optional(const char* name, std::optional<T>* out) const {
-    if (d_.contains(name)) *out = d_[name].cast<T>();
-  }
-
- private:
-  const py::dict& d_;
-};
+  return values;
+}
 
 // The call, made with `run`: the JSON document of its report, or its error. A report that
 // says a check failed (validate's findings, merge's differing replicas) is an error of its
@@ -562,16 +569,11 @@ CallResult Document(const absl::StatusOr<Report>& r) {
   return {absl::OkStatus(), ToJson(*r)};
 }
 
-Job InspectJob(const py::dict& d) {
+Job InspectJob(const py::dict& d, RunOptions* run) {
   InspectRequest r;
-  Fields f(d);
-  f.Text("ckpt", &r.ckpt);
-  f.Text("filter", &r.filter);
-  f.Texts("tensor", &r.tensors);
-  f.Flag("all_values", &r.all_values);
-  f.Flag("stats", &r.stats);
-  f.Flag("tree", &r.tree);
-  f.Flag("index_only", &r.index_only);
+  if (absl::Status s = FillRequest(Values("inspect", d), &r, run); !s.ok()) {
+    return [s](const RunOptions&) { return CallResult{s, ""}; };
+  }
   r.json_values = true;
   return [r](const RunOptions& run) -> CallResult {
     absl::StatusOr<InspectReport> report = Inspect(r, run);
@@ -582,17 +584,11 @@ Job InspectJob(const py::dict& d) {
   };
 }
 
-Job ValidateJob(const py::dict& d) {
+Job ValidateJob(const py::dict& d, RunOptions* run) {
   ValidateRequest r;
-  Fields f(d);
-  f.Text("ckpt", &r.ckpt);
-  f.Text("against", &r.against);
-  f.Flag("strict", &r.strict);
-  f.Flag("quick", &r.quick);
-  f.Flag("report", &r.report);
-  f.Flag("abort_uploads", &r.abort_uploads);
-  f.Number("older_than", &r.older_than_seconds);
-  f.Optional("tolerance", &r.tolerance);
+  if (absl::Status s = FillRequest(Values("validate", d), &r, run); !s.ok()) {
+    return [s](const RunOptions&) { return CallResult{s, ""}; };
+  }
   return [r](const RunOptions& run) {
     absl::StatusOr<ValidateCommandReport> report = ValidateCommand(r, run);
     CallResult out = Document(report);
@@ -606,60 +602,17 @@ Job ValidateJob(const py::dict& d) {
   };
 }
 
-// The server_side keyword (--server-side): "auto" when absent.
-absl::Status ServerSide(const Fields& f, ServerSideCopy* out) {
-  std::string mode = "auto";
-  f.Text("server_side", &mode);
-  absl::StatusOr<ServerSideCopy> parsed = ParseServerSide(mode);
-  if (!parsed.ok()) return absl::InvalidArgumentError(StrCat("server_side ", parsed.status().message()));
-  *out = *parsed;
-  return absl::OkStatus();
-}
-
-Job ReshardJob(const py::dict& d) {
+Job ReshardJob(const py::dict& d, RunOptions* run) {
   ReshardRequest r;
-  Fields f(d);
-  f.Text("ckpt", &r.ckpt);
-  f.Text("output", &r.out);
-  f.Texts("partition", &r.partitions);
-  f.Text("policy", &r.policy);
-  f.Flag("dry_run", &r.dry_run);
-  f.Flag("force", &r.force);
-  f.Flag("no_verify", &r.no_verify);
-  f.Flag("allow_any_dtype", &r.allow_any_dtype);
-  f.Number("bytes_per_string", &r.bytes_per_string);
-  f.Text("plan", &r.plan_out);
-  f.Text("execute", &r.execute);
-  f.Text("task", &r.task);
-  f.Text("finalize", &r.finalize);
-  if (absl::Status s = ServerSide(f, &r.server_side); !s.ok()) {
+  if (absl::Status s = FillRequest(Values("reshard", d), &r, run); !s.ok()) {
     return [s](const RunOptions&) { return CallResult{s, ""}; };
   }
   return [r](const RunOptions& run) { return Document(Reshard(r, run)); };
 }
 
-Job MergeJob(const py::dict& d) {
+Job MergeJob(const py::dict& d, RunOptions* run) {
   MergeRequest r;
-  Fields f(d);
-  f.Texts("ckpts", &r.inputs);
-  f.Text("output", &r.out);
-  f.Flag("recover", &r.recover);
-  f.Flag("allow_missing", &r.allow_missing);
-  f.Flag("move", &r.move);
-  f.Flag("force", &r.force);
-  f.Flag("no_verify", &r.no_verify);
-  f.Text("on_conflict", &r.on_conflict);
-  f.Texts("include", &r.include);
-  f.Texts("exclude", &r.exclude);
-  f.Texts("rename", &r.renames);
-  f.Flag("drop_optimizer", &r.drop_optimizer);
-  f.Flag("average", &r.average);
-  f.Text("collapse_parallel", &r.collapse_parallel);
-  f.Optional("expand_parallel", &r.expand_parallel);
-  f.Flag("collapse_replicas", &r.collapse_replicas);
-  f.Flag("no_check", &r.no_check);
-  f.Flag("dry_run", &r.dry_run);
-  if (absl::Status s = ServerSide(f, &r.server_side); !s.ok()) {
+  if (absl::Status s = FillRequest(Values("merge", d), &r, run); !s.ok()) {
     return [s](const RunOptions&) { return CallResult{s, ""}; };
   }
   return [r](const RunOptions& run) {
@@ -675,22 +628,9 @@ Job MergeJob(const py::dict& d) {
   };
 }
 
-Job ConvertJob(const py::dict& d) {
+Job ConvertJob(const py::dict& d, RunOptions* run) {
   ConvertRequest r;
-  Fields f(d);
-  f.Text("src", &r.src);
-  f.Text("output", &r.out);
-  f.Text("to", &r.to);
-  f.Texts("cast", &r.casts);
-  f.Texts("include", &r.include);
-  f.Texts("exclude", &r.exclude);
-  f.Texts("rename", &r.renames);
-  f.Text("max_file_size", &r.max_file_size);
-  f.Texts("partition", &r.partitions);
-  f.Flag("strict", &r.strict);
-  f.Flag("force", &r.force);
-  f.Flag("no_verify", &r.no_verify);
-  if (absl::Status s = ServerSide(f, &r.server_side); !s.ok()) {
+  if (absl::Status s = FillRequest(Values("convert", d), &r, run); !s.ok()) {
     return [s](const RunOptions&) { return CallResult{s, ""}; };
   }
   return [r](const RunOptions& run) { return Document(Convert(r, run)); };
@@ -704,19 +644,16 @@ Job ConvertJob(const py::dict& d) {
 // message, file, key, offset), and whether a Ctrl-C came after the call's point of no
 // return (it finished: the caller raises KeyboardInterrupt once it has said so).
 py::tuple RunCommand(const std::string& name, const py::dict& d) {
-  static const std::map<std::string, Job (*)(const py::dict&)> kJobs = {
+  static const std::map<std::string, Job (*)(const py::dict&, RunOptions*)> kJobs = {
       {"inspect", InspectJob}, {"validate", ValidateJob}, {"reshard", ReshardJob},
       {"merge", MergeJob},     {"convert", ConvertJob}};
   const auto make = kJobs.find(name);
   if (make == kJobs.end()) throw py::value_error("no command " + name);
-  const Job job = make->second(d);
   std::stop_source stop;
   RunOptions run;
+  const Job job = make->second(d, &run);  // (jobs, connections, the object store options)
   run.stop = stop.get_token();
   TestHooksFromEnvironment(&run);  // (tests: TFCKPT_FAULT_PAUSE_AT, TFCKPT_FAULT_FLIP_OUTPUT_BYTE)
-  if (d.contains("jobs")) run.jobs = d["jobs"].cast<int>();
-  if (d.contains("connections")) run.connections = d["connections"].cast<int>();
-  run.object_store = StoreOptions(d);
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;

@@ -62,7 +62,7 @@ std::optional<std::string> UnknownCommand(const std::vector<CLI::App*>& subs, co
 
 }  // namespace
 
-int RunTfckpt(int argc, char** argv) {
+int RunTfckpt(int argc, char** argv, std::span<const OptionSpec> table) {
   CLI::App app{"tfckpt - inspect, validate, reshard, merge and convert TensorFlow checkpoints\n"
                "without TensorFlow."};
   app.name("tfckpt");
@@ -90,24 +90,13 @@ int RunTfckpt(int argc, char** argv) {
 
   std::vector<std::function<int()>> runners;
   std::vector<CLI::App*> subs;
-  runners.push_back(AddInspect(app));
-  runners.push_back(AddValidate(app));
-  runners.push_back(AddReshard(app));
-  runners.push_back(AddMerge(app));
-  runners.push_back(AddConvert(app));
-  runners.push_back(AddCompletion(app));
+  runners.push_back(AddInspect(app, table));
+  runners.push_back(AddValidate(app, table));
+  runners.push_back(AddReshard(app, table));
+  runners.push_back(AddMerge(app, table));
+  runners.push_back(AddConvert(app, table));
+  runners.push_back(AddCompletion(app, table));
   subs = app.get_subcommands({});
-  // A repeatable option takes one value per occurrence (--partition A --partition B), as the
-  // man pages and --help say: CLI11's default for a vector option, every following word up to
-  // the next option, made `reshard -o OUT --partition none CKPT` take CKPT as a second rule.
-  for (CLI::App* sub : subs) {
-    for (CLI::Option* o : sub->get_options()) {
-      if (!o->get_positional() && o->get_items_expected_max() > 1) {
-        o->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-      }
-    }
-  }
-
   std::vector<std::string> args(argv, argv + argc);
   SetJsonOutput(std::find(args.begin() + std::min<size_t>(1, args.size()), args.end(), "--json") != args.end());
   // "tfckpt help [COMMAND]" is "tfckpt [COMMAND] --help".

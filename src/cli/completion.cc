@@ -1,5 +1,6 @@
-// tfckpt completion bash|zsh|fish: shell completion scripts generated from the CLI11
-// definitions of the commands, so every option any command declares is completed.
+// tfckpt completion bash|zsh|fish: shell completion scripts generated from the option table
+// (tfckpt/options.h), so every option any command takes is completed, its value with the
+// words its parser takes.
 #include <iostream>
 #include <map>
 #include <string>
@@ -34,19 +35,7 @@ struct CompletedCommand {
   std::vector<std::string> positional_words;
 };
 
-// Starts of values for options whose values are not a closed set CLI11 checks (IsMember).
-const std::map<std::string, std::vector<std::string>>& ValueHints() {
-  static const auto* hints = new std::map<std::string, std::vector<std::string>>{
-      {"--policy", PolicyWords()},
-      {"--partition", PartitionSpecWords()},
-      {"--cast",
-       {"float32=bfloat16", "float32=float16", "float32=float64", "bfloat16=float32", "float16=float32",
-        "float64=float32"}},
-  };
-  return *hints;
-}
-
-// CLI11 appends an IsMember set to the type name: "TEXT:{tf,safetensors,npz}".
+// CLI11 appends an IsMember set to the type name: "TEXT:{bash,zsh,fish}".
 std::vector<std::string> SetWords(const std::string& type_name) {
   const size_t open = type_name.rfind('{'), close = type_name.rfind('}');
   if (open == std::string::npos || close == std::string::npos || close < open) return {};
@@ -54,42 +43,49 @@ std::vector<std::string> SetWords(const std::string& type_name) {
   return absl::StrSplit(set, ',');
 }
 
-// Values that are numbers, regular expressions or names complete to nothing; the rest are paths.
-ValueKind KindOf(const CLI::Option& o, std::vector<std::string>* words) {
-  *words = SetWords(o.get_type_name());
-  for (const std::string& l : o.get_lnames()) {
-    if (auto hint = ValueHints().find("--" + l); words->empty() && hint != ValueHints().end()) *words = hint->second;
+// What a row's value completes to: the words of its parser or its choices, a path, or
+// nothing (numbers, regular expressions, names).
+ValueKind KindOf(const OptionSpec& o, std::vector<std::string>* words) {
+  switch (o.completion) {
+    case OptionCompletion::kWords:
+      if (o.words != nullptr) {
+        *words = o.words();
+      } else {
+        *words = absl::StrSplit(AV(o.choices), ',', absl::SkipEmpty());
+      }
+      return ValueKind::kWords;
+    case OptionCompletion::kPath: return ValueKind::kPath;
+    case OptionCompletion::kFree: return ValueKind::kFree;
+    case OptionCompletion::kNone: return ValueKind::kNone;
   }
-  if (!words->empty()) return ValueKind::kWords;
-  const std::string type = o.get_type_name();
-  if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0 || type.rfind("FLOAT", 0) == 0) return ValueKind::kFree;
-  for (const std::string& l : o.get_lnames()) {
-    if (l == "filter" || l == "tensor" || l == "include" || l == "exclude" || l == "rename" || l == "max-file-size" ||
-        l == "expand-parallel") {
-      return ValueKind::kFree;
-    }
-  }
-  return ValueKind::kPath;
+  return ValueKind::kNone;
 }
 
-std::vector<CompletedCommand> Describe(CLI::App& app) {
+// The commands of `app`: the option table's rows for the five, CLI11's own definitions for
+// those the table does not have (completion: its SHELL words).
+std::vector<CompletedCommand> Describe(CLI::App& app, std::span<const OptionSpec> table) {
   std::vector<CompletedCommand> commands;
   for (CLI::App* sub : app.get_subcommands({})) {
     CompletedCommand c{sub->get_name(), sub->get_description(), {}, ValueKind::kPath, {}};
-    for (const CLI::Option* o : sub->get_options()) {
+    const std::vector<const OptionSpec*> rows = OptionsOf(sub->get_name(), table);
+    if (rows.empty()) {
+      for (const CLI::Option* o : sub->get_options()) {
+        if (!o->nonpositional()) {
+          c.positional_words = SetWords(o->get_type_name());
+          c.positional = c.positional_words.empty() ? ValueKind::kPath : ValueKind::kWords;
+        }
+      }
+    }
+    c.options.push_back({"-h", "--help", "Print this help message and exit", ValueKind::kNone, {}});
+    for (const OptionSpec* o : rows) {
       std::vector<std::string> words;
-      if (!o->nonpositional()) {
-        c.positional = KindOf(*o, &words);
+      const ValueKind kind = KindOf(*o, &words);
+      if (o->positional) {
+        c.positional = kind;
         c.positional_words = words;
         continue;
       }
-      CompletedOption co;
-      if (!o->get_snames().empty()) co.short_name = "-" + o->get_snames()[0];
-      if (!o->get_lnames().empty()) co.long_name = "--" + o->get_lnames()[0];
-      co.help = o->get_description();
-      if (o->get_type_size_max() != 0 && o->get_expected_max() != 0) co.kind = KindOf(*o, &words);
-      co.words = words;
-      c.options.push_back(std::move(co));
+      c.options.push_back({std::string(o->short_name), std::string(o->name), std::string(o->help), kind, words});
     }
     commands.push_back(std::move(c));
   }
@@ -252,7 +248,7 @@ std::string Fish(const std::vector<CompletedCommand>& commands) {
 
 }  // namespace
 
-std::function<int()> AddCompletion(CLI::App& app) {
+std::function<int()> AddCompletion(CLI::App& app, std::span<const OptionSpec> table) {
   auto shell = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand("completion", "Print the shell completion script for bash, zsh or fish");
   sub->add_option("SHELL", *shell, "bash, zsh or fish")->required()->check(CLI::IsMember({"bash", "zsh", "fish"}));
@@ -263,8 +259,8 @@ std::function<int()> AddCompletion(CLI::App& app) {
       "  tfckpt completion zsh > ~/.zfunc/_tfckpt               # a directory on $fpath\n"
       "  tfckpt completion fish > ~/.config/fish/completions/tfckpt.fish\n\n"
       "'meson install' installs all three. Exit codes: 0 ok, 2 usage error.");
-  return [shell, &app] {
-    const std::vector<CompletedCommand> commands = Describe(app);
+  return [shell, &app, table] {
+    const std::vector<CompletedCommand> commands = Describe(app, table);
     std::cout << (*shell == "bash" ? Bash(commands) : *shell == "zsh" ? Zsh(commands) : Fish(commands));
     return kExitOk;
   };

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/object_graph.h"
@@ -15,12 +16,6 @@
 
 namespace tfckpt::cli {
 namespace {
-
-struct InspectArgs {
-  InspectRequest request;
-  bool json = false;
-  int jobs = 0;
-};
 
 std::string StatNumber(long double v) {
   if (std::isnan(v)) return "nan";
@@ -71,10 +66,13 @@ void PrintStats(const InspectReport& r) {
   }
 }
 
-int RunInspect(const InspectArgs& a) {
-  InspectRequest request = a.request;
-  request.json_values = a.json;
-  absl::StatusOr<InspectReport> report = Inspect(request, CommandRun("inspect", false, a.jobs));
+int RunInspect(const OptionValues& v) {
+  InspectRequest request;
+  const bool json = v.Has("--json");
+  RunOptions run = CommandRun("inspect", false);
+  if (absl::Status s = FillRequest(v, &request, &run); !s.ok()) return ReportError("inspect", s);
+  request.json_values = json;
+  absl::StatusOr<InspectReport> report = Inspect(request, run);
   if (!report.ok()) return ReportError("inspect", report.status());
   const InspectReport& r = *report;
   // The listing is printed either way; missing bytes then make the exit code 3.
@@ -83,7 +81,7 @@ int RunInspect(const InspectArgs& a) {
     std::cout.flush();
     return ReportError("inspect", r.problem);
   };
-  if (a.json) {
+  if (json) {
     WriteJson(r, [](std::string_view piece) {
       std::cout << piece;
       NoteJsonPrinted();
@@ -124,24 +122,10 @@ int RunInspect(const InspectArgs& a) {
 
 }  // namespace
 
-std::function<int()> AddInspect(CLI::App& app) {
-  auto args = std::make_shared<InspectArgs>();
-  InspectRequest& r = args->request;
+std::function<int()> AddInspect(CLI::App& app, std::span<const OptionSpec> table) {
+  auto values = std::make_shared<OptionValues>();
   CLI::App* sub = app.add_subcommand("inspect", "List tensors, print values and statistics, show the object graph");
-  sub->add_option("CKPT", r.ckpt, "Checkpoint: prefix, .index file, directory, V1 file, or s3:// / gs:// URL (man tfckpt: OBJECT STORES)")->required();
-  AddJsonOption(sub, &args->json, "--tensor values as JSON arrays");
-  AddConnectionsOption(sub);
-  sub->add_option("--filter", r.filter, "Only tensors whose logical name matches this regular expression");
-  CLI::Option* tensor = sub->add_option("--tensor", r.tensors, "Print the values of this tensor (repeatable)");
-  sub->add_flag("--all-values", r.all_values, "With --tensor: print every element, never summarise")
-      ->needs(tensor);
-  CLI::Option* stats = sub->add_flag("--stats", r.stats, "Min, max, mean, std, NaN/Inf/zero counts per numeric tensor");
-  AddJobsOption(sub, &args->jobs, "Threads reading values for --stats");
-  sub->add_flag("--tree", r.tree, "Show the TF2 object graph as a tree (not with --stats or --tensor)")
-      ->excludes(stats)
-      ->excludes(tensor);
-  sub->add_flag("--index-only", r.index_only,
-                "List from the index alone: do not fail when data files are missing or short");
+  AddTableOptions(sub, table, values.get());
   sub->footer(
       "Examples:\n"
       "  tfckpt inspect train_dir/                      # newest checkpoint in the directory\n"
@@ -154,7 +138,7 @@ std::function<int()> AddInspect(CLI::App& app) {
       "  tfckpt inspect only_the_index/model.index --index-only\n\n"
       "Exit codes: 0 ok, 2 usage error, 3 unreadable or corrupt input (including, for listings\n"
       "without --index-only, a data file that is missing or shorter than the index needs).");
-  return [args] { return RunInspect(*args); };
+  return [values] { return RunInspect(*values); };
 }
 
 }  // namespace tfckpt::cli

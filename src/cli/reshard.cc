@@ -7,18 +7,13 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
 
 namespace tfckpt::cli {
 namespace {
-
-struct ReshardArgs {
-  ReshardRequest request;
-  bool json = false, quiet = false;
-  int jobs = 0;
-};
 
 std::string SliceList(const std::vector<ReshardPiece>& pieces, const Shape& shape) {
   std::vector<Region> regions;
@@ -51,11 +46,15 @@ void PrintPlan(const ReshardReport& r) {
   std::cout << out;
 }
 
-int RunReshard(const ReshardArgs& a) {
+int RunReshard(const OptionValues& v) {
+  ReshardRequest request;
+  const bool json = v.Has("--json"), quiet = v.Has("--quiet");
+  RunOptions run = CommandRun("reshard", !quiet && !json);
+  if (absl::Status s = FillRequest(v, &request, &run); !s.ok()) return ReportError("reshard", s);
   const char* cmd = "reshard";
-  absl::StatusOr<ReshardReport> r = Reshard(a.request, CommandRun(cmd, !a.quiet && !a.json, a.jobs));
+  absl::StatusOr<ReshardReport> r = Reshard(request, run);
   if (!r.ok()) return ReportWriteError(cmd, r.status());
-  if (a.json) {
+  if (json) {
     PrintJson(ToJson(*r));
     return kExitOk;
   }
@@ -93,53 +92,16 @@ int RunReshard(const ReshardArgs& a) {
       break;
     }
   }
-  if (!a.quiet) PrintTransfer(r->transfer);
+  if (!quiet) PrintTransfer(r->transfer);
   return kExitOk;
 }
 
 }  // namespace
 
-std::function<int()> AddReshard(CLI::App& app) {
-  auto args = std::make_shared<ReshardArgs>();
-  ReshardRequest& r = args->request;
+std::function<int()> AddReshard(CLI::App& app, std::span<const OptionSpec> table) {
+  auto values = std::make_shared<OptionValues>();
   CLI::App* sub = app.add_subcommand("reshard", "Re-slice partitioned variables and re-split data files");
-  sub->add_option("CKPT", r.ckpt, "Input checkpoint");
-  AddOutputOption(sub, &r.out, "prefix (OUT.index, OUT.data-*)");
-  sub->add_option("--partition", r.partitions,
-                  "[REGEX=]SPEC (repeatable, first match wins): fixed:N[@AXIS], "
-                  "min-size[:BYTES[,MAX_SHARDS]][@AXIS] (TF's defaults 262144,1), "
-                  "max-size:BYTES[,MAX_SHARDS][@AXIS] (MAX_SHARDS 0 = no limit), none, layout:SPECS@MESH "
-                  "(checked as DTensor checks layouts). Without REGEX: every tensor partitioned today");
-  sub->add_option("--policy", r.policy,
-                  "Which data file each piece goes to: by-task[:N] (default: a piece stored as it is keeps its "
-                  "data file modulo N, new pieces go to the files in turn, no file left empty), shards:N, single, "
-                  "max-shard-size:BYTES (K/M/G/T suffixes; per task, as TF), by-device (DTensor's per-device "
-                  "files), file:SHARDS.json (your own shards, checked by TF's validate_shards rules)");
-  sub->add_flag("--allow-any-dtype", r.allow_any_dtype,
-                "Also cut tensors TF cannot read back whole from slices (float16, uint16/32/64, string, ...: "
-                "BundleReader::GetSliceValue assembles only float, double, int8-64, uint8, bool, complex, "
-                "qint8/32, quint8, bfloat16, int4, uint4)");
-  CLI::Option* dry_run = AddDryRunOption(sub, &r.dry_run, "not with --plan");
-  AddJsonOption(sub, &args->json, "the plan, then the result");
-  AddJobsOption(sub, &args->jobs, "Threads copying tensors");
-  AddConnectionsOption(sub);
-  AddForceOption(sub, &r.force);
-  AddNoVerifyOption(sub, &r.no_verify, "compared with the input; input checksums are then not checked either");
-  AddQuietOption(sub, &args->quiet, "labelled 'copying', then 'verifying'");
-  AddServerSideOption(sub, &r.server_side);
-  sub->add_option("--bytes-per-string", r.bytes_per_string, "Element size of strings for min-size/max-size (16)")
-      ->check(WholeNumber(1));
-  auto* scale = "Scale-out (docs/SCALE_OUT.md)";
-  sub->add_option("--plan", r.plan_out, "Write only a plan to PLAN.json: one task per output data file")
-      ->excludes(dry_run)
-      ->group(scale);
-  sub->add_option("--execute", r.execute, "Run one task of PLAN.json (with --task)")->group(scale);
-  sub->add_option("--task", r.task,
-                  "Task number, or auto: SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX, then TASK_INDEX")
-      ->group(scale);
-  sub->add_option("--finalize", r.finalize,
-                  "Check every task of PLAN.json finished, merge their parts into OUT, verify, clean up")
-      ->group(scale);
+  AddTableOptions(sub, table, values.get());
   sub->footer(
       "Examples:\n"
       "  tfckpt reshard ps8/model.ckpt-1000 -o ps3/model.ckpt-1000 --partition fixed:3\n"
@@ -158,7 +120,7 @@ std::function<int()> AddReshard(CLI::App& app) {
       "Exit codes: 0 ok, 1 the output did not verify, 2 usage error or refused output, 3 unreadable input\n"
       "or I/O failure; interrupted: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP). A run that fails or is\n"
       "interrupted leaves nothing under OUT's names.");
-  return [args] { return RunReshard(*args); };
+  return [values] { return RunReshard(*values); };
 }
 
 }  // namespace tfckpt::cli

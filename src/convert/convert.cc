@@ -18,6 +18,7 @@
 #include "base/float_convert.h"
 #include "model/tensor_encoding.h"
 #include "copy/copy.h"
+#include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
 #include "kvstore/local/tracked.h"
 #include "run/run.h"
@@ -124,6 +125,22 @@ absl::Status CopyCast(const Checkpoint& c, const TensorEntry& t, const Region& r
 
 }  // namespace
 
+const std::vector<std::string>& CastWords() {
+  static const auto* words = [] {
+    auto* out = new std::vector<std::string>;
+    const DType floats[] = {DType::kFloat, DType::kBFloat16, DType::kHalf, DType::kDouble};
+    for (DType from : floats) {
+      for (DType to : floats) {
+        if (CastSupported(static_cast<int32_t>(from), static_cast<int32_t>(to))) {
+          out->push_back(StrCat(DTypeName(static_cast<int32_t>(from)), "=", DTypeName(static_cast<int32_t>(to))));
+        }
+      }
+    }
+    return out;
+  }();
+  return *words;
+}
+
 absl::StatusOr<std::pair<int32_t, int32_t>> ParseCast(const std::string& text) {
   const size_t eq = text.find('=');
   if (eq == std::string::npos) return absl::InvalidArgumentError(StrCat("--cast \"", text, "\": expected FROM=TO"));
@@ -132,8 +149,7 @@ absl::StatusOr<std::pair<int32_t, int32_t>> ParseCast(const std::string& text) {
   if (!from || !to) return absl::InvalidArgumentError(StrCat("--cast \"", text, "\": unknown dtype"));
   if (!CastSupported(static_cast<int32_t>(*from), static_cast<int32_t>(*to))) {
     return absl::InvalidArgumentError(StrCat("--cast \"", text,
-                                             "\": not offered (float32=bfloat16, float32=float16, float32=float64, "
-                                             "bfloat16=float32, float16=float32, float64=float32)"));
+                                             "\": not offered (", absl::StrJoin(CastWords(), ", "), ")"));
   }
   return std::make_pair(static_cast<int32_t>(*from), static_cast<int32_t>(*to));
 }

@@ -1,0 +1,103 @@
+"""The option table's generated outputs (src/options/generate.py): a throwaway row added to
+the table appears in the man page's OPTIONS (its entry beginning with the sentence --help
+shows), in the Python keywords, docstring source and stubs, and in the C++ table, with no
+other edit; and the outputs of the real table agree with the built program.
+(tests/options_tests.cc sees the same for --help, the completions and the parser.)
+
+usage: options_test.py SOURCE_ROOT BUILD_DIR"""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from harness import main, test
+
+ROOT, BUILD = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+GENERATE = os.path.join(ROOT, "src", "options", "generate.py")
+
+EXTRA = '''
+from table import Option
+ROWS = [Option("--throwaway-row", ("validate", "convert"), kind="int", value="COUNT", range=(0, 9),
+               help="A row only this test adds", doc="More about it, in the man page only.",
+               member=None)]
+'''
+
+
+def generate(*args, extra=None):
+    cmd = [sys.executable, GENERATE] + (["--extra", extra] if extra else []) + list(args)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location("generated_options", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@test()
+def a_throwaway_row_is_in_every_generated_output():
+    with tempfile.TemporaryDirectory() as d:
+        extra = os.path.join(d, "extra.py")
+        with open(extra, "w") as f:
+            f.write(EXTRA)
+        for command in ("validate", "convert", "inspect"):
+            out = os.path.join(d, f"tfckpt-{command}.1")
+            generate("man", command, os.path.join(ROOT, "man", f"tfckpt-{command}.1.in"), out, "0", extra=extra)
+            page = open(out).read()
+            entry = '.TP\n.BI "\\-\\-throwaway\\-row " COUNT\nA row only this test adds.\n'
+            assert (entry in page) == (command != "inspect"), (command, page[page.find(".SH OPTIONS"):][:400])
+            if command != "inspect":
+                assert "COUNT is a whole number from 0 to 9." in page
+                assert "More about it, in the man page only." in page
+        generate("py", os.path.join(d, "_options.py"), extra=extra)
+        commands = load(os.path.join(d, "_options.py")).COMMANDS
+        for command in ("validate", "convert"):
+            keyword = [p for p in commands[command][1] if p["keyword"] == "throwaway_row"]
+            assert keyword == [{"keyword": "throwaway_row", "name": "--throwaway-row", "kind": "int",
+                                "help": "A row only this test adds", "positional": False, "required": False}]
+        assert not [p for p in commands["inspect"][1] if p["keyword"] == "throwaway_row"]
+        generate("pyi", os.path.join(ROOT, "python", "tfckpt", "__init__.pyi.in"), os.path.join(d, "s.pyi"),
+                 extra=extra)
+        stub = open(os.path.join(d, "s.pyi")).read()
+        for command in ("validate", "convert"):
+            line = re.search(rf"^def {command}\(.*$", stub, re.M).group(0)
+            assert "throwaway_row: Optional[int] = None" in line, line
+        generate("cc", os.path.join(d, "t.cc"), extra=extra)
+        cc = open(os.path.join(d, "t.cc")).read()
+        assert cc.count('.name = "--throwaway-row"') == 2
+        assert '.lo = 0, .hi = 9' in cc
+
+
+@test()
+def a_contradictory_row_fails_the_build_naming_it():
+    with tempfile.TemporaryDirectory() as d:
+        extra = os.path.join(d, "extra.py")
+        with open(extra, "w") as f:
+            f.write(EXTRA.replace("member=None", "member=None, needs=('--no-such-option',)"))
+        p = subprocess.run([sys.executable, GENERATE, "--extra", extra, "cc", os.path.join(d, "t.cc")],
+                           capture_output=True, text=True)
+        assert p.returncode != 0
+        assert "--throwaway-row (validate): needs or excludes --no-such-option" in p.stderr, p.stderr
+
+
+@test()
+def the_built_outputs_are_the_tables():
+    # What the build installs is what the generator makes of the table now.
+    with tempfile.TemporaryDirectory() as d:
+        for command in ("inspect", "validate", "reshard", "merge", "convert"):
+            out = os.path.join(d, f"tfckpt-{command}.1")
+            version = re.search(r"version : '([^']+)'", open(os.path.join(ROOT, "meson.build")).read()).group(1)
+            generate("man", command, os.path.join(ROOT, "man", f"tfckpt-{command}.1.in"), out, version)
+            assert open(out).read() == open(os.path.join(BUILD, "man", f"tfckpt-{command}.1")).read(), command
+        generate("py", os.path.join(d, "_options.py"))
+        assert open(os.path.join(d, "_options.py")).read() == \
+            open(os.path.join(BUILD, "python", "tfckpt", "_options.py")).read()
+
+
+if __name__ == "__main__":
+    sys.exit(main("options"))

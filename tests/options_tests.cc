@@ -1,0 +1,113 @@
+// The option table (tfckpt/options.h) drives the command line: a throwaway row added to it
+// appears in the command's --help and in every completion script, and its value is checked
+// by its kind, with no other code. (tests/options_test.py sees the same row in the man
+// page, Python's keywords and the stubs the generator makes.)
+#include <doctest/doctest.h>
+
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app.h"
+#include "tfckpt/options.h"
+
+namespace tfckpt::testing {
+bool NeedsTestData() { return false; }
+}  // namespace tfckpt::testing
+
+namespace tfckpt {
+namespace {
+
+struct Captured {
+  int code;
+  std::string out, err;
+};
+
+Captured Run(std::vector<std::string> args, std::span<const OptionSpec> table) {
+  std::vector<char*> argv;
+  args.insert(args.begin(), "tfckpt");
+  for (std::string& a : args) argv.push_back(a.data());
+  std::ostringstream out, err;
+  std::streambuf* old_out = std::cout.rdbuf(out.rdbuf());
+  std::streambuf* old_err = std::cerr.rdbuf(err.rdbuf());
+  const int code = cli::RunTfckpt(static_cast<int>(argv.size()), argv.data(), table);
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  return {code, out.str(), err.str()};
+}
+
+std::vector<OptionSpec> WithThrowawayRow() {
+  std::vector<OptionSpec> table(OptionTable().begin(), OptionTable().end());
+  table.push_back({.command = "validate",
+                   .name = "--throwaway-row",
+                   .value_name = "COUNT",
+                   .keyword = "throwaway_row",
+                   .kind = OptionKind::kChoice,
+                   .choices = "alpha,beta",
+                   .completion = OptionCompletion::kWords,
+                   .help = "A row only this test adds"});
+  return table;
+}
+
+TEST_CASE("a row added to the table is in --help, the completions and the parser") {
+  const std::vector<OptionSpec> table = WithThrowawayRow();
+  const Captured help = Run({"validate", "--help"}, table);
+  CHECK(help.code == 0);
+  CHECK(help.out.find("--throwaway-row COUNT:{alpha,beta}") != std::string::npos);
+  CHECK(help.out.find("A row only this test adds") != std::string::npos);
+  // Without the row, it is not there: the help comes from the table, not from code.
+  CHECK(Run({"validate", "--help"}, OptionTable()).out.find("throwaway") == std::string::npos);
+
+  for (const char* shell : {"bash", "zsh", "fish"}) {
+    const Captured c = Run({"completion", shell}, table);
+    CAPTURE(shell);
+    CHECK(c.code == 0);
+    CHECK(c.out.find("throwaway-row") != std::string::npos);
+    CHECK(c.out.find("alpha") != std::string::npos);  // its words
+  }
+  const Captured bad = Run({"validate", "x", "--throwaway-row", "gamma"}, table);
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("--throwaway-row: \"gamma\": not alpha or beta") != std::string::npos);
+}
+
+TEST_CASE("a value is checked once, in the same words, whoever gives it") {
+  const OptionSpec* jobs = nullptr;
+  for (const OptionSpec* o : OptionsOf("validate")) {
+    if (o->name == "--jobs") jobs = o;
+  }
+  REQUIRE(jobs != nullptr);
+  CHECK(jobs->lo == 0);
+  CHECK(jobs->hi == 1024);
+  // The command line: CLI11 puts the option's name before the library's message.
+  const Captured c = Run({"validate", "x", "-j", "-1"}, OptionTable());
+  CHECK(c.code == 2);
+  CHECK(c.err.find("--jobs: -1: not a whole number from 0 to 1024") != std::string::npos);
+  // A front end of its own (Python's keywords): FillRequest names the option its way.
+  OptionValues values;
+  values.Add(*jobs, "-1", "jobs");
+  ValidateRequest request;
+  RunOptions run;
+  const absl::Status s = FillRequest(values, &request, &run);
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(s.message()) == "jobs -1: not a whole number from 0 to 1024");
+  // A good value fills the run.
+  OptionValues good;
+  good.Add(*jobs, "3", "jobs");
+  CHECK(FillRequest(good, &request, &run).ok());
+  CHECK(run.jobs == 3);
+}
+
+TEST_CASE("every row of the five commands is complete") {
+  for (const OptionSpec& o : OptionTable()) {
+    CAPTURE(std::string(o.command));
+    CAPTURE(std::string(o.name));
+    CHECK(!o.help.empty());
+    if (o.kind == OptionKind::kInt) CHECK(o.lo <= o.hi);
+    if (o.kind == OptionKind::kChoice || o.kind == OptionKind::kOptionalChoice) CHECK(!o.choices.empty());
+    if (o.kind != OptionKind::kFlag && !o.positional) CHECK(!o.value_name.empty());
+  }
+}
+
+}  // namespace
+}  // namespace tfckpt
