@@ -11,16 +11,17 @@
 #include <string>
 #include <string_view>
 
+#include "tfckpt/run.h"
 #include "tfckpt/storage.h"
 
 namespace tfckpt::fuzz {
 
 // Every fuzz target is hermetic: an input that names s3://… or gs://… (a state file, a
-// CKPT path) gets an error, never a request over the network (storage.h).
-inline const bool kObjectStoresDisabled = [] {
-  DisableObjectStores();
-  return true;
-}();
+// CKPT path) gets an error, never a request over the network: the target's calls (on the
+// one thread that calls LLVMFuzzerTestOneInput, and the threads they start) run in a
+// context whose object stores refuse every path (RunOptions::stores, run.h).
+inline const RunContext kHermetic(RunOptions{.stores = {{"s3", NewRefusingStorage()}, {"gs", NewRefusingStorage()}}});
+inline const RunContext::Scope kHermeticScope(kHermetic);
 
 // A directory of this process, created on first use, e.g. /tmp/tfckpt-fuzz-1234, and
 // removed with what it holds when the process exits normally (a crash leaves it for a look).

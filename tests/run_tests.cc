@@ -271,3 +271,42 @@ TEST_CASE("RunContext: the calls of a thread in its scope run with its options, 
   CHECK(points == std::vector<std::string>{"here"});
   CHECK_FALSE(undone);
 }
+
+#include "format/bundle/bundle_writer.h"
+#include "test_util.h"
+#include "tfckpt/commands.h"
+#include "tfckpt/storage.h"
+
+TEST_CASE("a run's stores are the caller's: a command writes s3:// into a memory store, with no network") {
+  tfckpt::testing::TempDir dir;
+  {
+    auto w = tfckpt::BundleWriter::Create(dir / "src");
+    REQUIRE(w.ok());
+    const std::string bytes(12, '\x01');
+    REQUIRE((*w)->Add("w", 1, {3}, bytes).ok());
+    REQUIRE((*w)->Finish().ok());
+  }
+  const std::shared_ptr<tfckpt::Storage> memory = tfckpt::NewMemoryStorage();
+  RunOptions o;
+  o.stores = {{"s3", memory}};
+  // No endpoint and no credentials: the library's own s3:// store could not write this.
+  o.object_store.endpoint_url = "http://127.0.0.1:1";
+  tfckpt::ConvertRequest request;
+  request.src = dir / "src";
+  request.out = "s3://bucket/run/copy";
+  auto converted = tfckpt::Convert(request, o);
+  REQUIRE_MESSAGE(converted.ok(), converted.status().ToString());
+  CHECK(memory->Exists("s3://bucket/run/copy.index"));
+  CHECK(memory->Exists("s3://bucket/run/copy.data-00000-of-00001"));
+  // Read back in a context with the same store, and only there.
+  {
+    tfckpt::RunContext context({.stores = {{"s3", memory}}});
+    tfckpt::RunContext::Scope scope(context);
+    auto c = tfckpt::OpenCheckpoint("s3://bucket/run/copy");
+    REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    CHECK((*c)->Find("w") != nullptr);
+  }
+  tfckpt::RunContext elsewhere({.stores = {{"s3", tfckpt::NewMemoryStorage()}}});
+  tfckpt::RunContext::Scope scope(elsewhere);
+  CHECK_FALSE(tfckpt::OpenCheckpoint("s3://bucket/run/copy").ok());
+}

@@ -17,6 +17,8 @@
 #include "kvstore/s3/sigv4.h"
 #include "kvstore/s3/url.h"
 #include "kvstore/s3/xml.h"
+#include "tfckpt/open.h"
+#include "tfckpt/run.h"
 #include "tfckpt/storage.h"
 #include "s3_test_env.h"
 #include "test_util.h"
@@ -673,12 +675,18 @@ TEST_CASE("FileLayout: small pieces in groups of at most a window, large ones fe
   CHECK(o.For(UINT64_MAX - 5, 3).has_value());
 }
 
-TEST_CASE("DisableObjectStores: every object URL is an error at once, without a request") {
-  tfckpt::DisableObjectStores();
-  auto f = tfckpt::Storage::For("s3://examplebucket/run/ckpt-10.index").OpenForRead("s3://examplebucket/run/ckpt-10.index");
-  REQUIRE(!f.ok());
-  CHECK(f.status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(std::string(f.status().message()) ==
-        "s3://examplebucket/run/ckpt-10.index: object stores are disabled in this program");
-  CHECK(!tfckpt::FileExists("gs://bucket/key"));
+TEST_CASE("a run given refusing stores: every object URL is an error at once, without a request") {
+  tfckpt::RunContext hermetic(
+      {.stores = {{"s3", tfckpt::NewRefusingStorage()}, {"gs", tfckpt::NewRefusingStorage()}}});
+  {
+    tfckpt::RunContext::Scope scope(hermetic);
+    auto f = tfckpt::Storage::For("s3://examplebucket/run/ckpt-10.index").OpenForRead("s3://examplebucket/run/ckpt-10.index");
+    REQUIRE(!f.ok());
+    CHECK(f.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(std::string(f.status().message()) ==
+          "s3://examplebucket/run/ckpt-10.index: this run refuses the store of this scheme");
+    CHECK(!tfckpt::FileExists("gs://bucket/key"));
+    CHECK(tfckpt::OpenCheckpoint("s3://examplebucket/run/ckpt-10").status().code() ==
+          absl::StatusCode::kFailedPrecondition);
+  }
 }

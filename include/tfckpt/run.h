@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -15,6 +16,8 @@ namespace tfckpt {
 // What the caller says about object stores, spelled as the AWS CLI spells it; each empty
 // field leaves the setting to the environment and the config files (man tfckpt, OBJECT
 // STORES). Read when the run first talks to a store.
+class Storage;  // (storage.h)
+
 struct ObjectStoreOptions {
   std::string endpoint_url;       // s3://: the endpoint, http(s)://HOST[:PORT]
   std::string profile;            // s3://: the AWS profile (the environment's keys are then not used)
@@ -36,6 +39,13 @@ struct RunOptions {
   // Concurrent transfers of each object store read (0: TFCKPT_S3_CONNECTIONS, else 8).
   int connections = 0;
   ObjectStoreOptions object_store;
+  // The run's stores, by the scheme of the paths each serves ("s3", "gs", "mem"): a store
+  // given here serves that scheme's paths in this run instead of the one the library would
+  // make, as LevelDB's Options::env does. A test or an embedder hands in its own
+  // (NewMemoryStorage(), storage.h: s3:// paths kept in memory, no network); a hermetic
+  // program NewRefusingStorage() (every path an error at once, never a request). Schemes
+  // not given get the library's stores; local paths are always the local file system.
+  std::map<std::string, std::shared_ptr<Storage>, std::less<>> stores;
 
   // Progress: called when the run begins a phase of its work ("copying", "verifying",
   // "writing", "uploading") with the phase's size in bytes and the counter of bytes done,

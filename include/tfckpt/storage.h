@@ -261,10 +261,10 @@ class Storage : public std::enable_shared_from_this<Storage> {
   virtual ~Storage() = default;
 
   // The store that holds `path`, by its scheme ("s3://", "gs://", "mem://"; none: the local
-  // file system). Within a run (run/run.h) each scheme's store is the run's own, made on its
-  // first use and gone with it (an object store's settings and caches are per run); outside
-  // any run, one per scheme for the process. A scheme no store serves is an error of every
-  // call of the store returned.
+  // file system). Within a run (run/run.h) each scheme's store is the one the caller gave
+  // (RunOptions::stores), else the run's own, made on its first use and gone with it (an
+  // object store's settings and caches are per run); outside any run, one per scheme for the
+  // process. A scheme no store serves is an error of every call of the store returned.
   static Storage& For(std::string_view path);
   // The local file system (credential files, for example, are always local).
   static Storage& Local();
@@ -354,10 +354,12 @@ class Storage : public std::enable_shared_from_this<Storage> {
   virtual std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, const std::string& stem) = 0;
 };
 
-// Makes every object store URL an error (FailedPrecondition, naming the URL) without any
-// network access, for programs that must stay hermetic (the fuzz targets: a state file
-// that names s3://… must not reach for the network). For the rest of the process.
-void DisableObjectStores();
+// Stores to hand a run (RunOptions::stores, run.h) for a scheme: a new, empty store kept in
+// memory (a test's or an embedder's s3:// without a network: the paths are its keys, as
+// written), and one that refuses every path (FailedPrecondition naming it, without a
+// request: what a hermetic program, such as a fuzz target, gives "s3" and "gs").
+std::shared_ptr<Storage> NewMemoryStorage();
+std::shared_ptr<Storage> NewRefusingStorage();
 
 // Storage::For(path).Exists(path) and .IsDirectory(path), for brevity.
 inline bool FileExists(const std::string& path) { return Storage::For(path).Exists(path); }

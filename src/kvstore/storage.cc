@@ -130,9 +130,13 @@ Storage& Storage::Local() {
 
 namespace {
 
-// What a path with a scheme no store serves resolves to: every call is an error naming it.
+// What a path with a scheme no store serves resolves to, and the store a hermetic run is
+// given (NewRefusingStorage): every call is an error naming the path, without a request.
 class NoStore final : public Storage {
  public:
+  explicit NoStore(absl::StatusCode code = absl::StatusCode::kNotFound,
+                   std::string why = "no store for this scheme (local paths, s3://, gs:// and mem:// are served)")
+      : code_(code), why_(std::move(why)) {}
   using Storage::Create;
   absl::StatusOr<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& p) override { return Refused(p); }
   absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& p, const WriteOptions&) override {
@@ -155,10 +159,10 @@ class NoStore final : public Storage {
   std::vector<std::string> RemoveStaleTemporaries(const std::string&, const std::string&) override { return {}; }
 
  private:
-  static absl::Status Refused(const std::string& path) {
-    return absl::NotFoundError(
-        StrCat(path, ": no store for this scheme (local paths, s3://, gs:// and mem:// are served)"));
-  }
+  absl::Status Refused(const std::string& path) const { return absl::Status(code_, StrCat(path, ": ", why_)); }
+
+  const absl::StatusCode code_;
+  const std::string why_;
 };
 
 // The stores, by the scheme of the paths they hold (the one table where a store registers);
@@ -189,10 +193,17 @@ const Driver& DriverFor(std::string_view path) {
 
 }  // namespace
 
+std::shared_ptr<Storage> NewMemoryStorage() { return std::make_shared<MemoryStorage>(); }
+
+std::shared_ptr<Storage> NewRefusingStorage() {
+  return std::make_shared<NoStore>(absl::StatusCode::kFailedPrecondition, "this run refuses the store of this scheme");
+}
+
 Storage& Storage::For(std::string_view path) {
   if (!IsUrl(path)) return Local();
   const Driver& driver = DriverFor(path);
   if (Run* run = CurrentRun()) {
+    if (const std::shared_ptr<Storage> given = run->GivenStore(path.substr(0, path.find("://")))) return *given;
     return *static_cast<Storage*>(
         run->Resource(driver.kind, [&] { return std::shared_ptr<void>(driver.make()); }).get());
   }

@@ -66,6 +66,11 @@ class Run : public std::enable_shared_from_this<Run> {
   int64_t flip_output_byte() const { return options_.flip_output_byte; }
   int connections() const { return options_.connections; }
   const ObjectStoreOptions& object_store() const { return options_.object_store; }
+  // The store the caller gave for `scheme` (RunOptions::stores), or null.
+  std::shared_ptr<Storage> GivenStore(std::string_view scheme) const {
+    const auto it = options_.stores.find(scheme);
+    return it == options_.stores.end() ? nullptr : it->second;
+  }
   // Begins a phase of the run's work (RunOptions::progress): the counter to advance, the
   // run's own (valid until the run ends).
   std::atomic<uint64_t>* StartPhase(std::string_view phase, uint64_t total);

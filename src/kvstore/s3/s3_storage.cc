@@ -733,9 +733,6 @@ absl::StatusOr<S3Storage::Target> S3Storage::Resolve(const std::string& path) {
   absl::StatusOr<ObjectUrl> url = ParseObjectUrl(path);
   // A malformed URL names no object: reported as an input that cannot be read.
   if (!url.ok()) return absl::NotFoundError(url.status().message());
-  if (ObjectStoresDisabled()) {
-    return absl::FailedPreconditionError(StrCat(path, ": object stores are disabled in this program"));
-  }
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<Client>& client = clients_[url->scheme];
   if (!client) {

@@ -1,5 +1,5 @@
 // What the object store code reads of the run it works for (run/run.h: the caller's object
-// store options, its notes) and of the process (DisableObjectStores, storage.h).
+// store options, its notes).
 #pragma once
 
 #include <string>
@@ -8,9 +8,6 @@
 #include "tfckpt/storage.h"
 
 namespace tfckpt::s3 {
-
-// True after DisableObjectStores().
-bool ObjectStoresDisabled();
 
 // The current run's object store options (none outside a run).
 ObjectStoreOptions CurrentObjectStoreOptions();
