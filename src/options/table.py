@@ -160,7 +160,8 @@ space", nothing is left).""",
 \fIDST\fR; a sharded safetensors set may be named by its \fINAME\fB.safetensors.index.json\fR).
 A directory (\fIDST\fB/\fR or an existing directory) is refused with exit 2. \fIDST\fR may be an
 \fBs3://\fR or \fBgs://\fR URL (see OBJECT STORES in
-.BR tfckpt (1)). Missing parent
+.BR tfckpt (1)).
+Missing parent
 directories are created for every format, and removed again if the run fails.""",
     },
     member='out',
@@ -176,8 +177,7 @@ Option(
     kind='text',
     value='REGEX',
     help='Only tensors whose logical name matches this regular expression',
-    doc="""Only tensors whose logical name matches the regular expression (RE2 syntax; searched anywhere
-in the name; anchor with ^ and $).""",
+    doc="""RE2 syntax, searched anywhere in the name (anchor with ^ and $).""",
     member='filter',
 ),
 Option(
@@ -185,7 +185,7 @@ Option(
     kind='text',
     value='NAME',
     help='Print the values of this tensor (repeatable)',
-    doc=r"""Print the values of this tensor (repeatable), laid out as numpy prints arrays: tensors of more
+    doc=r"""The values are laid out as numpy prints arrays: tensors of more
 than 1000 elements are summarised, showing 3 elements at each edge of every axis with "..."
 between. The text is numpy's \fBnp.array2string\fR of the array (default print options):
 floats with up to 8 fraction digits, the shortest that identify the value (\fB1.\fR for an
@@ -223,7 +223,7 @@ Option(
     '--tree', ('inspect',),
     kind='flag',
     help='Show the TF2 object graph as a tree (not with --stats or --tensor)',
-    doc=r"""Show the TF2 object graph (\fB_CHECKPOINTABLE_OBJECT_GRAPH\fR) as an indented tree: child
+    doc=r"""The graph is \fB_CHECKPOINTABLE_OBJECT_GRAPH\fR, drawn indented: child
 objects by local name, each attribute with the dtype, shape and key of the tensor holding it,
 and optimizer slot variables under the variable they belong to. A checkpoint without an object
 graph (TF1) says so. Not with \fB\-\-stats\fR or \fB\-\-tensor\fR (a usage error).""",
@@ -269,8 +269,8 @@ Option(
     '--abort-uploads', ('validate',),
     kind='flag',
     help="""First abort the uploads in progress under an s3:// or gs:// CKPT (left by killed writers; validate lists them), then validate, e.g. validate --abort-uploads s3://my-bucket/run/ckpt-100""",
-    doc=r"""For an \fBs3://\fR or \fBgs://\fR \fICKPT\fR: first abort the multipart uploads in progress
-under its prefix that were started at least \fB\-\-older\-than\fR ago (what a writer killed
+    doc=r"""The multipart uploads in progress under \fICKPT\fR's prefix that were started at least
+\fB\-\-older\-than\fR ago are aborted (what a writer killed
 mid-upload leaves; the store keeps, and bills, their parts until then), one line on standard
 error per upload, then validate as usual; younger ones are left to the writer that may still
 be running them, and reported. A local \fICKPT\fR is a usage error (exit status 2): local
@@ -283,9 +283,8 @@ Option(
     kind='duration',
     value='DURATION',
     help="""With --abort-uploads: only uploads started at least this long ago (default 1h: a younger one may be a writer still running; 0: all)""",
-    doc=r"""With \fB\-\-abort\-uploads\fR: abort only uploads started at least this long ago, by the
-store's Initiated time: \fB90s\fR, \fB30m\fR, \fB2h\fR, \fB7d\fR; \fB0\fR aborts all (default
-\fB1h\fR, so that a writer still running is not cut off).""",
+    doc=r"""By the store's Initiated time: \fB90s\fR, \fB30m\fR, \fB2h\fR, \fB7d\fR; \fB0\fR aborts all.
+From Python, seconds (an int) or the same text.""",
     member='older_than_seconds',
 ),
 Option(
@@ -293,8 +292,7 @@ Option(
     kind='number',
     value='ABS',
     help="""With --against: floats may differ by this much (absolute); tensors whose dtype changed between floating-point dtypes (a cast) are then compared by value, the change reported as a note""",
-    doc=r"""With \fB\-\-against\fR: floating-point elements may differ by at most \fIABS\fR (NaN equals NaN);
-for checkpoints produced by a dtype cast. A tensor whose dtype changed from one floating-point
+    doc=r"""NaN equals NaN. For checkpoints produced by a dtype cast: a tensor whose dtype changed from one floating-point
 dtype to another is then compared by value (each element converted to double) and the change
 is a note (\fBagainst.dtype\fR), which never fails the run, \fB\-\-strict\fR or not. Without
 \fB\-\-tolerance\fR a dtype change is an error.
@@ -306,8 +304,7 @@ Option(
     '--report', ('validate',),
     kind='flag',
     help="""With --against: one line (with --json, one "differences" entry) per differing tensor: how many elements differ, the largest |new - old| and where, the largest relative difference""",
-    doc=r"""With \fB\-\-against\fR: also list every tensor whose values differ (beyond the tolerance, when
-given), one line each after the findings,
+    doc=r"""Beyond the tolerance, when given; the lines follow the findings,
 .IP
 .nf
 differ  NAME: N of M elements; max |new - old| D at [I, J] (new X, old Y); max |new - old| / |old| R
@@ -332,9 +329,8 @@ Option(
         'convert': "TF output: [REGEX=]SPEC rules of 'tfckpt reshard' (repeatable)",
     },
     doc={
-        'reshard': """How to cut tensors: repeatable, the first rule whose REGEX matches applies (see PARTITION
-RULES). Without any, tensors keep their slicing.""",
-        'convert': 'TensorFlow output from a full-tensor source: the rules of \\fBtfckpt-reshard\\fR(1).',
+        'reshard': """See PARTITION RULES. Without any, tensors keep their slicing.""",
+        'convert': r"""The rules of \fBtfckpt-reshard\fR(1), for a source of whole tensors.""",
     },
     member='partitions',
     repeatable=True,
@@ -404,8 +400,7 @@ Option(
     '--recover', ('merge',),
     kind='flag',
     help="""Find the parts of an interrupted or unmerged save of PREFIX (PREFIX_temp/part-*, PREFIX_temp_<hex>/part-*, PREFIX.part-*, DTensor's PREFIX_dev-D-of-N and PREFIX_device_D_save_op_K) and merge them""",
-    doc=r"""Finish an interrupted or unmerged distributed save of \fIPREFIX\fR: find its parts,
-\fIPREFIX\fB_temp/part-NNNNN-of-MMMMM\fR (TF2), \fIPREFIX\fB_temp/part-NNNNN-of-MMMMM_dev-D-of-N\fR
+    doc=r"""The parts are \fIPREFIX\fB_temp/part-NNNNN-of-MMMMM\fR (TF2), \fIPREFIX\fB_temp/part-NNNNN-of-MMMMM_dev-D-of-N\fR
 (TensorFlow 2.21's DTensor save: merged device by device, each device's parts in part order;
 device 0 must have every part), \fIPREFIX\fB_temp_\fIHEX\fB/part-...\fR (TF1),
 \fIPREFIX\fB.part-...\fR (object stores), \fIPREFIX\fB_dev-D-of-N\fR (older DTensor:
@@ -435,8 +430,8 @@ Option(
     '--move', ('merge',),
     kind='flag',
     help="""TensorFlow's behaviour: rename the data files, delete input indexes and emptied input directories""",
-    doc=r"""TensorFlow's behaviour: rename the data files instead of linking them, delete the input indexes,
-and remove input directories that became empty (and differ from the output's). Once the output
+    doc=r"""The data files are renamed instead of linked; only input directories that differ from the
+output's are removed. Once the output
 index is written the inputs are consumed: an interrupt or a failed verification (CRCs and layout
 alone, as the inputs are gone) after that keeps the output. Where an input or the output is an
 object URL (an object store has no rename), the data files are copied instead (inside the store
@@ -453,8 +448,7 @@ Option(
     value='error|first|last',
     choices=('error', 'first', 'last'),
     help='The same tensor in several inputs: error (default), first, last',
-    doc=r"""What to do when the same tensor (after renames) comes from several inputs: fail naming both
-inputs (default), keep the first input's, or the last one's.
+    doc=r"""The same tensor is the same name after renames; the error names both inputs.
 Example: \fBtfckpt merge base/ckpt tuned/ckpt \-o mixed/ckpt \-\-on\-conflict last\fR""",
     member='on_conflict',
     group='Combining (rewrites the data; inputs may be any checkpoint, V1 included)',
@@ -492,10 +486,10 @@ Option(
     help=r"""REGEX=REPLACEMENT on tensor names, every match replaced ($1..$9 groups, $& the match, $$ a dollar; '=' in REGEX written '\='); repeatable, applied in order""",
     doc={
         'merge': r"""Two
-tensors that end up with one name are an error (exit 2). A '=' inside REGEX is written '\\='.
+tensors that end up with one name are an error (exit 2).
 Example: \fBtfckpt merge old/ckpt \-o new/ckpt \-\-rename '^bert/=encoder/' \-\-rename '/(\\d+)$=_$1'\fR""",
         'convert': r"""Two
-tensors that end up with one name are an error (exit 2). A '=' inside REGEX is written '\\='.
+tensors that end up with one name are an error (exit 2).
 Example: \fBtfckpt convert bert/ckpt \-o bert.safetensors \-\-rename '^bert/=' \-\-exclude 'adam_[mv]$'\fR""",
     },
     member='renames',
@@ -507,7 +501,7 @@ Option(
     '--drop-optimizer', ('merge',),
     kind='flag',
     help="""Remove optimizer state (TF2 .OPTIMIZER_SLOT and optimizer/*, TF1 Adam/Momentum/Ftrl/... slots, beta1_power, training/<Optimizer>/*)""",
-    doc=r"""Remove optimizer state: TF2 slot variables (\fB/.OPTIMIZER_SLOT/\fR), the optimizer's own objects
+    doc=r"""What is removed: TF2 slot variables (\fB/.OPTIMIZER_SLOT/\fR), the optimizer's own objects
 (\fBoptimizer/iter\fR, \fBoptimizer/learning_rate\fR, ..., and anything under an optimizer node of
 the object graph, a model's \fBmodel/optimizer/\fR too; the newer Keras optimizers'
 \fB.../optimizer/_variables/\fIN\fB/...\fR, \fB_iterations\fR and \fB_learning_rate\fR, but not Keras 3's
@@ -578,9 +572,8 @@ Option(
     '--collapse-replicas', ('merge',),
     kind='flag',
     help="""TPU replicas NAME/0..NAME/K-1 become NAME, after checking their values are equal (a lone NAME/0, as TF1's Saver writes it, too; slots NAME/0/SLOT become NAME/SLOT)""",
-    doc=r"""\fBNAME/K\-1\fR (consecutive from 0, same
-dtype and shape, no tensor \fBNAME\fR already) become one tensor \fBNAME\fR after checking the
-replicas are equal, whatever their slicing (compared and reported as for
+    doc=r"""The replicas must be consecutive from 0, of one dtype and shape, with no tensor \fBNAME\fR
+already; they are compared whatever their slicing (and reported as for
 \fB\-\-collapse\-parallel\fR). A lone \fBNAME/0\fR is what TensorFlow's default TF1 Saver writes
 for a ReplicatedVariable (it saves replica 0's variable, under that variable's name): it becomes
 \fBNAME\fR, with a note. Optimizer slots, which TF1 scopes under replica 0's name, follow:
@@ -616,7 +609,7 @@ Option(
     kind='text',
     value='FROM=TO',
     help="""FROM=TO on every tensor of dtype FROM: float32=bfloat16, float32=float16, float32=float64, bfloat16=float32, float16=float32, float64=float32 (repeatable)""",
-    doc=r"""Convert every tensor of dtype FROM (after the filters): \fBfloat32=bfloat16\fR and
+    doc=r"""Casts apply after the filters: \fBfloat32=bfloat16\fR and
 \fBfloat32=float16\fR round to nearest, ties to even (NaN stays NaN with its sign, Inf stays
 Inf, float16 overflow gives Inf, subnormals are rounded correctly); \fBbfloat16=float32\fR,
 \fBfloat16=float32\fR, \fBfloat32=float64\fR are exact; \fBfloat64=float32\fR rounds to nearest
@@ -631,7 +624,7 @@ Option(
     kind='text',
     value='BYTES',
     help="""safetensors: split into NAME-0000i-of-0000K.safetensors files of at most BYTES (K/M/G suffixes) plus NAME.safetensors.index.json""",
-    doc=r"""safetensors: pack tensors in name order into files of at most BYTES of data (suffixes K, M, G,
+    doc=r"""Tensors are packed in name order into files of at most BYTES of data (suffixes K, M, G,
 T are powers of 1024; a larger tensor gets a file of its own), named
 \fISTEM\fB-00001-of-0000\fIK\fB.safetensors\fR, plus \fISTEM\fB.safetensors.index.json\fR with
 \fBmetadata.total_size\fR and \fBweight_map\fR (Hugging Face's layout). When everything fits,
@@ -649,9 +642,9 @@ Option(
         'merge': 'Print the plan and write nothing (each output tensor and its source; with --json as JSON)',
     },
     doc={
-        'reshard': r"""Print the plan and write nothing: per tensor its old slices and new slices with their files, per
+        'reshard': r"""The plan lists per tensor its old slices and new slices with their files, per
 output file its bytes. Not with \fB\-\-plan\fR (a usage error: \fB\-\-plan\fR writes a file).""",
-        'merge': r"""Print the plan and write nothing: each output tensor with its dtype (after a cast), shape, data
+        'merge': r"""The plan lists each output tensor with its dtype (after a cast), shape, data
 file, size and where it comes from (an input and its name there, "mean of N inputs", a replica or
 a copy of component 0), then what the rules dropped, collapsed, averaged and added (with
 \fB\-\-json\fR the JSON document of a real run, \fB"dry_run": true\fR). Conflicts and the checks
@@ -690,7 +683,7 @@ input before anything is renamed into place (while the disk still writes them ba
 that fails is not written (exit 1, "nothing was written"), and with \fB\-\-force\fR the checkpoint
 it would have replaced stays as it was. Input checksums are then not checked either.""",
         'merge': None,
-        'convert': r"""Do not verify the output against the input (see above); the JSON then says
+        'convert': r"""The JSON then says
 \fB"verified": false\fR.""",
     },
     member='no_verify',
@@ -724,8 +717,7 @@ Option(
     doc={
         'inspect': None,
         'validate': None,
-        'reshard': r"""One JSON document on stdout, also on failure (\fB{"ok": false, "error": {...}}\fR): the plan (and
-after writing, the result with \fB"verified"\fR):
+        'reshard': r"""The plan (and after writing, the result with \fB"verified"\fR):
 \fB{"ok": true, "input", "output", "num_files", "policy", "tensors": [{"name", "dtype", "shape",
 "resliced", "old": [{"spec", "shape", "shard"}], "new": [{"spec", "shape", "file", "bytes", "task"}],
 "source", "rule", "note"}], "files": [{"file", "path", "bytes", "pieces"}], "notes"}\fR ("source": the
