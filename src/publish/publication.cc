@@ -29,7 +29,10 @@ class StagedFile {
     f->dst_ = dst;
     f->tmp_ = TemporaryName(dst);
     f->tracked_ = TrackCreated(f->tmp_);
-    if (Storage::For(dst).Link(src, f->tmp_).ok()) return f;
+    if (Storage::For(dst).Link(src, f->tmp_).ok()) {
+      f->linked_ = true;
+      return f;
+    }
     ForgetCreated(f->tracked_);
     f->tracked_ = 0;
     TFCKPT_ASSIGN_OR_RETURN(auto in, Storage::For(src).OpenForRead(src));
@@ -43,7 +46,7 @@ class StagedFile {
     return f;
   }
   ~StagedFile() {
-    if (tracked_ == 0) return;
+    if (!linked_) return;  // (tracked_ is 0 outside a run: the link is still removed)
     (void)Storage::For(tmp_).Remove(tmp_);
     ForgetCreated(tracked_);
   }
@@ -59,6 +62,7 @@ class StagedFile {
     if (copy_) return copy_->Commit();
     TFCKPT_RETURN_IF_ERROR(MoveIntoPlace(tmp_, tracked_, dst_));
     tracked_ = 0;
+    linked_ = false;
     return absl::OkStatus();
   }
   void Publish() {
@@ -69,6 +73,7 @@ class StagedFile {
   StagedFile() = default;
   std::string dst_, tmp_;
   uint64_t tracked_ = 0;
+  bool linked_ = false;  // the temporary is ours and not yet renamed
   std::unique_ptr<WritableFile> copy_;
 };
 
