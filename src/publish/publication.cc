@@ -102,8 +102,13 @@ absl::StatusOr<std::unique_ptr<Publication>> Publication::Bundle(const std::stri
   TFCKPT_RETURN_IF_ERROR(store.CreateParentDirectories(prefix));
   RemoveLeftovers(store, prefix);
   if (!options.overwrite) {
-    std::vector<std::string> existing = ExistingBundleFiles(prefix);
-    if (options.data_in_place) existing.resize(std::min<size_t>(existing.size(), FileExists(prefix + ".index")));
+    // (Data files in place are this output's own: only an index there is refused.)
+    std::vector<std::string> existing;
+    if (!options.data_in_place) {
+      existing = ExistingBundleFiles(prefix);
+    } else if (FileExists(prefix + ".index")) {
+      existing.push_back(prefix + ".index");
+    }
     if (!existing.empty()) {
       return absl::AlreadyExistsError(StrCat(existing[0], ": output exists (use --force to replace it)"));
     }
