@@ -116,6 +116,19 @@ TEST_CASE("publication: a staged link is removed when the publication is abandon
   CHECK(Names(dir) == before);
 }
 
+TEST_CASE("publication: data going straight under the final names first takes the old index away, with --force") {
+  TempDir dir;
+  const std::string in = Input(dir);
+  const absl::Status refused = Publication::ClearIndexForDataInPlace(in, false, "refused: use --force");
+  CHECK(absl::IsAlreadyExists(refused));
+  CHECK(refused.message() == "refused: use --force");
+  CHECK(tfckpt::FileExists(in + ".index"));
+  REQUIRE(Publication::ClearIndexForDataInPlace(in, true, "").ok());
+  CHECK_FALSE(tfckpt::FileExists(in + ".index"));
+  CHECK(tfckpt::FileExists(tfckpt::DataFileName(in, 0, 1)));  // (its data: the task's to replace)
+  CHECK(Publication::ClearIndexForDataInPlace(in, false, "").ok());  // none there
+}
+
 TEST_CASE("merge publishes through a publication: stray data files at the output need --force; a killed "
           "writer's temporaries there are removed") {
   TempDir dir;

@@ -120,6 +120,15 @@ absl::StatusOr<std::unique_ptr<Publication>> Publication::Bundle(const std::stri
   return p;
 }
 
+absl::Status Publication::ClearIndexForDataInPlace(const std::string& prefix, bool overwrite,
+                                                   const std::string& refusal) {
+  const std::string index = prefix + ".index";
+  if (!FileExists(index)) return absl::OkStatus();
+  if (!overwrite) return absl::AlreadyExistsError(refusal);
+  if (absl::Status s = Storage::For(index).Remove(index); !s.ok() && !absl::IsNotFound(s)) return s;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Publication>> Publication::Files(const std::vector<std::string>& paths,
                                                                 const std::vector<std::string>& inputs,
                                                                 bool overwrite) {

@@ -116,6 +116,13 @@ class Publication {
   static absl::StatusOr<std::unique_ptr<Publication>> Files(const std::vector<std::string>& paths,
                                                             const std::vector<std::string>& inputs, bool overwrite);
 
+  // Before data files are written straight under the final names of the bundle at
+  // `prefix` (a scale-out task on an object store, which has no rename: its Bundle() is the
+  // --finalize's, with data_in_place): an old checkpoint's index there removed, so that no
+  // reader pairs it with them. AlreadyExists (`refusal`) where there is one and not
+  // `overwrite`.
+  static absl::Status ClearIndexForDataInPlace(const std::string& prefix, bool overwrite, const std::string& refusal);
+
   ~Publication();  // what was not committed is removed (with the run's undo)
   Publication(const Publication&) = delete;
   Publication& operator=(const Publication&) = delete;
