@@ -606,6 +606,11 @@ def scale_out_steps_write_their_parts_and_the_index_to_the_store():
     writes = [l.split("?")[0].split(" conn=")[0] for l in proxy_log() if l.startswith(("PUT", "POST"))]
     assert writes == [f"PUT /{BUCKET}/scale/m.index"] * len(writes) and writes, writes
     assert listing(f"{ROOT}/scale/m_temp") == {}, listing(f"{ROOT}/scale/m_temp")
+    # The checkpoint is up: a task run again under this plan (made without --force) is
+    # refused before it writes, as its data object would go under a name the index uses.
+    p = run("reshard", "--execute", plan, "--task", "0", code=2)
+    assert "m.index: output exists (plan with --force to replace it)" in p.stderr, p.stderr
+    assert key_of(out) + ".index" in listing(out + ".")
     local = os.path.join(WORK, "scale_local", "m")
     run("reshard", src, "-o", local, "--partition", "fixed:2", "--policy", "shards:3", code=0)
     same_bytes(out, local)

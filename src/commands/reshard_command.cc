@@ -6,6 +6,7 @@
 #include "commands/command_util.h"
 #include "run/run.h"
 #include "format/bundle/bundle_writer.h"
+#include "publish/publication.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/commands.h"
 #include "copy/copy.h"
@@ -98,12 +99,14 @@ absl::Status WriteTaskPlan(const Checkpoint& c, const ReshardPlan& plan, const R
   o.verify = !r.no_verify;
   o.server_side = r.server_side;
   TFCKPT_ASSIGN_OR_RETURN(std::string doc, MakeTaskPlan(c, plan, o));
-  Storage& store = Storage::For(r.plan_out);
-  TFCKPT_RETURN_IF_ERROR(store.CreateParentDirectories(r.plan_out));
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, store.Create(r.plan_out));
+  // (A plan already there is replaced: it is the plan of this output.)
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication,
+                          Publication::Files({r.plan_out}, {}, /*overwrite=*/true));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, Storage::For(r.plan_out).Create(r.plan_out));
   TFCKPT_RETURN_IF_ERROR(f->Append(doc));
   TFCKPT_RETURN_IF_ERROR(f->Close());
-  TFCKPT_RETURN_IF_ERROR(f->Commit());
+  publication->Add(*f);
+  TFCKPT_RETURN_IF_ERROR(publication->CommitFiles());
   report->mode = ReshardReport::Mode::kPlan;
   report->plan = r.plan_out;
   report->num_tasks = plan.num_files;

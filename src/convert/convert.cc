@@ -20,7 +20,7 @@
 #include "copy/copy.h"
 #include "tfckpt/commands.h"
 #include "tfckpt/dtype.h"
-#include "kvstore/local/tracked.h"
+#include "publish/publication.h"
 #include "run/run.h"
 #include "model/object_graph.h"
 #include "base/path.h"
@@ -92,17 +92,6 @@ std::string SourceFormat(const Checkpoint& c) {
   return "";
 }
 
-// Outputs may never be input files; existing outputs need --force.
-// REQUIRES: `paths` not empty (all on one storage).
-absl::Status RefuseExisting(const Checkpoint& c, const std::vector<std::string>& paths, bool overwrite) {
-  TFCKPT_RETURN_IF_ERROR(Storage::For(paths.front()).CheckNotInputs(paths, FilesOf(c.info())));
-  if (overwrite) return absl::OkStatus();
-  for (const auto& p : paths) {
-    if (FileExists(p)) return absl::AlreadyExistsError(StrCat(p, ": output exists (use --force to replace it)"));
-  }
-  return absl::OkStatus();
-}
-
 class StringSink : public PieceSink {
  public:
   explicit StringSink(std::string* out) : out_(out) {}
@@ -157,18 +146,12 @@ absl::StatusOr<std::pair<int32_t, int32_t>> ParseCast(const std::string& text) {
 // ---------------------------------------------------------------------------------------
 // safetensors
 
-absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::string& out,
-                                               const ConvertOptions& options) {
-  ConvertReport report;
-  auto refuse = [](const TensorEntry& t, int32_t dtype) -> std::string {
-    if (t.name == kObjectGraphKey) return "the object graph (no safetensors equivalent)";
-    if (t.dtype == static_cast<int32_t>(DType::kString)) return "string tensor";
-    if (t.dtype == static_cast<int32_t>(DType::kVariant)) return "variant tensor";
-    if (!SafetensorsDTypeName(dtype)) return StrCat(DTypeName(dtype), " has no safetensors dtype");
-    return "";
-  };
-  TFCKPT_ASSIGN_OR_RETURN(std::vector<Planned> plan, PlanTensors(c, options, refuse, &report));
-  // Files: everything in `out`, or packed in name order under max_file_size.
+namespace {
+
+// The tensors of `plan`, packed in name order into files: everything in one, or, with
+// options.max_file_size, files of at most that many data bytes (a larger tensor alone).
+std::vector<std::vector<const Planned*>> GroupIntoFiles(const std::vector<Planned>& plan,
+                                                        const ConvertOptions& options, ConvertReport* report) {
   std::vector<std::vector<const Planned*>> groups(1);
   uint64_t in_group = 0;
   for (const Planned& p : plan) {
@@ -177,23 +160,134 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
       in_group = 0;
     }
     if (options.max_file_size > 0 && p.bytes > options.max_file_size) {
-      report.notes.push_back(StrCat("\"", p.name, "\" (", p.bytes, " bytes) is larger than --max-file-size; it gets a file of its own"));
+      report->notes.push_back(StrCat("\"", p.name, "\" (", p.bytes,
+                                     " bytes) is larger than --max-file-size; it gets a file of its own"));
     }
     groups.back().push_back(&p);
     in_group += p.bytes;
   }
+  return groups;
+}
+
+// The safetensors files' names: `out`, or STEM-0000i-of-0000K.safetensors for several.
+std::vector<std::string> SafetensorsPaths(const std::string& out, const std::string& stem, size_t n) {
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < n; ++i) {
+    paths.push_back(n == 1 ? out : StrCat(stem, absl::StrFormat("-%05d-of-%05d.safetensors", i + 1, n)));
+  }
+  return paths;
+}
+
+// The safetensors files laid out (their headers written): each tensor's parts, one unit of
+// work each, in their places.
+struct SafetensorsLayout {
+  std::vector<std::unique_ptr<SafetensorsWriter>> writers;
+  struct Part {
+    const Planned* p;
+    size_t file;
+    Region region;
+    uint64_t offset;  // in the file
+    // Where the file took a plan of copies inside the store: the part's, never read here
+    // (the verification reads the output once and proves it by the input's CRCs).
+    std::vector<PlannedCopy> copies;
+  };
+  std::vector<Part> parts;
+  std::vector<WorkUnit> units;
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+};
+
+// File `i` of `layout`: created with `group`'s tensors, its parts and units added, the
+// copies inside the store planned where the input and the file are objects of one store
+// (the header, cast tensors and small pieces around the copies go up from here), its
+// header written.
+absl::Status LayOutSafetensorsFile(const Checkpoint& c, const std::vector<const Planned*>& group, size_t i,
+                                   const std::string& path, const std::map<std::string, std::string>& metadata,
+                                   const ConvertOptions& options, SafetensorsLayout* layout, ConvertReport* report) {
+  std::vector<SafetensorsWriter::Entry> entries;
+  for (const Planned* p : group) entries.push_back({p->name, p->dtype, p->t->shape});
+  TFCKPT_ASSIGN_OR_RETURN(auto w, SafetensorsWriter::Create(path, entries, metadata, /*header_later=*/true));
+  const bool in_store = options.server_side != ServerSideCopy::kNever && IsUrl(path);
+  std::vector<PlannedCopy> copies;  // the tensors' bytes that move unchanged (not cast)
+  const size_t first = layout->parts.size();
+  for (size_t k = 0; k < group.size(); ++k) {
+    const Planned* p = group[k];
+    const int64_t esize = LookupDType(p->dtype)->element_size;
+    for (const Region& r : RowParts(*p->t)) {
+      const uint64_t at = w->DataOffset(k) + RowPartOffset(p->t->shape, r, esize);
+      layout->parts.push_back({p, i, r, at, {}});
+      layout->units.push_back({static_cast<uint64_t>(r.num_elements() * esize), {static_cast<int32_t>(i)}});
+      if (in_store && p->dtype == p->t->dtype) {
+        TFCKPT_ASSIGN_OR_RETURN(RegionCopies some, PlannedCopiesOf(c, *p->t, r, at));
+        copies.insert(copies.end(), some.copies.begin(), some.copies.end());
+        layout->parts.back().copies = std::move(some.copies);
+      }
+    }
+    layout->weight_map[p->name] = Basename(path);
+    ++report->tensors;
+    report->bytes += p->bytes;
+  }
+  if (in_store) {
+    TFCKPT_ASSIGN_OR_RETURN(const bool took, w->PlanCopies(copies, options.server_side));
+    for (size_t k = first; k < layout->parts.size() && !took; ++k) layout->parts[k].copies.clear();
+  }
+  TFCKPT_RETURN_IF_ERROR(w->WriteHeader());
+  layout->writers.push_back(std::move(w));
+  return absl::OkStatus();
+}
+
+// Part `u` of `layout` copied into its place (cast where it is).
+absl::Status CopySafetensorsPart(const Checkpoint& c, SafetensorsLayout& layout, size_t u,
+                                 std::atomic<uint64_t>* progress) {
+  thread_local std::string buf;
+  const SafetensorsLayout::Part& part = layout.parts[u];
+  WritableFile& file = layout.writers[part.file]->file();
+  if (!part.copies.empty()) {
+    for (const PlannedCopy& copy : part.copies) {
+      TFCKPT_RETURN_IF_ERROR(file.CopyAt(copy.offset, *copy.src, copy.src_offset, copy.size));
+    }
+    if (progress != nullptr) *progress += layout.units[u].bytes;
+    return Reached("piece-written");
+  }
+  PositionalSink sink(file, part.offset);
+  TFCKPT_RETURN_IF_ERROR(CopyCast(c, *part.p->t, part.region, part.p->dtype, sink, &buf, progress));
+  return Reached("piece-written");
+}
+
+// A safetensors set's index (`path`, STEM.safetensors.index.json), written and closed.
+absl::StatusOr<std::unique_ptr<WritableFile>> WriteSafetensorsIndex(const Checkpoint& c, const std::string& path,
+                                                                    const SafetensorsLayout& layout, uint64_t bytes) {
+  nlohmann::ordered_json j = {{"metadata", {{"total_size", bytes}, {"source", c.info().prefix},
+                                            {"source_format", SourceFormat(c)}, {"converted_by", "tfckpt"}}},
+                              {"weight_map", layout.weight_map}};
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> index, Storage::For(path).Create(path));
+  TFCKPT_RETURN_IF_ERROR(index->Append(j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"));
+  TFCKPT_RETURN_IF_ERROR(index->Close());
+  return index;
+}
+
+std::string SafetensorsRefusal(const TensorEntry& t, int32_t dtype) {
+  if (t.name == kObjectGraphKey) return "the object graph (no safetensors equivalent)";
+  if (t.dtype == static_cast<int32_t>(DType::kString)) return "string tensor";
+  if (t.dtype == static_cast<int32_t>(DType::kVariant)) return "variant tensor";
+  if (!SafetensorsDTypeName(dtype)) return StrCat(DTypeName(dtype), " has no safetensors dtype");
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::string& out,
+                                               const ConvertOptions& options) {
+  ConvertReport report;
+  TFCKPT_ASSIGN_OR_RETURN(std::vector<Planned> plan, PlanTensors(c, options, SafetensorsRefusal, &report));
+  const std::vector<std::vector<const Planned*>> groups = GroupIntoFiles(plan, options, &report);
   std::string stem = out;
   if (absl::EndsWith(stem, ".safetensors")) stem.resize(stem.size() - std::string(".safetensors").size());
-  std::vector<std::string> paths;
   const std::string index_path = stem + ".safetensors.index.json";
-  for (size_t i = 0; i < groups.size(); ++i) {
-    paths.push_back(groups.size() == 1 ? out
-                                       : StrCat(stem, absl::StrFormat("-%05d-of-%05d.safetensors", i + 1, groups.size())));
-  }
+  const std::vector<std::string> paths = SafetensorsPaths(out, stem, groups.size());
   std::vector<std::string> all = paths;
   if (groups.size() > 1) all.push_back(index_path);
-  TFCKPT_RETURN_IF_ERROR(RefuseExisting(c, all, options.overwrite));
-  TFCKPT_RETURN_IF_ERROR(Storage::For(out).CreateParentDirectories(out));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication,
+                          Publication::Files(all, FilesOf(c.info()), options.overwrite));
   uint64_t total = 0;
   for (const Planned& p : plan) total += p.bytes;
   std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total, "writing") : nullptr;
@@ -205,82 +299,22 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
   metadata["converted_by"] = "tfckpt";
   // Every file laid out (its header written) first; then the tensors are copied into their
   // places by units of work, largest first, on options.jobs threads.
-  std::vector<std::unique_ptr<SafetensorsWriter>> writers;
-  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
-  struct Part {
-    const Planned* p;
-    size_t file, entry;
-    Region region;
-    uint64_t offset;  // in the file
-    // Where the file took a plan of copies inside the store: the part's, never read here
-    // (the verification reads the output once and proves it by the input's CRCs).
-    std::vector<PlannedCopy> copies;
-  };
-  std::vector<Part> parts;
-  std::vector<WorkUnit> units;
+  SafetensorsLayout layout;
   for (size_t i = 0; i < groups.size(); ++i) {
-    std::vector<SafetensorsWriter::Entry> entries;
-    for (const Planned* p : groups[i]) entries.push_back({p->name, p->dtype, p->t->shape});
-    TFCKPT_ASSIGN_OR_RETURN(auto w, SafetensorsWriter::Create(paths[i], entries, metadata, /*header_later=*/true));
-    std::vector<PlannedCopy> copies;  // the tensors' bytes that move unchanged (not cast)
-    for (size_t k = 0; k < groups[i].size(); ++k) {
-      const Planned* p = groups[i][k];
-      const int64_t esize = LookupDType(p->dtype)->element_size;
-      for (const Region& r : RowParts(*p->t)) {
-        const uint64_t bytes = static_cast<uint64_t>(r.num_elements() * esize);
-        const uint64_t at = w->DataOffset(k) + RowPartOffset(p->t->shape, r, esize);
-        parts.push_back({p, i, k, r, at, {}});
-        units.push_back({bytes, {static_cast<int32_t>(i)}});
-        if (options.server_side != ServerSideCopy::kNever && p->dtype == p->t->dtype && IsUrl(paths[i])) {
-          TFCKPT_ASSIGN_OR_RETURN(RegionCopies some, PlannedCopiesOf(c, *p->t, r, at));
-          copies.insert(copies.end(), some.copies.begin(), some.copies.end());
-          parts.back().copies = std::move(some.copies);
-        }
-      }
-      weight_map[p->name] = Basename(paths[i]);
-      ++report.tensors;
-      report.bytes += p->bytes;
-    }
-    // Copied inside the store where the input and the file are objects of one (the header,
-    // cast tensors and small pieces around the copies go up from here).
-    if (options.server_side != ServerSideCopy::kNever && IsUrl(paths[i])) {
-      TFCKPT_ASSIGN_OR_RETURN(const bool took, w->PlanCopies(copies, options.server_side));
-      if (!took) {
-        for (Part& part : parts) {
-          if (part.file == i) part.copies.clear();
-        }
-      }
-    }
-    TFCKPT_RETURN_IF_ERROR(w->WriteHeader());
-    writers.push_back(std::move(w));
+    TFCKPT_RETURN_IF_ERROR(LayOutSafetensorsFile(c, groups[i], i, paths[i], metadata, options, &layout, &report));
+    publication->Add(layout.writers.back()->file());
   }
-  TFCKPT_RETURN_IF_ERROR(RunUnits(units, options.jobs, [&](size_t u, const std::atomic<bool>&) {
-    thread_local std::string buf;
-    const Part& part = parts[u];
-    if (!part.copies.empty()) {
-      for (const PlannedCopy& copy : part.copies) {
-        TFCKPT_RETURN_IF_ERROR(writers[part.file]->file().CopyAt(copy.offset, *copy.src, copy.src_offset, copy.size));
-      }
-      if (progress != nullptr) *progress += units[u].bytes;
-      return Reached("piece-written");
-    }
-    PositionalSink sink(writers[part.file]->file(), part.offset);
-    TFCKPT_RETURN_IF_ERROR(CopyCast(c, *part.p->t, part.region, part.p->dtype, sink, &buf, progress));
-    return Reached("piece-written");
+  TFCKPT_RETURN_IF_ERROR(RunUnits(layout.units, options.jobs, [&](size_t u, const std::atomic<bool>&) {
+    return CopySafetensorsPart(c, layout, u, progress);
   }));
-  TFCKPT_RETURN_IF_ERROR(PlantOutputFault(writers.front()->file(), 0, UINT64_MAX).status());  // (tests)
-  for (auto& w : writers) TFCKPT_RETURN_IF_ERROR(w->Finish());
+  TFCKPT_RETURN_IF_ERROR(publication->PlantFault(layout.writers.front()->file(), 0, UINT64_MAX));  // (tests)
+  for (auto& w : layout.writers) TFCKPT_RETURN_IF_ERROR(w->Finish());
   std::unique_ptr<WritableFile> index;
   if (groups.size() > 1) {
-    nlohmann::ordered_json j = {{"metadata", {{"total_size", report.bytes}, {"source", c.info().prefix},
-                                              {"source_format", SourceFormat(c)}, {"converted_by", "tfckpt"}}},
-                                {"weight_map", weight_map}};
-    TFCKPT_ASSIGN_OR_RETURN(index, Storage::For(index_path).Create(index_path));
-    TFCKPT_RETURN_IF_ERROR(index->Append(j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"));
-    TFCKPT_RETURN_IF_ERROR(index->Close());
+    TFCKPT_ASSIGN_OR_RETURN(index, WriteSafetensorsIndex(c, index_path, layout, report.bytes));
+    publication->Add(*index);
   }
-  for (auto& w : writers) TFCKPT_RETURN_IF_ERROR(w->Commit());
-  if (index) TFCKPT_RETURN_IF_ERROR(index->Commit());
+  TFCKPT_RETURN_IF_ERROR(publication->CommitFiles());
   report.files = all;
   return report;
 }
@@ -359,6 +393,96 @@ absl::Status WritePaddedStrings(const Checkpoint& c, const TensorEntry& t, size_
 
 }  // namespace
 
+namespace {
+
+// Member `m` of `p`: its .npy header and size (strings: every element padded with NULs to
+// the longest, found by reading them once; numpy strips trailing NULs, so values that end in
+// one do not read back the same: said in a note).
+absl::StatusOr<NpyMember> PlanMember(const Checkpoint& c, const Planned& p, ConvertReport* report) {
+  NpyMember m;
+  m.p = &p;
+  if (p.t->dtype != static_cast<int32_t>(DType::kString)) {
+    m.header = NpyHeader(*NpyDescr(p.dtype), p.t->shape);
+    m.size = m.header.size() + p.bytes;
+    return m;
+  }
+  std::vector<TensorBytes> keep;
+  TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> all, ReadStrings(c, *p.t, Region::Full(p.t->shape), &keep));
+  size_t width = 1;
+  bool trailing_nul = false;
+  for (auto e : all) {
+    width = std::max(width, e.size());
+    trailing_nul = trailing_nul || (!e.empty() && e.back() == '\0');
+  }
+  if (trailing_nul) report->notes.push_back(StrCat("\"", p.t->name, "\": values ending in NUL bytes lose them in NumPy"));
+  m.width = width;
+  m.header = NpyHeader(StrCat("|S", width), p.t->shape);
+  m.size = m.header.size() + all.size() * width;
+  return m;
+}
+
+// The archive's units of work: each member's .npy header, then its tensor's bytes, by its
+// stored pieces when it is cut on axis 0 (RowParts), each part with the CRC-32 of its
+// bytes, joined per member at the end (parts_of: each member's parts in order).
+struct NpzParts {
+  struct Part {
+    size_t member;
+    std::optional<Region> region;  // nullopt: the .npy header, or a string tensor's padded elements
+    bool strings = false;
+    uint64_t offset, bytes;        // in the archive
+  };
+  std::vector<Part> parts;
+  std::vector<WorkUnit> units;
+  std::vector<std::vector<size_t>> parts_of;
+
+  NpzParts(const std::vector<NpyMember>& members, const zip::StoredZipWriter& zip) : parts_of(members.size()) {
+    for (size_t k = 0; k < members.size(); ++k) {
+      const NpyMember& m = members[k];
+      const uint64_t data = zip.DataOffset(k);
+      Add({k, std::nullopt, false, data, m.header.size()});
+      const uint64_t payload = data + m.header.size();
+      if (m.width > 0) {
+        Add({k, std::nullopt, true, payload, m.size - m.header.size()});
+        continue;
+      }
+      const int64_t esize = LookupDType(m.p->dtype)->element_size;
+      for (const Region& r : RowParts(*m.p->t)) {
+        Add({k, r, false, payload + RowPartOffset(m.p->t->shape, r, esize),
+             static_cast<uint64_t>(r.num_elements() * esize)});
+      }
+    }
+  }
+  void Add(Part part) {
+    parts_of[part.member].push_back(parts.size());
+    units.push_back({part.bytes, {0}});
+    parts.push_back(std::move(part));
+  }
+};
+
+// Part `part` of member `m` written into `file`; its CRC-32 into *crc.
+absl::Status WriteNpzPart(const Checkpoint& c, const NpyMember& m, const NpzParts::Part& part, WritableFile& file,
+                          std::atomic<uint64_t>* progress, uint32_t* crc) {
+  thread_local std::string buf;
+  PositionalSink positional(file, part.offset);
+  Crc32Sink sink(positional);
+  if (part.region) {
+    TFCKPT_RETURN_IF_ERROR(CopyCast(c, *m.p->t, *part.region, m.p->dtype, sink, &buf, progress));
+  } else if (part.strings) {
+    TFCKPT_RETURN_IF_ERROR(WritePaddedStrings(c, *m.p->t, m.width, sink, progress));
+  } else {
+    TFCKPT_RETURN_IF_ERROR(sink.Append(m.header));
+    if (progress != nullptr) *progress += m.header.size();
+  }
+  if (positional.offset() != part.offset + part.bytes) {
+    return absl::InternalError(StrCat("bug: ", file.path(), ": member \"", m.p->name, "\": ",
+                                      positional.offset() - part.offset, " bytes written of ", part.bytes));
+  }
+  *crc = sink.crc();
+  return Reached("piece-written");
+}
+
+}  // namespace
+
 absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& out, const ConvertOptions& options) {
   ConvertReport report;
   std::vector<std::string> refused;
@@ -379,108 +503,39 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
                                              refused.front(), refused.size() > 1 ? ", ..." : "",
                                              "); add --cast bfloat16=float32"));
   }
-  TFCKPT_RETURN_IF_ERROR(RefuseExisting(c, {out}, options.overwrite));
-  // Every member's size is known before a byte is written (strings: their longest element,
-  // found by reading them once), so the archive is laid out first (stored_zip.h) and its
-  // members filled positionally by units of work on options.jobs threads: the header, and
-  // the tensor's bytes by its stored pieces when it is cut on axis 0 (RowParts), each with
-  // the CRC-32 of its bytes, joined per member at the end. The bytes do not depend on the
-  // number of threads.
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication,
+                          Publication::Files({out}, FilesOf(c.info()), options.overwrite));
+  // Every member's size is known before a byte is written, so the archive is laid out first
+  // (stored_zip.h) and its members filled positionally by units of work on options.jobs
+  // threads (NpzParts). The bytes do not depend on the number of threads.
   std::vector<NpyMember> members;
   std::vector<zip::StoredZipWriter::Member> layout;
   uint64_t total = 0;
   for (const Planned& p : plan) {
-    NpyMember m;
-    m.p = &p;
-    if (p.t->dtype == static_cast<int32_t>(DType::kString)) {
-      // Every element padded with NULs to the longest (numpy strips trailing NULs, so
-      // values that end in one do not read back the same: said in a note).
-      std::vector<TensorBytes> keep;
-      TFCKPT_ASSIGN_OR_RETURN(std::vector<std::string_view> all,
-                              ReadStrings(c, *p.t, Region::Full(p.t->shape), &keep));
-      size_t width = 1;
-      bool trailing_nul = false;
-      for (auto e : all) {
-        width = std::max(width, e.size());
-        trailing_nul = trailing_nul || (!e.empty() && e.back() == '\0');
-      }
-      if (trailing_nul) report.notes.push_back(StrCat("\"", p.t->name, "\": values ending in NUL bytes lose them in NumPy"));
-      m.width = width;
-      m.header = NpyHeader(StrCat("|S", width), p.t->shape);
-      m.size = m.header.size() + all.size() * width;
-    } else {
-      m.header = NpyHeader(*NpyDescr(p.dtype), p.t->shape);
-      m.size = m.header.size() + p.bytes;
-    }
+    TFCKPT_ASSIGN_OR_RETURN(NpyMember m, PlanMember(c, p, &report));
     total += m.size;
     layout.push_back({p.name + ".npy", m.size});
     members.push_back(std::move(m));
     ++report.tensors;
     report.bytes += p.bytes;
   }
-  TFCKPT_RETURN_IF_ERROR(Storage::For(out).CreateParentDirectories(out));
   TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<zip::StoredZipWriter> zip, zip::StoredZipWriter::Create(out, std::move(layout)));
+  publication->Add(zip->file());
   std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total, "writing") : nullptr;
-  struct Part {
-    size_t member;
-    std::optional<Region> region;  // nullopt: the .npy header, or a string tensor's padded elements
-    bool strings = false;
-    uint64_t offset, bytes;        // in the archive
-  };
-  std::vector<Part> parts;
-  std::vector<WorkUnit> units;
-  std::vector<std::vector<size_t>> parts_of(members.size());  // in the member's order
-  auto add = [&](size_t k, Part part) {
-    parts_of[k].push_back(parts.size());
-    units.push_back({part.bytes, {0}});
-    parts.push_back(std::move(part));
-  };
-  for (size_t k = 0; k < members.size(); ++k) {
-    const NpyMember& m = members[k];
-    const uint64_t data = zip->DataOffset(k);
-    add(k, {k, std::nullopt, false, data, m.header.size()});
-    const uint64_t payload = data + m.header.size();
-    if (m.width > 0) {
-      add(k, {k, std::nullopt, true, payload, m.size - m.header.size()});
-      continue;
-    }
-    const int64_t esize = LookupDType(m.p->dtype)->element_size;
-    for (const Region& r : RowParts(*m.p->t)) {
-      add(k, {k, r, false, payload + RowPartOffset(m.p->t->shape, r, esize),
-              static_cast<uint64_t>(r.num_elements() * esize)});
-    }
-  }
-  std::vector<uint32_t> crcs(parts.size(), 0);
-  TFCKPT_RETURN_IF_ERROR(RunUnits(units, options.jobs, [&](size_t u, const std::atomic<bool>&) -> absl::Status {
-    thread_local std::string buf;
-    const Part& part = parts[u];
-    const NpyMember& m = members[part.member];
-    PositionalSink positional(zip->file(), part.offset);
-    Crc32Sink sink(positional);
-    if (part.region) {
-      TFCKPT_RETURN_IF_ERROR(CopyCast(c, *m.p->t, *part.region, m.p->dtype, sink, &buf, progress));
-    } else if (part.strings) {
-      TFCKPT_RETURN_IF_ERROR(WritePaddedStrings(c, *m.p->t, m.width, sink, progress));
-    } else {
-      TFCKPT_RETURN_IF_ERROR(sink.Append(m.header));
-      if (progress != nullptr) *progress += m.header.size();
-    }
-    if (positional.offset() != part.offset + part.bytes) {
-      return absl::InternalError(StrCat("bug: ", out, ": member \"", m.p->name, "\": ", positional.offset() - part.offset,
-                                        " bytes written of ", part.bytes));
-    }
-    crcs[u] = sink.crc();
-    return Reached("piece-written");
+  const NpzParts parts(members, *zip);
+  std::vector<uint32_t> crcs(parts.parts.size(), 0);
+  TFCKPT_RETURN_IF_ERROR(RunUnits(parts.units, options.jobs, [&](size_t u, const std::atomic<bool>&) {
+    return WriteNpzPart(c, members[parts.parts[u].member], parts.parts[u], zip->file(), progress, &crcs[u]);
   }));
   for (size_t k = 0; k < members.size(); ++k) {
     uint32_t crc = 0;
-    for (size_t u : parts_of[k]) crc = zip::Crc32Concat(crc, crcs[u], parts[u].bytes);
+    for (size_t u : parts.parts_of[k]) crc = zip::Crc32Concat(crc, crcs[u], parts.parts[u].bytes);
     TFCKPT_RETURN_IF_ERROR(zip->SetCrc(k, crc));
   }
-  TFCKPT_RETURN_IF_ERROR(PlantOutputFault(zip->file(), 0, UINT64_MAX).status());  // (tests)
+  TFCKPT_RETURN_IF_ERROR(publication->PlantFault(zip->file(), 0, UINT64_MAX));  // (tests)
   TFCKPT_RETURN_IF_ERROR(zip->Finish());
   TFCKPT_RETURN_IF_ERROR(Reached("npz-written"));
-  TFCKPT_RETURN_IF_ERROR(zip->Commit());
+  TFCKPT_RETURN_IF_ERROR(publication->CommitFiles());
   report.files = {out};
   return report;
 }

@@ -207,7 +207,7 @@ struct ExecuteOptions {
   int jobs = 0;           // threads writing work units; 0 = cores
   bool overwrite = false;
   std::atomic<uint64_t>* progress = nullptr;  // bytes written so far, if given
-  BeforeCommit before_commit;                 // bundle_writer.h: e.g. verification
+  BeforeCommit before_commit;                 // publish/publication.h: e.g. verification
   // BundleWriterOptions::read_back for every tensor whose input and output pieces are all
   // cut on axis 0 only (the verification proves those by CRCs alone; others it reads).
   bool read_back = false;

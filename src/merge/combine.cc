@@ -736,17 +736,22 @@ bool RawRows(const Checkpoint& c, const TensorEntry& t) {
   return true;
 }
 
-absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, const CombineOptions& options) {
-  if (!plan.report.mismatches.empty()) return absl::InternalError("bug: writing a combine plan whose checks failed");
-  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(plan.report.bytes) : nullptr;
+namespace {
+
+// The BundleWriter's options for `plan`: its data files, --force, the check before the
+// commit, and (options.read_back) the tensors read back as they are written: averaged, or
+// copied uncast and cut on axis 0 only.
+BundleWriterOptions CombinedWriterOptions(const CombinePlan& plan, const CombineOptions& options) {
   BundleWriterOptions wo;
   wo.num_shards = plan.report.num_files;
   wo.overwrite = options.overwrite;
   if (options.before_commit) {
-    wo.before_commit = [&](const WrittenOutput& written) { return options.before_commit(written, plan.report); };
+    wo.before_commit = [&plan, &options](const WrittenOutput& written) {
+      return options.before_commit(written, plan.report);
+    };
   }
   if (options.read_back) {
-    std::set<std::string, std::less<>> names;  // averaged, or copied uncast and cut on axis 0 only
+    std::set<std::string, std::less<>> names;
     for (const PlannedTensor& o : plan.tensors) {
       const CombineSource& src = o.sources.back();
       if (o.kind == Kind::kAverage ||
@@ -756,26 +761,32 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
     }
     wo.read_back = [names = std::move(names)](std::string_view name) { return names.count(name) > 0; };
   }
-  TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(out, wo));
-  // Every piece's size is known before a byte is written: each output data file is laid
-  // out first, its pieces in plan order (the order one writer per file would append them
-  // in), then filled positionally by units of work on options.jobs threads, so the output
-  // does not depend on their number.
+  return wo;
+}
+
+// Every piece of `plan` in its place: each output data file laid out, its pieces in plan
+// order (the order one writer per file would append them in), one unit of work each.
+struct CombinedLayout {
   struct Work {
     const PlannedTensor* o;
     size_t slice;
     int32_t file;
     uint64_t at;
   };
+  std::vector<Work> work;
+  std::vector<WorkUnit> units;
+  std::vector<uint64_t> ends;  // each data file's size
+};
+
+absl::StatusOr<CombinedLayout> LayOutCombined(const CombinePlan& plan) {
   std::vector<std::vector<std::pair<const PlannedTensor*, size_t>>> per_file(plan.report.num_files);
   for (const PlannedTensor& o : plan.tensors) {
     for (size_t i = 0; i < o.files.size(); ++i) per_file[o.files[i]].push_back({&o, i});
   }
-  std::vector<Work> work;
-  std::vector<WorkUnit> units;
-  std::vector<uint64_t> ends(per_file.size(), 0);
+  CombinedLayout layout;
+  layout.ends.assign(per_file.size(), 0);
   for (size_t f = 0; f < per_file.size(); ++f) {
-    uint64_t& end = ends[f];
+    uint64_t& end = layout.ends[f];
     for (const auto& [o, i] : per_file[f]) {
       const CombineSource& src = o->sources.back();
       uint64_t bytes = o->graph_payload.size();
@@ -788,49 +799,76 @@ absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, cons
           TFCKPT_ASSIGN_OR_RETURN(bytes, PieceSize(*plan.inputs[src.input], *src.tensor, region));
         }
       }
-      work.push_back({o, i, static_cast<int32_t>(f), end});
-      units.push_back({bytes, {static_cast<int32_t>(f)}});
+      layout.work.push_back({o, i, static_cast<int32_t>(f), end});
+      layout.units.push_back({bytes, {static_cast<int32_t>(f)}});
       end += bytes;
     }
   }
-  // Pieces copied unchanged (no cast) may be copied inside the store: each data file is told
-  // which, before a byte of it is written (WritableFile::PlanCopies). A piece whose CRC is
-  // known (a whole stored piece: always, but for V1 inputs) and that the store copies (some
-  // of) is never read here where the store copies it (BundleWriter::AddCopiedAt).
-  std::vector<RegionCopies> work_copies(work.size());
-  if (options.server_side != ServerSideCopy::kNever && IsUrl(out)) {
-    std::vector<std::vector<PlannedCopy>> copies(per_file.size());
-    for (size_t k = 0; k < work.size(); ++k) {
-      const Work& w = work[k];
-      const CombineSource& src = w.o->sources.back();
-      if (w.o->kind != Kind::kCopy || w.o->dtype != src.tensor->dtype) continue;
-      TFCKPT_ASSIGN_OR_RETURN(work_copies[k], PlannedCopiesOf(*plan.inputs[src.input], *src.tensor,
-                                                              src.tensor->slices[w.slice].region, w.at));
-      std::vector<PlannedCopy>& to = copies[static_cast<size_t>(w.file)];
-      to.insert(to.end(), work_copies[k].copies.begin(), work_copies[k].copies.end());
-    }
-    for (size_t f = 0; f < copies.size(); ++f) {
-      TFCKPT_RETURN_IF_ERROR(
-          writer->PlanCopies(static_cast<int32_t>(f), ends[f], copies[f], options.server_side).status());
-    }
+  return layout;
+}
+
+// Pieces copied unchanged (no cast) may be copied inside the store: each data file is told
+// which, before a byte of it is written (WritableFile::PlanCopies). A piece whose CRC is
+// known (a whole stored piece: always, but for V1 inputs) and that the store copies (some
+// of) is never read here where the store copies it (BundleWriter::AddCopiedAt). Returns
+// each unit's copies.
+absl::StatusOr<std::vector<RegionCopies>> PlanCombinedCopies(const CombinePlan& plan, const CombinedLayout& layout,
+                                                             ServerSideCopy mode, BundleWriter& writer) {
+  std::vector<RegionCopies> work_copies(layout.work.size());
+  std::vector<std::vector<PlannedCopy>> copies(layout.ends.size());
+  for (size_t k = 0; k < layout.work.size(); ++k) {
+    const CombinedLayout::Work& w = layout.work[k];
+    const CombineSource& src = w.o->sources.back();
+    if (w.o->kind != Kind::kCopy || w.o->dtype != src.tensor->dtype) continue;
+    TFCKPT_ASSIGN_OR_RETURN(work_copies[k], PlannedCopiesOf(*plan.inputs[src.input], *src.tensor,
+                                                            src.tensor->slices[w.slice].region, w.at));
+    std::vector<PlannedCopy>& to = copies[static_cast<size_t>(w.file)];
+    to.insert(to.end(), work_copies[k].copies.begin(), work_copies[k].copies.end());
   }
-  TFCKPT_RETURN_IF_ERROR(RunUnits(units, options.jobs, [&](size_t u, const std::atomic<bool>&) -> absl::Status {
-    const Work& w = work[u];
-    const PlannedTensor& o = *w.o;
-    const CombineSource& src = o.sources.back();
-    if (o.kind == Kind::kGraph) {
-      return writer->AddAt(o.name, static_cast<int32_t>(DType::kString), {}, std::nullopt, o.graph_payload, w.file,
-                           w.at);
-    }
-    if (o.kind == Kind::kAverage) {
-      Averager averager(plan.inputs, progress);
-      return averager.Write(o, src.tensor->slices[w.slice].region, *writer, w.file, w.at);
-    }
-    const StoredSlice& sl = src.tensor->slices[w.slice];
-    // (Copies are planned only for pieces copied unchanged: no cast, so o.dtype is theirs.)
-    PieceCopier copier(*plan.inputs[src.input], *writer, progress, options.casts, /*verify_sources=*/true);
-    return copier.WriteCopiedAt(*src.tensor, PlannedPiece{sl.region, w.file, sl.data.size, std::nullopt}, o.name,
-                                w.at, units[u].bytes, work_copies[u]);
+  for (size_t f = 0; f < copies.size(); ++f) {
+    TFCKPT_RETURN_IF_ERROR(writer.PlanCopies(static_cast<int32_t>(f), layout.ends[f], copies[f], mode).status());
+  }
+  return work_copies;
+}
+
+// Unit `u` of `layout` written: the object graph, an averaged piece, or a piece copied.
+absl::Status WriteCombinedUnit(const CombinePlan& plan, const CombineOptions& options, const CombinedLayout& layout,
+                               const std::vector<RegionCopies>& work_copies, size_t u, BundleWriter& writer,
+                               std::atomic<uint64_t>* progress) {
+  const CombinedLayout::Work& w = layout.work[u];
+  const PlannedTensor& o = *w.o;
+  const CombineSource& src = o.sources.back();
+  if (o.kind == Kind::kGraph) {
+    return writer.AddAt(o.name, static_cast<int32_t>(DType::kString), {}, std::nullopt, o.graph_payload, w.file,
+                        w.at);
+  }
+  if (o.kind == Kind::kAverage) {
+    Averager averager(plan.inputs, progress);
+    return averager.Write(o, src.tensor->slices[w.slice].region, writer, w.file, w.at);
+  }
+  const StoredSlice& sl = src.tensor->slices[w.slice];
+  // (Copies are planned only for pieces copied unchanged: no cast, so o.dtype is theirs.)
+  PieceCopier copier(*plan.inputs[src.input], writer, progress, options.casts, /*verify_sources=*/true);
+  return copier.WriteCopiedAt(*src.tensor, PlannedPiece{sl.region, w.file, sl.data.size, std::nullopt}, o.name, w.at,
+                              layout.units[u].bytes, work_copies[u]);
+}
+
+}  // namespace
+
+absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, const CombineOptions& options) {
+  if (!plan.report.mismatches.empty()) return absl::InternalError("bug: writing a combine plan whose checks failed");
+  std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(plan.report.bytes) : nullptr;
+  TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(out, CombinedWriterOptions(plan, options)));
+  // Every piece's size is known before a byte is written: each output data file is laid
+  // out first, then filled positionally by units of work on options.jobs threads, so the
+  // output does not depend on their number.
+  TFCKPT_ASSIGN_OR_RETURN(const CombinedLayout layout, LayOutCombined(plan));
+  std::vector<RegionCopies> work_copies(layout.work.size());
+  if (options.server_side != ServerSideCopy::kNever && IsUrl(out)) {
+    TFCKPT_ASSIGN_OR_RETURN(work_copies, PlanCombinedCopies(plan, layout, options.server_side, *writer));
+  }
+  TFCKPT_RETURN_IF_ERROR(RunUnits(layout.units, options.jobs, [&](size_t u, const std::atomic<bool>&) {
+    return WriteCombinedUnit(plan, options, layout, work_copies, u, *writer, progress);
   }));
   return writer->Finish();
 }

@@ -54,7 +54,7 @@ struct CombineOptions {
   // Called once the plan is made, before writing, with the bytes to write; returns the
   // counter to advance (or nullptr).
   std::function<std::atomic<uint64_t>*(uint64_t total)> start_progress;
-  // Called before anything is published, as a BeforeCommit (bundle_writer.h) that also
+  // Called before anything is published, as a BeforeCommit (publish/publication.h) that also
   // gets the plan's report (which inputs, which tensors from where): e.g. verification.
   std::function<absl::Status(const WrittenOutput& written, const CombineReport& report)> before_commit;
 };

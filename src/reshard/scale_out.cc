@@ -12,6 +12,7 @@
 #include "base/crc32c.h"
 #include "format/bundle/bundle_merge.h"
 #include "format/bundle/bundle_writer.h"
+#include "publish/publication.h"
 #include "copy/copy.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
@@ -313,12 +314,9 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
       // name, the part's index beside the others; --finalize writes only the index. An old
       // checkpoint there must lose its index first (--force), so that no reader pairs it
       // with these data objects.
-      if (FileExists(out + ".index")) {
-        if (!plan.at("output").at("overwrite").get<bool>()) {
-          return absl::AlreadyExistsError(StrCat(out, ".index: output exists (plan with --force to replace it)"));
-        }
-        if (absl::Status s = Storage::For(out).Remove(out + ".index"); !s.ok() && !absl::IsNotFound(s)) return s;
-      }
+      TFCKPT_RETURN_IF_ERROR(Publication::ClearIndexForDataInPlace(
+          out, plan.at("output").at("overwrite").get<bool>(),
+          StrCat(out, ".index: output exists (plan with --force to replace it)")));
       wo.data_files = {t.at("data_file").get<std::string>()};
     }
     r.source = plan.at("source").at("prefix").get<std::string>();

@@ -2,7 +2,7 @@
 // --finalize, merge, convert to TensorFlow, safetensors or .npz): the output is read back
 // and checked against where its values came from, and an output that fails is not left:
 // where the writer can read its files before publishing them (BeforeCommit in
-// bundle_writer.h), it checks them then and publishes nothing when they fail (so --force
+// publish/publication.h), it checks them then and publishes nothing when they fail (so --force
 // leaves the checkpoint it would have replaced as it was); otherwise after the commit, and
 // the output is removed.
 #pragma once
@@ -37,7 +37,7 @@ struct VerifyOptions {
   // The output's format when its name may not say it (convert --to): kSafetensors or
   // kNpz; otherwise the output is opened as a CKPT argument (OpenCheckpoint).
   std::optional<Format> format;
-  // The output is a TF bundle not yet committed (BeforeCommit, bundle_writer.h): its files
+  // The output is a TF bundle not yet committed (BeforeCommit, publish/publication.h): its files
   // are read through written->open, by their final names, and the pieces the writer read
   // back (written->read_back) are compared by their CRCs alone where those prove it
   // (CompareOptions::crc_holds), against a source without stored CRCs by the CRCs its

@@ -12,9 +12,9 @@
 #include "format/bundle/bundle_proto.h"
 #include "format/bundle/bundle_reader.h"
 #include "format/table/table.h"
-#include "kvstore/local/tracked.h"
 #include "run/run.h"
 #include "format/bundle/bundle_writer.h"
+#include "publish/publication.h"
 #include "tfckpt/checkpoint.h"
 #include "tfckpt/ordered_code.h"
 #include "base/path.h"
@@ -249,58 +249,6 @@ absl::Status MergedIndex::AddUnusedFiles() {
   return absl::OkStatus();
 }
 
-// A data file of the output staged under a temporary name: a hard link to the input's,
-// or (another file system) a copy, which reports a full disk as such. Destroyed
-// uncommitted, it removes the temporary.
-class LinkedOrCopied {
- public:
-  static absl::StatusOr<std::unique_ptr<LinkedOrCopied>> Create(const std::string& src, const std::string& dst,
-                                                               ServerSideCopy mode) {
-    std::unique_ptr<LinkedOrCopied> f(new LinkedOrCopied());
-    f->dst_ = dst;
-    f->tmp_ = TemporaryName(dst);
-    f->tracked_ = TrackCreated(f->tmp_);
-    if (Storage::For(dst).Link(src, f->tmp_).ok()) return f;
-    ForgetCreated(f->tracked_);
-    f->tracked_ = 0;
-    TFCKPT_ASSIGN_OR_RETURN(auto in, Storage::For(src).OpenForRead(src));
-    TFCKPT_ASSIGN_OR_RETURN(f->copy_, Storage::For(dst).Create(dst));
-    // Between objects of one store: copied inside it, where it can (`in` outlives Close).
-    if (mode != ServerSideCopy::kNever && in->size() > 0) {
-      TFCKPT_RETURN_IF_ERROR(f->copy_->PlanCopies(in->size(), {{0, in.get(), 0, in->size()}}, mode).status());
-    }
-    TFCKPT_RETURN_IF_ERROR(f->copy_->AppendFrom(*in, 0, in->size()));
-    TFCKPT_RETURN_IF_ERROR(f->copy_->Close());
-    return f;
-  }
-  ~LinkedOrCopied() {
-    if (tracked_ == 0) return;
-    (void)Storage::For(tmp_).Remove(tmp_);
-    ForgetCreated(tracked_);
-  }
-  const std::string& path() const { return dst_; }
-  bool ReadableBeforeCommit() const { return !copy_ || copy_->ReadableBeforeCommit(); }
-  // The staged file, read as the file it will become (an object store's copy: once
-  // committed).
-  absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() {
-    if (copy_) return copy_->OpenWritten();
-    TFCKPT_ASSIGN_OR_RETURN(auto f, Storage::For(tmp_).OpenForRead(tmp_));
-    return Renamed(std::move(f), dst_);
-  }
-  absl::Status Commit() {
-    if (copy_) return copy_->Commit();
-    TFCKPT_RETURN_IF_ERROR(MoveIntoPlace(tmp_, tracked_, dst_));
-    tracked_ = 0;
-    return absl::OkStatus();
-  }
-
- private:
-  LinkedOrCopied() = default;
-  std::string dst_, tmp_;
-  uint64_t tracked_ = 0;
-  std::unique_ptr<WritableFile> copy_;
-};
-
 }  // namespace
 
 bool MovesByCopy(const std::vector<std::string>& inputs, const std::string& out) {
@@ -309,10 +257,75 @@ bool MovesByCopy(const std::vector<std::string>& inputs, const std::string& out)
 
 namespace {
 
-// --move: renames an input's data file to the output's name (Storage::Move: when both
-// names are already links to one file, the output of an earlier merge of the same parts,
-// the input's name is removed rather than left behind, orphaned once its index is gone).
-absl::Status MoveDataFile(const std::string& src, const std::string& dst) { return Storage::For(dst).Move(src, dst); }
+// The inputs read and unioned (MergedIndex): what the output's index holds and which data
+// files it takes, in order. Nothing is written.
+absl::StatusOr<MergedIndex> UnionInputs(const std::vector<std::string>& inputs, const MergeOptions& options,
+                                        MergeReport* report) {
+  MergedIndex merged(inputs);
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    const std::string& prefix = inputs[j];
+    const std::string index = prefix + ".index";
+    if (!FileExists(index)) {
+      if (options.allow_missing) {
+        report->inputs_skipped.push_back(prefix);
+        continue;
+      }
+      return absl::NotFoundError(StrCat(index, ": input index missing (--allow-missing skips such inputs)"));
+    }
+    TFCKPT_ASSIGN_OR_RETURN(Input in, ReadInput(index));
+    if (in.entries.empty() && !options.keep_empty) {
+      report->inputs_skipped.push_back(prefix);
+      report->notes.push_back(StrCat(prefix, ": no tensors; skipped (TensorFlow would count its data file and "
+                                             "leave num_shards inconsistent)"));
+      continue;
+    }
+    TFCKPT_RETURN_IF_ERROR(merged.Add(j, std::move(in), options.keep_empty));
+    report->inputs_used.push_back(prefix);
+  }
+  if (merged.empty()) {
+    return absl::NotFoundError(StrCat("no input checkpoint found (tried ", absl::StrJoin(inputs, ", "), ")"));
+  }
+  TFCKPT_RETURN_IF_ERROR(merged.AddUnusedFiles());
+  TFCKPT_RETURN_IF_ERROR(merged.CheckSliceLists());
+  return merged;
+}
+
+// The merged index's bytes into `file`.
+absl::Status WriteMergedIndex(const MergedIndex& merged, WritableFile& file) {
+  TableWriter table(&file);
+  std::string value;
+  merged.Header().SerializeToString(&value);
+  TFCKPT_RETURN_IF_ERROR(table.Add("", value));
+  for (const auto& [key, m] : merged.entries()) {
+    value.clear();
+    m.entry.SerializeToString(&value);
+    TFCKPT_RETURN_IF_ERROR(table.Add(key, value));
+  }
+  return table.Finish();
+}
+
+// The output's data files handed to `publication`: in place (data_in_place), moved from
+// the inputs (`rename`), else staged as links or copies of them.
+absl::Status HandOverDataFiles(const std::vector<std::string>& files, const std::string& out, bool rename,
+                               const MergeOptions& options, Publication& publication) {
+  const int32_t k = static_cast<int32_t>(files.size());
+  for (int32_t i = 0; i < k; ++i) {
+    const std::string& src = options.data_in_place ? DataFileName(out, i, k) : files[i];
+    if (!FileExists(src)) return absl::NotFoundError(StrCat(src, ": data file missing"));
+  }
+  for (int32_t i = 0; i < k; ++i) {
+    const std::string dst = DataFileName(out, i, k);
+    if (options.data_in_place) {
+      publication.AddInPlace(dst);
+    } else if (rename) {
+      TFCKPT_RETURN_IF_ERROR(publication.MoveIn(files[i], dst));
+    } else {
+      TFCKPT_RETURN_IF_ERROR(
+          publication.Stage(files[i], dst, IsUrl(out) ? options.server_side : ServerSideCopy::kNever));
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -332,134 +345,28 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   if (!options.overwrite && (FileExists(out + ".index"))) {
     return absl::AlreadyExistsError(StrCat(out, ".index: output exists (use --force to replace it)"));
   }
-
-  MergedIndex merged(inputs);
-  for (size_t j = 0; j < inputs.size(); ++j) {
-    const std::string& prefix = inputs[j];
-    const std::string index = prefix + ".index";
-    if (!FileExists(index)) {
-      if (options.allow_missing) {
-        report.inputs_skipped.push_back(prefix);
-        continue;
-      }
-      return absl::NotFoundError(StrCat(index, ": input index missing (--allow-missing skips such inputs)"));
-    }
-    TFCKPT_ASSIGN_OR_RETURN(Input in, ReadInput(index));
-    if (in.entries.empty() && !options.keep_empty) {
-      report.inputs_skipped.push_back(prefix);
-      report.notes.push_back(StrCat(prefix, ": no tensors; skipped (TensorFlow would count its data file and "
-                                            "leave num_shards inconsistent)"));
-      continue;
-    }
-    TFCKPT_RETURN_IF_ERROR(merged.Add(j, std::move(in), options.keep_empty));
-    report.inputs_used.push_back(prefix);
-  }
-  if (merged.empty()) {
-    return absl::NotFoundError(StrCat("no input checkpoint found (tried ", absl::StrJoin(inputs, ", "), ")"));
-  }
-  TFCKPT_RETURN_IF_ERROR(merged.AddUnusedFiles());
-  TFCKPT_RETURN_IF_ERROR(merged.CheckSliceLists());
+  TFCKPT_ASSIGN_OR_RETURN(const MergedIndex merged, UnionInputs(inputs, options, &report));
   const std::vector<std::string>& files_in_order = merged.files();
-  const int32_t k = static_cast<int32_t>(files_in_order.size());
-  report.num_files = k;
+  report.num_files = static_cast<int32_t>(files_in_order.size());
   TFCKPT_RETURN_IF_ERROR(Reached("inputs-read"));
-  // Data files first (hard link / copy / rename), then the index.
-  const std::string out_dir = DirectoryOf(out);
-  TFCKPT_RETURN_IF_ERROR(store.CreateDirectories(out_dir));
-  for (int32_t i = 0; i < k; ++i) {
-    const std::string& src = options.data_in_place ? DataFileName(out, i, k) : files_in_order[i];
-    if (!FileExists(src)) return absl::NotFoundError(StrCat(src, ": data file missing"));
-  }
-  std::vector<std::unique_ptr<LinkedOrCopied>> staged;
-  if (options.data_in_place) {
-    // Nothing to move: the index below is the commit.
-  } else if (rename) {
-    // The inputs' files become the output's (not tracked: they are not ours to remove). A
-    // stop until here leaves the inputs whole; from the first move on, the merge finishes
-    // (run/run.h: its point of no return).
-    TFCKPT_RETURN_IF_ERROR(CheckStop());
-    if (Run* run = CurrentRun()) run->PassPointOfNoReturn();
-    for (int32_t i = 0; i < k; ++i) {
-      TFCKPT_RETURN_IF_ERROR(MoveDataFile(files_in_order[i], DataFileName(out, i, k)));
-      TFCKPT_RETURN_IF_ERROR(Reached("input-moved"));
-    }
-  } else {
-    for (int32_t i = 0; i < k; ++i) {
-      TFCKPT_ASSIGN_OR_RETURN(auto f, LinkedOrCopied::Create(files_in_order[i], DataFileName(out, i, k),
-                                                                 IsUrl(out) ? options.server_side : ServerSideCopy::kNever));
-      staged.push_back(std::move(f));
-    }
-  }
-  TFCKPT_ASSIGN_OR_RETURN(auto index, store.Create(out + ".index", kIndexWrite));
-  {
-    TableWriter table(index.get());
-    std::string value;
-    merged.Header().SerializeToString(&value);
-    TFCKPT_RETURN_IF_ERROR(table.Add("", value));
-    for (const auto& [key, m] : merged.entries()) {
-      value.clear();
-      m.entry.SerializeToString(&value);
-      TFCKPT_RETURN_IF_ERROR(table.Add(key, value));
-    }
-    TFCKPT_RETURN_IF_ERROR(table.Finish());
-  }
-  std::map<std::string, LinkedOrCopied*> by_name;
-  for (auto& f : staged) by_name.emplace(f->path(), f.get());
-  const std::string index_name = index->path();
-  WrittenOutput written;
-  written.open = [&](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
-    if (path == index_name) return index->OpenWritten();
-    auto it = by_name.find(path);
-    return it != by_name.end() ? it->second->OpenWritten() : NotWritten(path);
-  };
-  std::function<absl::Status()> check;
-  if (options.before_commit && !rename) check = [&] { return options.before_commit(written); };
-  // Copies into an object store cannot be read before they are complete: they are checked
-  // between the data's commit and the index's (PublishBundle), as BundleWriter does.
-  const bool readable = std::all_of(staged.begin(), staged.end(), [](const auto& f) { return f->ReadableBeforeCommit(); });
-  if (check && readable) TFCKPT_RETURN_IF_ERROR(check());
-  TFCKPT_RETURN_IF_ERROR(index->Close());
-  if (rename) {
-    TFCKPT_RETURN_IF_ERROR(CheckStop());  // (data in place: the index is the first change)
-    if (Run* run = CurrentRun()) run->PassPointOfNoReturn();
-    // The index is written only if absent (kIndexWrite): one that --force replaces goes first.
-    if (options.overwrite && FileExists(out + ".index")) TFCKPT_RETURN_IF_ERROR(store.Remove(out + ".index"));
-    TFCKPT_RETURN_IF_ERROR(index->Commit());
-    index->Publish();  // the inputs are consumed: the output stays, whatever follows
-    TFCKPT_RETURN_IF_ERROR(Reached("index-committed"));
-  } else {
-    std::vector<std::string> names;
-    for (int32_t i = 0; i < k; ++i) names.push_back(DataFileName(out, i, k));
-    TFCKPT_RETURN_IF_ERROR(PublishBundle(
-        out, options.overwrite, names,
-        [&](size_t i) { return i < staged.size() ? staged[i]->Commit() : absl::OkStatus(); },  // (in place: none)
-        [&] { return index->Commit(); }, readable ? nullptr : check));
-  }
+  // Data files first (hard link / copy / rename), then the index: the publication's.
+  PublishOptions po;
+  po.overwrite = options.overwrite;
+  po.data_in_place = options.data_in_place;
+  po.replace_in_one_step = false;
+  // (Not with `move` by rename, whose renames cannot wait.)
+  if (!rename) po.before_commit = options.before_commit;
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication, Publication::Bundle(out, std::move(po)));
+  TFCKPT_RETURN_IF_ERROR(HandOverDataFiles(files_in_order, out, rename, options, *publication));
+  Publication::Index index;
+  index.write = [&merged](WritableFile& file) { return WriteMergedIndex(merged, file); };
+  TFCKPT_RETURN_IF_ERROR(publication->CommitBundle(index));
   report.entries = static_cast<int64_t>(merged.entries().size());
-  if (by_copy) {
-    // The output is committed: the inputs are consumed now, whatever follows (an interrupt
-    // no longer stops the run). Their indexes go first (no index is left naming a data file
-    // that is gone), then their data files.
-    if (Run* run = CurrentRun()) run->PassPointOfNoReturn();
-    for (const auto& in : report.inputs_used) {
-      if (absl::Status s = Storage::For(in).Remove(in + ".index"); !s.ok() && !absl::IsNotFound(s)) {
-        report.notes.push_back(StrCat("--move: could not remove ", in, ".index: ", s.message()));
-      }
-    }
-    for (const std::string& f : files_in_order) {
-      if (absl::Status s = Storage::For(f).Remove(f); !s.ok() && !absl::IsNotFound(s)) {
-        report.notes.push_back(StrCat("--move: could not remove ", f, ": ", s.message()));
-      }
-    }
-  }
+  // TF: the input indexes deleted, then the inputs' directories when they differ from the
+  // output's and are empty; by copy, the inputs' data files too.
   if (options.move) {
-    // TF: delete the input indexes, then the inputs' directories when they differ from
-    // the output's and are empty.
-    for (const auto& in : report.inputs_used) (void)store.Remove(in + ".index");
-    for (const auto& in : report.inputs_used) {
-      const std::string dir = DirectoryOf(in);
-      if (store.Absolute(dir) != store.Absolute(out_dir)) (void)store.Remove(dir);  // only if empty
-    }
+    publication->RemoveConsumed(report.inputs_used, by_copy ? files_in_order : std::vector<std::string>{}, by_copy,
+                                &report.notes);
   }
   return report;
 }

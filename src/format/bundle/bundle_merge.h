@@ -27,7 +27,7 @@ struct MergeOptions {
   // OUT.data-0000i-of-K (reshard --finalize on an object store, whose tasks wrote their data
   // objects under the final names: there is no rename). Only the index is written.
   bool data_in_place = false;
-  // Called before anything is published (bundle_writer.h), e.g. verification; not with
+  // Called before anything is published (publish/publication.h), e.g. verification; not with
   // `move` by rename, whose renames cannot wait.
   BeforeCommit before_commit;
   // Data files copied between objects of one store are copied inside it
@@ -48,7 +48,10 @@ struct MergeReport {
 // in order of first use, slices of one partitioned tensor concatenated (dtype and full
 // shape must agree), a duplicate unpartitioned key is an error naming both inputs.
 // Inputs are left untouched unless `move`: data files are hard-linked into place when on
-// the same file system, else copied. Output is atomic (data files first, index last).
+// the same file system, else copied. The union is this file's; every file of the output
+// (links, copies, moves, the index, the inputs --move consumes) goes through a Publication
+// (publish/publication.h): atomic, data files first, index last, and an existing
+// checkpoint at `out` (its index or a data file) refused without `overwrite`.
 // Divergence from TF: an input with no entries is skipped (TF counts its num_shards but
 // renames no data file, which leaves an inconsistent checkpoint). Each input index is read
 // with the bundle reader's checks, so what OpenCheckpoint refuses (e.g. header.num-shards)

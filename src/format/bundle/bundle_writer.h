@@ -2,10 +2,11 @@
 // densely packed data files, masked CRC-32C per entry, partitioned tensors as a
 // metadata entry plus slice-key entries, uncompressed index in key order.
 //
-// Output is crash-safe: every file is written under a temporary name; Finish() renames
-// the data files into place first and the index last, so a reader never sees an index
-// whose data is missing. An existing checkpoint at the prefix is refused unless
-// `overwrite` is set.
+// Output is crash-safe: the writer publishes through a Publication (publish/publication.h),
+// begun by Create() (an existing checkpoint at the prefix is refused unless `overwrite` is
+// set) and committed by Finish(): every file written under a temporary name, verified
+// (before_commit), the data files in place first and the index last, so a reader never
+// sees an index whose data is missing.
 #pragma once
 
 #include <atomic>
@@ -25,24 +26,9 @@
 #include "tfckpt/storage.h"
 #include "tfckpt/ordered_code.h"
 #include "tfckpt/region.h"
+#include "publish/publication.h"
 
 namespace tfckpt {
-
-// How a bundle's index is written (Storage::Create): only if absent -- it is the commit of
-// the whole checkpoint, and a run never replaces an index another run wrote meanwhile
-// (--force removes the old one first, or replaces it with kIndexReplace: PublishBundle) --
-// and held whole up to 64 MiB (an
-// index of ~500,000 entries), so that it can be read before it is committed, to be checked.
-inline constexpr WriteOptions kIndexWrite{true, 64ull << 20};
-// The index that replaces an old one in one step (an object store's PUT; PublishBundle's
-// replace_in_place).
-inline constexpr WriteOptions kIndexReplace{false, 64ull << 20};
-
-// The fault point "output-written" (docs/RELIABILITY.md): the tests' damage
-// (RunOptions::flip_output_byte) planted in `f`, written and not committed, when the byte
-// it names is among the bytes [from, from + n) and in the file: its lowest bit flipped, as
-// a failing disk or copy would. Whether it was; false outside a run that asks for it.
-absl::StatusOr<bool> PlantOutputFault(WritableFile& f, uint64_t from, uint64_t n);
 
 // Name of data file `shard` of `num_shards` for `prefix`: PREFIX.data-00000-of-00002.
 std::string DataFileName(std::string_view prefix, int32_t shard, int32_t num_shards);
@@ -53,32 +39,6 @@ std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_file
 // The files a V2 checkpoint written at `prefix` with `num_shards` data files occupies,
 // plus the data files of any other checkpoint already at that prefix.
 std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards);
-
-// What a writer hands its BeforeCommit: its output, written and not yet published.
-struct WrittenOutput {
-  // Opens the output's files by their final names (storage.h: WritableFile::OpenWritten);
-  // any other name is NotWritten.
-  FileOpener open;
-  // Whether bytes [offset, offset + size) of data file `shard` were read back right after
-  // they were written and found equal to the bytes their CRC was computed on
-  // (BundleWriterOptions::read_back): that entry's CRC then holds for the file. Empty
-  // entries are never named. Empty: none.
-  std::function<bool(int32_t shard, uint64_t offset, uint64_t size)> read_back;
-  // The CRC-32C of bytes [offset, offset + size) of the input file `file` (a data file of a
-  // checkpoint with no stored CRCs, e.g. safetensors), where the run took it as it copied
-  // that stored piece whole (BundleWriter::NoteSourceCrc). Empty: none.
-  std::function<std::optional<uint32_t>(const std::string& file, uint64_t offset, uint64_t size)> source_crc;
-};
-
-// What WrittenOutput::open answers for a name that is not one of the output's files: NotFound
-// (never the file of that name on the medium, which may be the checkpoint being replaced).
-absl::Status NotWritten(const std::string& path);
-
-// Called by a writer once every byte of its output (data files and index) is written and
-// before anything of it is published. An error abandons the output (nothing is published;
-// an existing checkpoint that --force would replace stays as it was) and is the writer's
-// error. Empty: nothing is called.
-using BeforeCommit = std::function<absl::Status(const WrittenOutput& written)>;
 
 struct BundleWriterOptions {
   int32_t num_shards = 1;  // data files PREFIX.data-0000i-of-NNNNN, all created
@@ -95,43 +55,6 @@ struct BundleWriterOptions {
   // Empty: none (the read-back pays only where the verification can then skip reading).
   std::function<bool(std::string_view tensor)> read_back;
 };
-
-// Publishes a bundle written under temporary names (or, on an object store, as uploads not
-// yet completed): `commit_data_file(i)` puts data_files[i] in place, `commit_index` the
-// index. With `overwrite`, a checkpoint already at `prefix` is replaced so that no reader
-// ever pairs its index with new data files and a failure keeps it where that can be done:
-// the new data files under names it does not use are committed first; the old index is
-// removed right before the first new data file that takes one of its data files' names
-// (the same number of data files), else right before the new index; a failure before any
-// of its data files was replaced puts its index back, whole; its data files the new one
-// does not use are removed last. A failure after one was replaced leaves neither (what is
-// left of both is removed). `check_data`, when given, runs between the data's commits and
-// the index's (an object store, whose uploads cannot be read before they are complete:
-// WritableFile::ReadableBeforeCommit); a failure there is a failure as above.
-// `replace_in_place`, when given (a store whose commit replaces an object in one step: an
-// object store's PUT), is set before check_data runs: true when the old index is to be
-// replaced by the new one in that one step instead of removed first (overwrite, an old
-// index, and no new data file under one of its data files' names), so that a reader finds
-// the old checkpoint or the new one at every moment; commit_index must then replace
-// (kIndexReplace). A commit that fails, or whose outcome cannot be told, leaves the old
-// index (put back in the second case). On such a store, where new data files do take the
-// old ones' names (the same count), the old checkpoint is first copied inside the store to
-// a backup, PREFIX + kOldCheckpointInfix + 8 hex digits (its data files, then its index),
-// before its index is removed; a failure or a stop up to the new index's commit puts it
-// back from there (the data files replaced, then the index; `keep_data_file(i)` is called
-// for a new data file whose name the old one takes back, so that the run's undo leaves
-// it) and removes the backup; once the new index is up the backup goes, with any that a
-// killed run left. A restore that fails keeps the backup and its error names it.
-absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std::vector<std::string>& data_files,
-                           const std::function<absl::Status(size_t)>& commit_data_file,
-                           const std::function<absl::Status()>& commit_index,
-                           const std::function<absl::Status()>& check_data = nullptr,
-                           bool* replace_in_place = nullptr,
-                           const std::function<void(size_t)>& keep_data_file = nullptr);
-
-// What follows PREFIX in the names of the backup a --force on an object store makes of the
-// old checkpoint (PublishBundle): PREFIX.tfckpt-old-XXXXXXXX.index and .data-….
-inline constexpr char kOldCheckpointInfix[] = ".tfckpt-old-";
 
 class BundleWriter {
  public:
@@ -265,9 +188,11 @@ class BundleWriter {
   // Internal error when two entries of a data file overlap (positional writers promise they
   // do not): an entry read back whole (options.read_back) then still holds its bytes.
   absl::Status CheckDisjoint() const;
-  std::vector<std::string> DataNames() const;  // the data files' names, in order
-  // The output (data files and `index`, not committed) for options.before_commit.
-  WrittenOutput Written(WritableFile& index);
+  // What the writer knows of its output's bytes, for options.before_commit (read_back,
+  // source_crc).
+  WrittenOutput Written();
+  // The index's bytes into `file` (Publication::Index::write).
+  absl::Status WriteIndex(WritableFile& file) const;
   // BeginEntry (appending) or, with `at`, BeginEntryAt.
   absl::StatusOr<EntryStream> StartEntry(std::string_view name, int32_t dtype, const Shape& full,
                                          const std::optional<Region>& region, int32_t shard, std::optional<uint64_t> at,
@@ -296,7 +221,7 @@ class BundleWriter {
   };
   std::vector<Deferred> deferred_;  // (guarded by mu_)
   std::map<std::tuple<std::string, uint64_t, uint64_t>, uint32_t> source_crcs_;  // NoteSourceCrc (guarded by mu_)
-  std::atomic<bool> fault_planted_{false};                     // TFCKPT_FAULT_FLIP_OUTPUT_BYTE
+  std::unique_ptr<Publication> publication_;  // of the output: owns its commit
   bool finished_ = false;
   std::mutex mu_;  // guards entries_, partitioned_, read_back_, deferred_ and source_crcs_ while entries are added
 };
