@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "test_util.h"
 #include "format/bundle/bundle_merge.h"
 #include "format/bundle/bundle_writer.h"
@@ -16,6 +17,7 @@
 #include "run/run.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
+#include "tfckpt/status.h"
 #include "tfckpt/storage.h"
 
 using tfckpt::Publication;
@@ -45,6 +47,21 @@ std::string Input(const TempDir& dir, const std::string& name = "in") {
   return prefix;
 }
 
+// `paths` created, written ("new PATH") and handed to `p`, in order; the files, which must
+// outlive its commit.
+std::vector<std::unique_ptr<tfckpt::WritableFile>> WriteFiles(Publication& p, const std::vector<std::string>& paths) {
+  std::vector<std::unique_ptr<tfckpt::WritableFile>> files;
+  for (const std::string& path : paths) {
+    auto f = tfckpt::Storage::For(path).Create(path);
+    REQUIRE(f.ok());
+    REQUIRE((*f)->Append("new " + path).ok());
+    REQUIRE((*f)->Close().ok());
+    p.Add(**f);
+    files.push_back(*std::move(f));
+  }
+  return files;
+}
+
 }  // namespace
 
 TEST_CASE("publication: files appear only at the commit, in order; an existing one needs --force") {
@@ -55,15 +72,7 @@ TEST_CASE("publication: files appear only at the commit, in order; an existing o
   CHECK(absl::IsInvalidArgument(Publication::Files(paths, {paths[1]}, true).status()));  // an input
   auto p = Publication::Files(paths, {}, true);
   REQUIRE(p.ok());
-  std::vector<std::unique_ptr<tfckpt::WritableFile>> files;
-  for (const std::string& path : paths) {
-    auto f = tfckpt::Storage::For(path).Create(path);
-    REQUIRE(f.ok());
-    REQUIRE((*f)->Append("new " + path).ok());
-    REQUIRE((*f)->Close().ok());
-    (*p)->Add(**f);
-    files.push_back(*std::move(f));
-  }
+  const auto files = WriteFiles(**p, paths);
   CHECK_FALSE(tfckpt::FileExists(paths[0]));  // nothing under the final names yet
   CHECK(ReadFile(paths[1]) == "old");
   REQUIRE((*p)->CommitFiles().ok());
@@ -148,4 +157,75 @@ TEST_CASE("merge publishes through a publication: stray data files at the output
   auto c = tfckpt::OpenCheckpoint(out);
   REQUIRE(c.ok());
   CHECK((*c)->Find("a") != nullptr);
+}
+
+TEST_CASE("publication: an output checked after its commit that fails is removed and says so; a stop keeps it") {
+  // (Issue 41 item 4: the check after the commit of safetensors, .npz, merge --move and
+  // --finalize is the publication's: it removes the output, or keeps it, and ends the error.)
+  TempDir dir;
+  const std::vector<std::string> paths{dir / "m-1.safetensors", dir / "m.index.json"};
+  const auto publish = [&]() {
+    auto p = Publication::Files(paths, {}, true);
+    REQUIRE(p.ok());
+    const auto files = WriteFiles(**p, paths);
+    CHECK(absl::IsFailedPrecondition((*p)->CheckCommitted([] { return absl::OkStatus(); })));  // not yet
+    REQUIRE((*p)->CommitFiles().ok());
+    return *std::move(p);
+  };
+  SUBCASE("passed: kept") {
+    auto p = publish();
+    CHECK(p->CheckCommitted([] { return absl::OkStatus(); }).ok());
+    for (const std::string& path : paths) CHECK(tfckpt::FileExists(path));
+  }
+  SUBCASE("failed: every file removed; the error's code, check id and tensor kept, its message ended") {
+    auto p = publish();
+    const absl::Status s = p->CheckCommitted(
+        [&] { return tfckpt::DataLossAt("output.mismatch", paths[0], "b", -1, "against.values: differ"); });
+    CHECK(absl::IsDataLoss(s));
+    CHECK(tfckpt::ErrorInfoOf(s).check == "output.mismatch");
+    CHECK(tfckpt::ErrorInfoOf(s).key == "b");
+    CHECK(absl::EndsWith(s.message(), "against.values: differ; removed the output"));
+    CHECK(Names(dir).empty());
+  }
+  SUBCASE("stopped: the run's undo is what removes; the message is the stop's") {
+    auto p = publish();
+    const absl::Status s = p->CheckCommitted([] { return absl::CancelledError("interrupted"); });
+    CHECK(s.message() == "interrupted");
+    for (const std::string& path : paths) CHECK(tfckpt::FileExists(path));
+  }
+}
+
+TEST_CASE("merge --move: an output failing its check after the commit is kept (all that is left); one moved from "
+          "temporaries is removed, and their directory goes") {
+  TempDir dir;
+  const std::string in = Input(dir);
+  const std::string part = Input(dir, "tmp/task-0/part");
+  const auto failing = [] { return absl::DataLossError("out.index: \"a\": crc: differs"); };
+  tfckpt::MergeOptions o;
+  o.move = true;
+  o.after_commit = failing;
+  auto kept = tfckpt::MergeBundles({in}, dir / "out", o);
+  CHECK(kept.status().message() == "out.index: \"a\": crc: differs");  // no word of a removal
+  CHECK(tfckpt::FileExists(dir / "out.index"));
+  CHECK(tfckpt::FileExists(tfckpt::DataFileName(dir / "out", 0, 1)));
+  CHECK_FALSE(tfckpt::FileExists(in + ".index"));  // the input consumed before the check
+  o.temporaries = dir / "tmp";
+  SUBCASE("failed: removed") {
+    auto removed = tfckpt::MergeBundles({part}, dir / "fin", o);
+    CHECK(removed.status().message() == "out.index: \"a\": crc: differs; removed the output");
+    CHECK_FALSE(tfckpt::FileExists(dir / "fin.index"));
+    CHECK_FALSE(tfckpt::FileExists(tfckpt::DataFileName(dir / "fin", 0, 1)));
+  }
+  SUBCASE("passed: kept") {
+    bool checked = false;
+    o.after_commit = [&] {
+      checked = true;
+      CHECK_FALSE(std::filesystem::exists(dir / "tmp"));  // (the temporaries go before the check)
+      return absl::OkStatus();
+    };
+    REQUIRE(tfckpt::MergeBundles({part}, dir / "fin", o).ok());
+    CHECK(checked);
+    CHECK(tfckpt::OpenCheckpoint(dir / "fin").ok());
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "tmp"));
 }

@@ -372,7 +372,7 @@ TEST_CASE("property: random tensors, source and target slicings, layouts; output
       }
       tfckpt::VerifyOptions vo;
       vo.written = &written;
-      auto v = tfckpt::VerifyWritten(out, {}, {{c->get()}}, vo);
+      auto v = tfckpt::VerifyWritten(out, {{c->get()}}, vo);
       CAPTURE(v.status().ToString());
       CHECK(v.ok());
       verified = v.ok();

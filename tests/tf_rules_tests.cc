@@ -271,7 +271,7 @@ TEST_CASE("B4: a TF1 primary cut into slices takes its slots along, keyed PRIMAR
   eo.before_commit = [&](const tfckpt::WrittenOutput& written) {
     tfckpt::VerifyOptions vo;
     vo.written = &written;
-    return tfckpt::VerifyWritten(dir / "out", {}, tfckpt::ReshardSources(**c, *plan), vo).status();
+    return tfckpt::VerifyWritten(dir / "out", tfckpt::ReshardSources(**c, *plan), vo).status();
   };
   REQUIRE(tfckpt::ExecutePlan(**c, *plan, dir / "out", eo).ok());
   auto out = tfckpt::OpenCheckpoint(dir / "out");

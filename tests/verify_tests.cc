@@ -1,6 +1,7 @@
 // Unit tests of VerifyWritten (verify.h): an output that matches its sources verifies and
-// stays; one with a wrong value, a broken CRC, a dtype or a tensor it should not have is
-// removed with one output.mismatch error naming the file and the tensor.
+// stays; one with a wrong value, a broken CRC, a dtype or a tensor it should not have fails
+// with one output.mismatch error naming the file and the tensor (and is left where it is:
+// its removal is the publication's, tests/publication_tests.cc).
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -49,8 +50,9 @@ std::unique_ptr<tfckpt::Checkpoint> Open(const std::string& spec) {
   return std::move(*c);
 }
 
-// Checks `r` is the one mismatch error naming `tensor` and the output's files are gone.
-void CheckRemoved(const absl::StatusOr<tfckpt::VerifyReport>& r, const std::vector<std::string>& files,
+// Checks `r` is the one mismatch error naming `tensor`, and the output's files are left
+// where they are (removing them is its publication's: Publication::CheckCommitted).
+void CheckMismatch(const absl::StatusOr<tfckpt::VerifyReport>& r, const std::vector<std::string>& files,
                   const std::string& tensor, const std::string& what) {
   REQUIRE_FALSE(r.ok());
   const std::string msg(r.status().message());
@@ -59,8 +61,8 @@ void CheckRemoved(const absl::StatusOr<tfckpt::VerifyReport>& r, const std::vect
   CHECK(tfckpt::ErrorInfoOf(r.status()).key == tensor);
   CHECK(msg.find("\"" + tensor + "\"") != std::string::npos);
   CHECK(msg.find(what) != std::string::npos);
-  CHECK(msg.find("removed the output") != std::string::npos);
-  for (const std::string& f : files) CHECK_FALSE(fs::exists(f));
+  CHECK(msg.find("removed the output") == std::string::npos);
+  for (const std::string& f : files) CHECK(fs::exists(f));
 }
 
 }  // namespace
@@ -71,7 +73,7 @@ TEST_CASE("VerifyWritten keeps an output equal to its input") {
   WriteBundle(dir / "out");
   auto in = Open(dir / "in");
   const auto files = tfckpt::BundleFiles(dir / "out", 1);
-  auto r = tfckpt::VerifyWritten(dir / "out", files, {{in.get()}}, {});
+  auto r = tfckpt::VerifyWritten(dir / "out", {{in.get()}}, {});
   CAPTURE(r.status().ToString());
   REQUIRE(r.ok());
   CHECK(r->tensors == 2);
@@ -108,7 +110,7 @@ TEST_CASE("VerifyWritten is its run's verifying phase: the output's bytes, each 
     {
       tfckpt::Run run(o);
       tfckpt::RunScope scope(&run);
-      r = tfckpt::VerifyWritten(dir / "out", tfckpt::BundleFiles(dir / "out", 1), sources, {});
+      r = tfckpt::VerifyWritten(dir / "out", sources, {});
       run.Keep();
     }
     CAPTURE(sources.size());
@@ -121,17 +123,17 @@ TEST_CASE("VerifyWritten is its run's verifying phase: the output's bytes, each 
   }
 }
 
-TEST_CASE("VerifyWritten removes an output whose values differ from the input") {
+TEST_CASE("VerifyWritten fails an output whose values differ from the input") {
   TempDir dir;
   WriteBundle(dir / "in");
   WriteBundle(dir / "out", 5);  // valid CRCs, one wrong value
   auto in = Open(dir / "in");
   const auto files = tfckpt::BundleFiles(dir / "out", 1);
-  CheckRemoved(tfckpt::VerifyWritten(dir / "out", files, {{in.get()}}, {}), files, "a",
+  CheckMismatch(tfckpt::VerifyWritten(dir / "out", {{in.get()}}, {}), files, "a",
                "against.values: 1 of 12 elements differ; first at [2, 1]");
 }
 
-TEST_CASE("VerifyWritten removes an output whose CRC does not hold") {
+TEST_CASE("VerifyWritten fails an output whose CRC does not hold") {
   TempDir dir;
   WriteBundle(dir / "in");
   WriteBundle(dir / "out");
@@ -142,11 +144,11 @@ TEST_CASE("VerifyWritten removes an output whose CRC does not hold") {
   auto in = Open(dir / "in");
   const auto files = tfckpt::BundleFiles(dir / "out", 1);
   SUBCASE("a tensor compared with its source") {
-    CheckRemoved(tfckpt::VerifyWritten(dir / "out", files, {{in.get()}}, {}), files, "a", "crc");
+    CheckMismatch(tfckpt::VerifyWritten(dir / "out", {{in.get()}}, {}), files, "a", "crc");
   }
   SUBCASE("a tensor no source names (e.g. an averaged one)") {
     tfckpt::VerifySource only_b{in.get(), std::map<std::string, std::string>{{"b", "b"}}};
-    CheckRemoved(tfckpt::VerifyWritten(dir / "out", files, {only_b}, {}), files, "a", "crc");
+    CheckMismatch(tfckpt::VerifyWritten(dir / "out", {only_b}, {}), files, "a", "crc");
   }
 }
 
@@ -159,20 +161,20 @@ TEST_CASE("VerifyWritten follows renames and compares casts as cast") {
   tfckpt::VerifySource renamed{in.get(), std::map<std::string, std::string>{{"x", "a"}, {"b", "b"}}};
   tfckpt::VerifyOptions cast;
   cast.cast = true;
-  auto r = tfckpt::VerifyWritten(dir / "out", files, {renamed}, cast);
+  auto r = tfckpt::VerifyWritten(dir / "out", {renamed}, cast);
   CAPTURE(r.status().ToString());
   CHECK(r.ok());
   // Without the cast the dtype change is a mismatch; a source that misses a name too.
-  CheckRemoved(tfckpt::VerifyWritten(dir / "out", files, {renamed}, {}), files, "x", "against.dtype");
+  CheckMismatch(tfckpt::VerifyWritten(dir / "out", {renamed}, {}), files, "x", "against.dtype");
 }
 
-TEST_CASE("VerifyWritten removes an output with a tensor its source does not have") {
+TEST_CASE("VerifyWritten fails an output with a tensor its source does not have") {
   TempDir dir;
   WriteBundle(dir / "in");
   WriteBundle(dir / "out", 0, "c");
   auto in = Open(dir / "in");
   const auto files = tfckpt::BundleFiles(dir / "out", 1);
-  CheckRemoved(tfckpt::VerifyWritten(dir / "out", files, {{in.get()}}, {}), files, "a", "against.removed");
+  CheckMismatch(tfckpt::VerifyWritten(dir / "out", {{in.get()}}, {}), files, "a", "against.removed");
 }
 
 TEST_CASE("VerifyWritten reads safetensors output back and compares its values") {
@@ -183,11 +185,11 @@ TEST_CASE("VerifyWritten reads safetensors output back and compares its values")
   auto w = tfckpt::WriteSafetensors(*in, out, {});
   REQUIRE(w.ok());
   CHECK(w->sources == std::map<std::string, std::string>{{"a", "a"}, {"b", "b"}});
-  REQUIRE(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, {}).ok());
+  REQUIRE(tfckpt::VerifyWritten(out, {{in.get(), w->sources}}, {}).ok());
   std::string bytes = tfckpt::testing::ReadFile(out);
   bytes[bytes.size() - 1] ^= 0x01;  // the last byte of "b", the last tensor
   tfckpt::testing::WriteFile(out, bytes);
-  CheckRemoved(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, {}), w->files, "b",
+  CheckMismatch(tfckpt::VerifyWritten(out, {{in.get(), w->sources}}, {}), w->files, "b",
                "against.values: 1 of 3 elements differ; first at [2]");
 }
 
@@ -200,18 +202,18 @@ TEST_CASE("VerifyWritten reads .npz output back and compares its values") {
   REQUIRE(w.ok());
   tfckpt::VerifyOptions npz;
   npz.format = tfckpt::Format::kNpz;
-  auto r = tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, npz);
+  auto r = tfckpt::VerifyWritten(out, {{in.get(), w->sources}}, npz);
   CAPTURE(r.status().ToString());
   REQUIRE(r.ok());
   CHECK(r->tensors == 2);
   // A wrong value under a matching CRC-32: rewrite the member's last byte and its CRC is
-  // what libzip refuses; either way the output is removed naming "b".
+  // what libzip refuses; either way the output fails naming "b".
   std::string bytes = tfckpt::testing::ReadFile(out);
   const size_t at = bytes.rfind(std::string("\x03\0\0\0", 4));  // the last element of "b"
   REQUIRE(at != std::string::npos);
   bytes[at] = 4;
   tfckpt::testing::WriteFile(out, bytes);
-  CheckRemoved(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, npz), w->files, "b", "b.npy");
+  CheckMismatch(tfckpt::VerifyWritten(out, {{in.get(), w->sources}}, npz), w->files, "b", "b.npy");
 }
 
 TEST_CASE("VerifyWritten: .npz strings that lose trailing NUL bytes (NumPy cannot keep them) still verify") {
@@ -232,7 +234,7 @@ TEST_CASE("VerifyWritten: .npz strings that lose trailing NUL bytes (NumPy canno
   REQUIRE(w->notes.size() == 1);  // convert says they are lost
   tfckpt::VerifyOptions npz;
   npz.format = tfckpt::Format::kNpz;
-  auto r = tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, npz);
+  auto r = tfckpt::VerifyWritten(out, {{in.get(), w->sources}}, npz);
   CAPTURE(r.status().ToString());
   CHECK(r.ok());
   CHECK(fs::exists(out));
@@ -314,7 +316,7 @@ absl::StatusOr<tfckpt::VerifyReport> VerifyTrusting(const std::string& out, cons
   written.read_back = std::move(read_back);
   tfckpt::VerifyOptions o;
   o.written = &written;
-  return tfckpt::VerifyWritten(out, {}, {{&in}}, o);
+  return tfckpt::VerifyWritten(out, {{&in}}, o);
 }
 
 TEST_CASE("VerifyWritten: pieces read back are compared by their CRCs alone, over any cut") {
@@ -412,7 +414,7 @@ TEST_CASE("VerifyWritten: a safetensors output is proved by the input's CRCs, re
   REQUIRE(w.ok());
   tfckpt::VerifyOptions st;
   st.format = tfckpt::Format::kSafetensors;
-  CHECK(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, st).ok());
+  CHECK(tfckpt::VerifyWritten(out, {{in.get(), w->sources}}, st).ok());
   // The input's bytes changed after the copy (its stored CRCs not): the output still has
   // the bytes those CRCs were computed on, which proves it without reading the input's
   // data (a value comparison would read it and fail).
@@ -420,12 +422,12 @@ TEST_CASE("VerifyWritten: a safetensors output is proved by the input's CRCs, re
   bytes[20] ^= 1;
   tfckpt::testing::WriteFile(dir / "in.data-00000-of-00001", bytes);
   auto changed = Open(dir / "in");
-  CHECK(tfckpt::VerifyWritten(out, w->files, {{changed.get(), w->sources}}, st).ok());
+  CHECK(tfckpt::VerifyWritten(out, {{changed.get(), w->sources}}, st).ok());
   // A byte changed in the output is found (then compared by value, and named).
   bytes[20] ^= 1;
   tfckpt::testing::WriteFile(dir / "in.data-00000-of-00001", bytes);  // the input as it was
   std::string o = tfckpt::testing::ReadFile(out);
   o[o.size() - 3] ^= 1;
   tfckpt::testing::WriteFile(out, o);
-  CheckRemoved(tfckpt::VerifyWritten(out, w->files, {{in.get(), w->sources}}, st), w->files, "t", "differ");
+  CheckMismatch(tfckpt::VerifyWritten(out, {{in.get(), w->sources}}, st), w->files, "t", "differ");
 }

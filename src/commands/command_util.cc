@@ -68,7 +68,7 @@ absl::Status VerifyBeforeCommit(const std::string& out, const WrittenOutput& wri
                                 const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified) {
   options.written = &written;
   if (options.jobs == 0) options.jobs = RunJobs();
-  TFCKPT_RETURN_IF_ERROR(VerifyWritten(out, {}, sources, options).status());
+  TFCKPT_RETURN_IF_ERROR(VerifyWritten(out, sources, options).status());
   *verified = true;
   return absl::OkStatus();
 }
@@ -94,10 +94,10 @@ absl::StatusOr<uint64_t> ExecuteVerified(const Checkpoint& c, const WritePlan& p
   return total;
 }
 
-absl::Status VerifyCommitted(const std::string& out, const std::vector<std::string>& files,
-                             const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified) {
+absl::Status VerifyCommitted(const std::string& out, const std::vector<VerifySource>& sources,
+                             VerifyOptions options, bool* verified) {
   if (options.jobs == 0) options.jobs = RunJobs();
-  TFCKPT_RETURN_IF_ERROR(VerifyWritten(out, files, sources, options).status());
+  TFCKPT_RETURN_IF_ERROR(VerifyWritten(out, sources, options).status());
   *verified = true;
   return absl::OkStatus();
 }

@@ -72,9 +72,11 @@ absl::Status CheckServerSide(ServerSideCopy mode, const std::vector<std::string>
 // to *report, and their notes to *notes.
 void AddTransfers(const std::vector<std::string>& paths, TransferReport* report, std::vector<std::string>* notes);
 
-// Verification of an output after its commit (safetensors, .npz, merge --move): removes
-// `files` when it fails (VerifyWritten: the run's "verifying" phase).
-absl::Status VerifyCommitted(const std::string& out, const std::vector<std::string>& files,
-                             const std::vector<VerifySource>& sources, VerifyOptions options, bool* verified);
+// Verification of an output after its commit (safetensors, .npz, merge --move): the check
+// a writer hands its publication (Publication::CheckCommitted, which removes or keeps an
+// output that fails it), VerifyWritten: the run's "verifying" phase. Sets *verified when it
+// held.
+absl::Status VerifyCommitted(const std::string& out, const std::vector<VerifySource>& sources, VerifyOptions options,
+                             bool* verified);
 
 }  // namespace tfckpt

@@ -93,26 +93,27 @@ absl::Status ConvertToTf(const ConvertRequest& r, const std::string& out, const 
   return absl::OkStatus();
 }
 
-// safetensors or .npz, verified after the commit with the strict reader (removed when it
-// does not match).
+// safetensors or .npz, verified after the commit with the strict reader (its publication
+// removes it when it does not match).
 absl::Status ConvertToFile(const ConvertRequest& r, const std::string& out, const std::string& format,
                            ConvertOptions o, ConvertCommandReport* report) {
   TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, OpenCheckpoint(r.src));
   o.jobs = RunJobs();
   o.start_progress = [](uint64_t total, const char* phase) { return StartPhase(phase, total); };
+  if (!r.no_verify) {
+    VerifyOptions vo;
+    vo.cast = !o.casts.empty();
+    vo.format = format == "npz" ? Format::kNpz : Format::kSafetensors;
+    o.after_commit = [&, vo](const ConvertReport& w) {
+      return VerifyCommitted(format == "npz" ? out : w.files.back(), {{c.get(), w.sources}}, vo, &report->verified);
+    };
+  }
   TFCKPT_ASSIGN_OR_RETURN(ConvertReport w, format == "safetensors" ? WriteSafetensors(*c, out, o) : WriteNpz(*c, out, o));
   report->tensors = w.tensors;
   report->bytes = w.bytes;
   report->skipped = w.skipped;
   report->notes = w.notes;
   report->files = w.files;
-  if (!r.no_verify) {
-    VerifyOptions vo;
-    vo.cast = !o.casts.empty();
-    vo.format = format == "npz" ? Format::kNpz : Format::kSafetensors;
-    TFCKPT_RETURN_IF_ERROR(VerifyCommitted(format == "npz" ? out : w.files.back(), w.files, {{c.get(), w.sources}},
-                                           vo, &report->verified));
-  }
   return absl::OkStatus();
 }
 

@@ -162,12 +162,12 @@ absl::StatusOr<MergeCommandReport> MergeRun(const MergeRequest& r) {
       return VerifyBeforeCommit(out, written, MergedSources(sources), {}, &report.verified);
     };
   }
-  TFCKPT_ASSIGN_OR_RETURN(MergeReport m, MergeBundles(inputs, out, o));
   if (!r.no_verify && rename) {
     // --move consumed the inputs: the output is then checked by its CRCs and layout alone,
-    // after the renames, and kept when it fails (it is all that is left).
-    TFCKPT_RETURN_IF_ERROR(VerifyCommitted(out, {}, {}, {}, &report.verified));
+    // after the renames, and kept when it fails (it is all that is left: its publication's).
+    o.after_commit = [&] { return VerifyCommitted(out, {}, {}, &report.verified); };
   }
+  TFCKPT_ASSIGN_OR_RETURN(MergeReport m, MergeBundles(inputs, out, o));
   report.inputs = m.inputs_used;
   report.skipped = m.inputs_skipped;
   report.num_files = m.num_files;

@@ -316,6 +316,9 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
   }
   TFCKPT_RETURN_IF_ERROR(publication->CommitFiles());
   report.files = all;
+  if (options.after_commit) {
+    TFCKPT_RETURN_IF_ERROR(publication->CheckCommitted([&] { return options.after_commit(report); }));
+  }
   return report;
 }
 
@@ -537,6 +540,9 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
   TFCKPT_RETURN_IF_ERROR(Reached("npz-written"));
   TFCKPT_RETURN_IF_ERROR(publication->CommitFiles());
   report.files = {out};
+  if (options.after_commit) {
+    TFCKPT_RETURN_IF_ERROR(publication->CheckCommitted([&] { return options.after_commit(report); }));
+  }
   return report;
 }
 

@@ -16,6 +16,8 @@
 
 namespace tfckpt {
 
+struct ConvertReport;
+
 struct ConvertOptions {
   std::vector<std::string> include, exclude;
   std::vector<RenameRule> renames;
@@ -30,6 +32,10 @@ struct ConvertOptions {
   // again for each later phase of the run, if any; returns the counter to advance.
   using StartProgress = std::function<std::atomic<uint64_t>*(uint64_t total, const char* phase)>;
   StartProgress start_progress;
+  // The output's check after its commit (it cannot be read back before), e.g. its
+  // verification, given the report (files, sources): an output that fails it is removed
+  // (publish/publication.h: Publication::CheckCommitted). Empty: none.
+  std::function<absl::Status(const ConvertReport& written)> after_commit;
 };
 
 struct ConvertReport {

@@ -8,6 +8,7 @@
 #include "base/path.h"
 #include "kvstore/local/tracked.h"
 #include "publish/publish_bundle.h"
+#include "run/left_behind.h"
 #include "run/run.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
@@ -166,6 +167,7 @@ absl::Status Publication::MoveIn(const std::string& src, const std::string& path
   // earlier merge of the same parts, the input's name is removed rather than left behind,
   // orphaned once its index is gone.)
   TFCKPT_RETURN_IF_ERROR(Storage::For(path).Move(src, path));
+  moved_ = true;
   files_.push_back(Entry{path, nullptr, nullptr});
   return Reached("input-moved");
 }
@@ -334,6 +336,8 @@ void Publication::RemoveConsumed(const std::vector<std::string>& inputs, const s
     const std::string dir = DirectoryOf(in);
     if (store.Absolute(dir) != store.Absolute(out_dir)) (void)store.Remove(dir);  // only if empty
   }
+  const std::string& temporaries = options_.temporaries;
+  if (!temporaries.empty()) (void)Storage::For(temporaries).RemoveAll(temporaries);
 }
 
 absl::Status Publication::CommitFiles() {
@@ -341,6 +345,28 @@ absl::Status Publication::CommitFiles() {
   committed_ = true;
   for (size_t i = 0; i < files_.size(); ++i) TFCKPT_RETURN_IF_ERROR(CommitData(i));
   return absl::OkStatus();
+}
+
+absl::Status Publication::CheckCommitted(const std::function<absl::Status()>& check) {
+  if (!committed_) return absl::FailedPreconditionError("bug: CheckCommitted before the commit");
+  const absl::Status s = check();
+  // Stopped: the run's undo removes what it wrote (the message is the stop's own).
+  if (s.ok() || absl::IsCancelled(s)) return s;
+  if (moved_ && options_.temporaries.empty()) return s;  // the consumed inputs' only copy
+  std::vector<std::string> files;
+  if (bundle_) files.push_back(prefix_ + ".index");
+  for (const Entry& e : files_) files.push_back(e.name);
+  // One that cannot be removed is named as left behind (the run's error lists it, run/run.h),
+  // and the message does not say the output was removed.
+  bool kept = false;
+  for (const std::string& f : files) {
+    const absl::Status removed = Storage::For(f).Remove(f);
+    if (!removed.ok() && !absl::IsNotFound(removed) && NoteLeftBehind(f)) kept = true;
+  }
+  if (kept) return s;
+  absl::Status out(s.code(), StrCat(s.message(), "; removed the output"));
+  s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
 }
 
 }  // namespace tfckpt

@@ -94,6 +94,11 @@ struct PublishOptions {
   // the old checkpoint up first (PublishBundle's replace_in_place). False: the old index is
   // removed before the new one goes up, as on a local disk (MergeBundles).
   bool replace_in_one_step = true;
+  // The inputs a bundle consumes (MoveIn, RemoveConsumed) are this tool's own temporaries,
+  // all under this directory (reshard --finalize's OUT_temp; their source stays):
+  // RemoveConsumed removes it whole, and an output that fails CheckCommitted is removed all
+  // the same. Empty: the inputs are the user's; an output moved from them is kept.
+  std::string temporaries;
 };
 
 class StagedFile;
@@ -172,12 +177,26 @@ class Publication {
   // copy (`by_copy`: an object store, which has no rename) the run is past its point of no
   // return, and their indexes go, then `data_files` (a removal that fails is a note in
   // *notes); then, as TensorFlow does, the indexes, and the inputs' directories that are
-  // not the output's, where empty.
+  // not the output's, where empty; then PublishOptions::temporaries, whole.
   void RemoveConsumed(const std::vector<std::string>& inputs, const std::vector<std::string>& data_files,
                       bool by_copy, std::vector<std::string>* notes);
   // Publishes the files: each committed in order. REQUIRES: Files(); every file written
   // and closed; called once.
   absl::Status CommitFiles();
+
+  // ---- After the commit
+  // The check of an output that cannot be read back before its commit (a safetensors file
+  // or set, an .npz; a bundle whose data files were moved in: merge --move, --finalize),
+  // e.g. its verification (verify.h: VerifyWritten), run on the committed output. When it
+  // fails -- but for a stop, whose undo is the run's -- nothing that did not pass stays
+  // under the final names: the output's files are removed (a bundle's index first) and the
+  // error, its code and payloads kept, ends "; removed the output"; a file that cannot be
+  // removed (a store refusing DELETE) is named as left behind (run/left_behind.h) and the
+  // error is the check's. A bundle whose data files were moved from inputs it consumed is
+  // kept (it is all that is left; not from PublishOptions::temporaries), with the check's
+  // error.
+  // REQUIRES: CommitFiles() or CommitBundle() succeeded.
+  absl::Status CheckCommitted(const std::function<absl::Status()>& check);
 
  private:
   Publication() = default;
@@ -206,6 +225,7 @@ class Publication {
   };
   std::vector<Entry> files_;
   bool index_only_ = false;  // moved or in-place data files
+  bool moved_ = false;       // data files moved from inputs (MoveIn)
   std::unique_ptr<WritableFile> index_;
   std::atomic<bool> fault_planted_{false};
   bool committed_ = false;

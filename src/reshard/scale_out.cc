@@ -433,20 +433,24 @@ absl::StatusOr<FinalizeReport> FinalizeTasks(const std::string& plan_path) {
     mo.data_in_place = in_place;
     mo.keep_empty = true;
     mo.overwrite = output.at("overwrite").get<bool>();
+    // The parts are this run's temporaries: OUT_temp goes once they are consumed, and an
+    // output that fails its verification is removed (the source stays).
+    mo.temporaries = output.at("temp_dir").get<std::string>();
+    if (output.at("verify").get<bool>()) {
+      TFCKPT_ASSIGN_OR_RETURN(std::shared_ptr<Checkpoint> source,
+                              OpenCheckpoint(plan.at("source").at("prefix").get<std::string>()));
+      mo.after_commit = [&, source]() -> absl::Status {
+        std::map<std::string, std::string> names;  // output tensor -> source tensor
+        for (const json& t : plan.at("tasks")) {
+          for (const json& e : t.at("entries")) names[e.at("name").get<std::string>()] = e.value("source", e.at("name").get<std::string>());
+        }
+        TFCKPT_RETURN_IF_ERROR(VerifyWritten(r.out, {{source.get(), std::move(names)}}, {}).status());
+        r.verified = true;
+        return absl::OkStatus();
+      };
+    }
     TFCKPT_ASSIGN_OR_RETURN(MergeReport m, MergeBundles(parts, r.out, mo));
     r.entries = m.entries;
-    const std::string temp_dir = output.at("temp_dir").get<std::string>();
-    (void)Storage::For(temp_dir).RemoveAll(temp_dir);
-    if (output.at("verify").get<bool>()) {
-      TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> source,
-                              OpenCheckpoint(plan.at("source").at("prefix").get<std::string>()));
-      std::map<std::string, std::string> names;  // output tensor -> source tensor
-      for (const json& t : plan.at("tasks")) {
-        for (const json& e : t.at("entries")) names[e.at("name").get<std::string>()] = e.value("source", e.at("name").get<std::string>());
-      }
-      TFCKPT_RETURN_IF_ERROR(VerifyWritten(r.out, BundleFiles(r.out, n), {{source.get(), std::move(names)}}, {}).status());
-      r.verified = true;
-    }
     return r;
   });
 }

@@ -1,12 +1,10 @@
 // One verification policy for written outputs (see verify.h).
 #include "verify/verify.h"
 
-#include "run/left_behind.h"
 #include "run/run.h"
 
 #include <set>
 
-#include "absl/strings/match.h"
 #include "base/parallel.h"
 #include "format/npz/npz_reader.h"
 #include "format/bundle/bundle_writer.h"
@@ -68,7 +66,7 @@ void CheckUncompared(const Checkpoint& written, const std::set<std::string>& com
 
 // The first error among the findings of reading back and comparing `out`, as a status.
 absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<VerifySource>& sources,
-                                   const VerifyOptions& options, std::string_view removal) {
+                                   const VerifyOptions& options) {
   ValidateReport report;
   TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> written, OpenWritten(out, options, &report.findings));
   // The phase begins here, whoever verifies (a writer before its commit, a command after
@@ -131,7 +129,7 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
   }
   for (const Finding& f : report.findings) {
     if (f.severity != Severity::kError || input_files.count(f.file) == 0) continue;
-    return DataLossAt(f.check, f.file, f.key, f.offset, f.message);  // (VerifyWritten adds `removal`)
+    return DataLossAt(f.check, f.file, f.key, f.offset, f.message);  // (VerifyWritten adds its ending)
   }
   for (const Finding& f : report.findings) {
     if (f.severity != Severity::kError) continue;
@@ -151,7 +149,7 @@ absl::StatusOr<VerifyReport> Check(const std::string& out, const std::vector<Ver
         if (absl::Status st = s.input->VerifyCrc(*t, piece, &buffer); !st.ok()) return st;
       }
     }
-    return DataLossAt("output.mismatch", f.file, f.key, -1, StrCat(f.check, ": ", f.message, removal));
+    return DataLossAt("output.mismatch", f.file, f.key, -1, StrCat(f.check, ": ", f.message));
   }
   return VerifyReport{static_cast<int64_t>(written->tensors().size()), report.bytes_checked};
 }
@@ -180,33 +178,15 @@ std::vector<VerifySource> MergedSources(const std::vector<std::unique_ptr<Checkp
   return sources;
 }
 
-absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<std::string>& files,
-                                           const std::vector<VerifySource>& sources, const VerifyOptions& options) {
-  const std::string_view removal = options.written != nullptr ? "; nothing was written"
-                                   : files.empty()              ? ""
-                                                                : "; removed the output";
+absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<VerifySource>& sources,
+                                           const VerifyOptions& options) {
   const absl::Status reached = Reached("verifying");
-  absl::StatusOr<VerifyReport> r = reached.ok() ? Check(out, sources, options, removal) : reached;
-  if (r.ok()) return r;
-  // Stopped: the run's undo removes what it wrote (the message is the stop's own).
-  if (absl::IsCancelled(r.status())) return r;
-  // Never leave an output that did not verify under the final name. One that cannot be
-  // removed (a store refusing DELETE) is named as left behind (the run's error lists it,
-  // run/run.h), and the message does not say it was removed.
-  bool kept = false;
-  for (const std::string& f : files) {
-    const absl::Status removed = Storage::For(f).Remove(f);
-    if (!removed.ok() && !absl::IsNotFound(removed) && NoteLeftBehind(f)) kept = true;
-  }
-  if (kept && !removal.empty()) {
-    absl::string_view message = r.status().message();
-    if (absl::EndsWith(message, absl::string_view(removal.data(), removal.size()))) message.remove_suffix(removal.size());
-    absl::Status s(r.status().code(), message);
-    r.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });
-    return s;
-  }
-  if (ErrorInfoOf(r.status()).check == "output.mismatch" || removal.empty()) return r;
-  absl::Status s(r.status().code(), StrCat(r.status().message(), removal));
+  absl::StatusOr<VerifyReport> r = reached.ok() ? Check(out, sources, options) : reached;
+  // Before the commit nothing was published (the writer abandons the output); after it, the
+  // output's publication removes it and says so (Publication::CheckCommitted). A stop's
+  // message is its own.
+  if (r.ok() || options.written == nullptr || absl::IsCancelled(r.status())) return r;
+  absl::Status s(r.status().code(), StrCat(r.status().message(), "; nothing was written"));
   r.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });
   return s;
 }

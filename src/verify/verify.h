@@ -41,9 +41,8 @@ struct VerifyOptions {
   // are read through written->open, by their final names, and the pieces the writer read
   // back (written->read_back) are compared by their CRCs alone where those prove it
   // (CompareOptions::crc_holds), against a source without stored CRCs by the CRCs its
-  // copy took as it read it (written->source_crc: CompareOptions::source_crc). Nothing is
-  // removed on failure (the writer abandons them) and the messages end "; nothing was
-  // written" instead.
+  // copy took as it read it (written->source_crc: CompareOptions::source_crc). The messages
+  // end "; nothing was written" (the writer abandons the output).
   const WrittenOutput* written = nullptr;
 };
 
@@ -64,15 +63,16 @@ struct VerifyReport {
 // Within a run (run/run.h) it is the run's "verifying" phase, begun once the output is
 // open, whose total is the output's payload bytes (every tensor is checked, local or
 // remote, before or after a commit) and whose counter advances as each tensor is done.
-// On any failure, `files` (all the output's files) are removed: nothing is left under
-// the output's names (empty `files`: the output is kept, e.g. after merge --move consumed
-// its inputs, and the messages say nothing of a removal). A mismatch is DataLoss with the
-// check id "output.mismatch", its file and tensor as payloads, and the one-line message
-//   FILE: "TENSOR": CHECK: WHAT; removed the output       (or "; nothing was written")
+// It removes nothing: an output not yet committed (options.written) is abandoned by its
+// writer, and one verified after its commit is removed, or kept, by its publication
+// (Publication::CheckCommitted, publish/publication.h), which ends the message. A mismatch
+// is DataLoss with the check id "output.mismatch", its file and tensor as payloads, and the
+// one-line message
+//   FILE: "TENSOR": CHECK: WHAT                 (before a commit: + "; nothing was written")
 // where FILE is the output file (its final name) and TENSOR the key. An output or input
 // that cannot be read is its own error, with the same ending.
-absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<std::string>& files,
-                                           const std::vector<VerifySource>& sources, const VerifyOptions& options);
+absl::StatusOr<VerifyReport> VerifyWritten(const std::string& out, const std::vector<VerifySource>& sources,
+                                           const VerifyOptions& options);
 
 // Opens `specs` (OpenCheckpoint) for VerifySources.
 absl::StatusOr<std::vector<std::unique_ptr<Checkpoint>>> OpenSources(const std::vector<std::string>& specs);

@@ -354,6 +354,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   po.overwrite = options.overwrite;
   po.data_in_place = options.data_in_place;
   po.replace_in_one_step = false;
+  po.temporaries = options.temporaries;
   // (Not with `move` by rename, whose renames cannot wait.)
   if (!rename) po.before_commit = options.before_commit;
   TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication, Publication::Bundle(out, std::move(po)));
@@ -368,6 +369,7 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
     publication->RemoveConsumed(report.inputs_used, by_copy ? files_in_order : std::vector<std::string>{}, by_copy,
                                 &report.notes);
   }
+  if (options.after_commit) TFCKPT_RETURN_IF_ERROR(publication->CheckCommitted(options.after_commit));
   return report;
 }
 

@@ -30,6 +30,15 @@ struct MergeOptions {
   // Called before anything is published (publish/publication.h), e.g. verification; not with
   // `move` by rename, whose renames cannot wait.
   BeforeCommit before_commit;
+  // The output's check after its commit, where it cannot come before (`move` by rename),
+  // e.g. its verification: run once the inputs are consumed (Publication::CheckCommitted:
+  // an output that fails it is kept, all that is left of them, but for `temporaries`').
+  // Empty: none.
+  std::function<absl::Status()> after_commit;
+  // The inputs are this run's temporaries, all under this directory (reshard --finalize's
+  // OUT_temp; their source stays): removed whole once `move` consumed them, and an output
+  // that fails after_commit is removed (PublishOptions::temporaries). Empty: none.
+  std::string temporaries;
   // Data files copied between objects of one store are copied inside it
   // (WritableFile::PlanCopies).
   ServerSideCopy server_side = ServerSideCopy::kAuto;
