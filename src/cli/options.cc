@@ -14,8 +14,7 @@ namespace {
 CLI::Validator Checked(const OptionSpec& o) {
   return CLI::Validator(
       [&o](std::string& value) -> std::string {
-        if (o.kind == OptionKind::kOptionalChoice && value.empty()) return "";
-        const absl::Status s = CheckOptionValue(o, value);
+        const absl::Status s = CheckOptionValue(o, value);  // (a bare optional choice, "", is valid)
         return s.ok() ? "" : std::string(SV(s.message()));
       },
       "", "");
