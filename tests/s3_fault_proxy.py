@@ -121,14 +121,18 @@ def control(target):
     if path == "/__proxy__/reset":
         global released
         # The faults go first: a held request the client asks again the moment it is let go
-        # must not meet an old "always ... hold" and be held for good.
-        with lock:  # (next_fault reads the file under it)
+        # must not meet an old "always ... hold" and be held for good. Both under `lock`, the
+        # lock next_fault decides a hold and takes its gate under: a request given "hold"
+        # before the reset waits on the gate set here, one after it is not held at all (its
+        # gate taken later, after the decision, could be the new one, never set: a request
+        # held for good, and its client with it, under load).
+        with lock:
             with open(FAULTS_FILE, "w"):
                 pass
-        with fired_lock:
-            fired.clear()
-            released.set()  # (requests held so far go)
-            released = threading.Event()
+            with fired_lock:
+                fired.clear()
+                released.set()  # (requests held so far go)
+                released = threading.Event()
         return 200, b"reset"
     if path == "/__proxy__/release":
         released.set()
@@ -149,33 +153,37 @@ def control(target):
 
 
 def next_fault(method, target):
-    """The fault for a request: `method` is the rules' METHOD (COPY for a copy), `target` the
-    text their TEXT is looked for in. A DELETE of an object (no uploadId) is matched by rules
-    for REMOVE as well as DELETE."""
-    methods = (method, "REMOVE") if method == "DELETE" and "uploadId=" not in target else (method,)
+    """(the fault for a request, the gate a held request waits on): `method` is the rules'
+    METHOD (COPY for a copy), `target` the text their TEXT is looked for in. A DELETE of an
+    object (no uploadId) is matched by rules for REMOVE as well as DELETE."""
     with lock:
-        try:
-            with open(FAULTS_FILE) as f:
-                lines = f.read().splitlines()
-        except FileNotFoundError:
-            return []
-        rules = 0  # the "always" lines at the top: they stay
-        while rules < len(lines) and lines[rules].startswith("always "):
-            rules += 1
-        for line in lines[:rules]:
-            words = line.split()
-            if len(words) >= 4 and (words[1] in methods or words[1] == "*") and (words[2] == "*" or words[2] in target):
-                return words[3:]
-        rest = lines[rules:]
-        if not rest:
-            return []
-        words = rest[0].split()
-        when = bool(words) and words[0] == "when"
-        if when and (len(words) < 4 or words[1] not in methods or words[2] not in target):
-            return []
-        with open(FAULTS_FILE, "w") as f:
-            f.write("".join(line + "\n" for line in lines[:rules] + rest[1:]))
-        return words[3:] if when else words
+        return next_fault_locked(method, target), released
+
+
+def next_fault_locked(method, target):
+    methods = (method, "REMOVE") if method == "DELETE" and "uploadId=" not in target else (method,)
+    try:
+        with open(FAULTS_FILE) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    rules = 0  # the "always" lines at the top: they stay
+    while rules < len(lines) and lines[rules].startswith("always "):
+        rules += 1
+    for line in lines[:rules]:
+        words = line.split()
+        if len(words) >= 4 and (words[1] in methods or words[1] == "*") and (words[2] == "*" or words[2] in target):
+            return words[3:]
+    rest = lines[rules:]
+    if not rest:
+        return []
+    words = rest[0].split()
+    when = bool(words) and words[0] == "when"
+    if when and (len(words) < 4 or words[1] not in methods or words[2] not in target):
+        return []
+    with open(FAULTS_FILE, "w") as f:
+        f.write("".join(line + "\n" for line in lines[:rules] + rest[1:]))
+    return words[3:] if when else words
 
 
 def log(line):
@@ -280,7 +288,7 @@ def serve(conn_id, method, target, headers, body):
     copy_source, copy_range = header(headers, "x-amz-copy-source"), header(headers, "x-amz-copy-source-range")
     is_copy = method == "PUT" and bool(copy_source)
     copy_fields = f"copy-source={copy_source} copy-range={copy_range}"
-    fault = next_fault("COPY" if is_copy else method, f"{target} {copy_fields}" if is_copy else target)
+    fault, gate = next_fault("COPY" if is_copy else method, f"{target} {copy_fields}" if is_copy else target)
     auth = header(headers, "authorization")
     if auth.startswith("AWS4-HMAC-SHA256"):  # the scheme and what it signs, not the signature
         auth = "AWS4-HMAC-SHA256 " + next((p.strip() for p in auth.split(",") if "SignedHeaders=" in p), "")
@@ -319,7 +327,7 @@ def serve(conn_id, method, target, headers, body):
         note_fired("reset")
         return None, None, "reset"
     if fault and fault[0] == "hold":
-        return None, None, fault
+        return None, None, ("hold", gate)
     if fault and fault[0] == "delay":
         note_fired("delay")
         time.sleep(float(fault[1]))
@@ -373,9 +381,8 @@ def handle(conn):
                 rst(conn)
                 return
             if action and action[0] == "hold":
-                gate = released
                 note_fired("hold")
-                gate.wait(timeout=600)
+                action[1].wait(timeout=600)
                 conn.close()
                 return
             if action and action[0] in ("reset-mid-body", "stall"):
