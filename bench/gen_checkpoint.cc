@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   o.overwrite = true;
   if (mode == "many") {
     const long n = std::stol(argv[3]);
-    auto w = tfckpt::BundleWriter::Create(prefix, o);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
     if (!w.ok()) return Fail(w.status());
     const std::string payload(16, '\x01');
     for (long i = 0; i < n; ++i) {
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   if (mode == "tables" && argc == 6) {
     const long mib = std::stol(argv[3]), tables = std::stol(argv[4]), slices = std::stol(argv[5]);
     o.num_shards = static_cast<int32_t>(slices);
-    auto w = tfckpt::BundleWriter::Create(prefix, o);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
     if (!w.ok()) return Fail(w.status());
     const int64_t cols = 64;
     const int64_t rows = mib * 1024 * 1024 / (cols * 4);
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   if (mode == "one-file" && argc == 7) {
     const int64_t tables = std::stoll(argv[3]), rows = std::stoll(argv[4]), cols = std::stoll(argv[5]),
                   slices = std::stoll(argv[6]);
-    auto w = tfckpt::BundleWriter::Create(prefix, o);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
     if (!w.ok()) return Fail(w.status());
     const std::string chunk = RandomChunk();
     for (int64_t t = 0; t < tables; ++t) {
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   if (mode == "dense" && argc == 7) {
     const int64_t layers = std::stoll(argv[3]), rows = std::stoll(argv[4]), cols = std::stoll(argv[5]);
     o.num_shards = static_cast<int32_t>(std::stoll(argv[6]));
-    auto w = tfckpt::BundleWriter::Create(prefix, o);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
     if (!w.ok()) return Fail(w.status());
     const std::string chunk = RandomChunk();
     std::map<std::string, int64_t> layer_of;  // name -> layer: added in name order, as TF writes

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   tfckpt::BundleWriterOptions options;
   options.num_shards = 2;
   options.overwrite = argc > 2 && std::string(argv[2]) == "--force";
-  auto writer = tfckpt::BundleWriter::Create(prefix, options);
+  auto writer = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), options);
   if (!writer.ok()) return Fail(writer.status());
   auto& w = **writer;
   std::mt19937 rng(42);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks that nothing in the library, the commands or the Python module touches files except
 # through the Storage layer (include/tfckpt/storage.h): the file system calls below may
-# appear only in the local implementation, src/kvstore/local/.
+# appear only in the local implementation, src/kvstore/local/; and that outside the stores
+# (src/kvstore/) no path is resolved to its store again: Storage::For only there, the rest
+# resolve once with Location::Of and pass the Location down.
 #
 #   scripts/lint-storage.sh [ROOT]    ROOT: the source tree to check (default: this one)
 #
@@ -32,5 +34,23 @@ done < <(find src python/tfckpt -type f \( -name '*.cc' -o -name '*.h' -o -name 
 
 if [ "$status" -ne 0 ]; then
   echo "lint-storage: file system calls outside src/kvstore/local/: go through Storage (include/tfckpt/storage.h)" >&2
+fi
+
+# A path is resolved to its store once, where it comes in (Location::Of), and passed down as
+# a Location: Storage::For, which resolves a path again, is the stores' own (src/kvstore/).
+resolved=0
+while IFS= read -r -d '' file; do
+  hits=$(sed -e 's|//.*$||' "$file" | grep -nE '(^|[^A-Za-z0-9_])Storage::For\(' || true)
+  if [ -n "$hits" ]; then
+    while IFS= read -r hit; do
+      echo "$file:$hit"
+    done <<<"$hits"
+    resolved=1
+  fi
+done < <(find src python/tfckpt -type f \( -name '*.cc' -o -name '*.h' -o -name '*.cpp' \) \
+           -not -path 'src/kvstore/*' -print0 2>/dev/null | sort -z)
+if [ "$resolved" -ne 0 ]; then
+  echo "lint-storage: Storage::For outside src/kvstore/: resolve a path once with Location::Of and pass the Location" >&2
+  status=1
 fi
 exit "$status"

@@ -62,7 +62,7 @@ Entries Scalars(const std::vector<std::pair<std::string, int32_t>>& shards) {
 // A good input "good" holding "a", written by the library.
 std::string GoodInput(const TempDir& dir) {
   const std::string prefix = dir / "good";
-  auto w = tfckpt::BundleWriter::Create(prefix);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
   REQUIRE(w.ok());
   REQUIRE((*w)->Add("a", kFloat, {1}, std::string(4, '\0')).ok());
   REQUIRE((*w)->Finish().ok());

@@ -42,7 +42,7 @@ std::string Write(const tfckpt::testing::TempDir& dir, const std::string& name, 
   std::vector<float> x(12);
   for (int i = 0; i < 12; ++i) x[i] = scale * static_cast<float>(i);
   const std::string prefix = dir / name;
-  auto w = tfckpt::BundleWriter::Create(prefix);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
   REQUIRE(w.ok());
   const std::string bytes = Floats(x);
   if (sliced) {
@@ -129,7 +129,7 @@ TEST_CASE("PlanCombine: a tensor in two inputs is a conflict unless --on-conflic
     std::vector<std::string> parts;
     for (int k = 0; k < 2; ++k) {
       const std::string prefix = dir / ("part" + std::to_string(k));
-      auto w = tfckpt::BundleWriter::Create(prefix);
+      auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
       REQUIRE(w.ok());
       const Region r = k == 0 ? Region{{0, 0}, {1, 3}} : Region{{1, 0}, {3, 3}};
       REQUIRE((*w)->AddSlice("x", kFloat, {4, 3}, r, k == 0 ? bytes.substr(0, 12) : bytes.substr(12)).ok());
@@ -299,7 +299,7 @@ TEST_CASE("WriteCombined: averages, casts and copies give the same bytes whateve
   auto input = [&](const std::string& name, float scale) {
     tfckpt::BundleWriterOptions wo;
     wo.num_shards = 2;
-    auto w = tfckpt::BundleWriter::Create(dir / name, wo);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / name), wo);
     REQUIRE(w.ok());
     for (int k = 0; k < 5; ++k) {
       const int64_t rows = 300 + 50 * k;
@@ -361,7 +361,7 @@ TEST_CASE("WriteCombined: a safetensors input's pieces copied whole have their C
   for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<float>(i);
   const std::string st = dir / "in.safetensors";
   {
-    auto w = tfckpt::SafetensorsWriter::Create(st, {{"big", kFloat, {512, 256}}, {"small", kFloat, {6}}}, {});
+    auto w = tfckpt::SafetensorsWriter::Create(tfckpt::Location::Of(st), {{"big", kFloat, {512, 256}}, {"small", kFloat, {6}}}, {});
     REQUIRE(w.ok());
     REQUIRE((*w)->Append(Floats(big)).ok());
     REQUIRE((*w)->Append(Floats(small)).ok());

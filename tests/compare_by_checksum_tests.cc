@@ -30,7 +30,7 @@ std::string Values(bool changed = false) {
 
 // Writes tensor "t" to PREFIX in the given slices (an empty list: whole).
 void Write(const std::string& prefix, const std::vector<Region>& slices, const std::string& bytes) {
-  auto w = tfckpt::BundleWriter::Create(prefix);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
   REQUIRE(w.ok());
   if (slices.empty()) REQUIRE((*w)->Add("t", 1, {6, 4}, bytes).ok());
   for (const Region& r : slices) {
@@ -140,7 +140,7 @@ TEST_CASE("by_checksum: new pieces read back, an old side without CRCs (safetens
     CAPTURE(changed);
     const std::string st = dir / (changed ? "c.safetensors" : "s.safetensors");
     {
-      auto w = tfckpt::SafetensorsWriter::Create(st, {{"t", 1, {6, 4}}}, {});
+      auto w = tfckpt::SafetensorsWriter::Create(tfckpt::Location::Of(st), {{"t", 1, {6, 4}}}, {});
       REQUIRE(w.ok());
       REQUIRE((*w)->Append(Values()).ok());
       REQUIRE((*w)->Finish().ok());
@@ -158,7 +158,7 @@ TEST_CASE("by_checksum: an old side without CRCs whose pieces' CRCs the copy not
   tfckpt::testing::TempDir dir;
   const std::string st = dir / "s.safetensors";
   {
-    auto w = tfckpt::SafetensorsWriter::Create(st, {{"t", 1, {6, 4}}}, {});
+    auto w = tfckpt::SafetensorsWriter::Create(tfckpt::Location::Of(st), {{"t", 1, {6, 4}}}, {});
     REQUIRE(w.ok());
     REQUIRE((*w)->Append(Values()).ok());
     REQUIRE((*w)->Finish().ok());

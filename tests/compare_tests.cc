@@ -39,7 +39,7 @@ std::unique_ptr<tfckpt::Checkpoint> Fixture(const tfckpt::testing::TempDir& dir)
   std::vector<float> nan = whole;
   nan[2] = std::nanf("");
   const std::string prefix = dir / "c";
-  auto w = tfckpt::BundleWriter::Create(prefix);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
   REQUIRE(w.ok());
   REQUIRE((*w)->Add("whole", 1, {4, 3}, BytesOf(whole)).ok());
   const std::string r = BytesOf(rows);

@@ -46,7 +46,7 @@ std::unique_ptr<tfckpt::Checkpoint> Source(const tfckpt::testing::TempDir& dir, 
   std::vector<float> rows(12);
   for (int i = 0; i < 12; ++i) rows[i] = static_cast<float>(i) / 4;
   *rows_bytes = BytesOf(rows);
-  auto w = tfckpt::BundleWriter::Create(dir / "src");
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / "src"));
   REQUIRE(w.ok());
   REQUIRE((*w)->AddSlice("rows", kFloat, {4, 3}, Region{{0, 0}, {1, 3}}, rows_bytes->substr(0, 12)).ok());
   REQUIRE((*w)->AddSlice("rows", kFloat, {4, 3}, Region{{1, 0}, {3, 3}}, rows_bytes->substr(12)).ok());
@@ -209,7 +209,7 @@ namespace {
 std::unique_ptr<tfckpt::Checkpoint> Tables(const tfckpt::testing::TempDir& dir) {
   tfckpt::BundleWriterOptions wo;
   wo.num_shards = 2;
-  auto w = tfckpt::BundleWriter::Create(dir / "tables", wo);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / "tables"), wo);
   REQUIRE(w.ok());
   for (int k = 0; k < 4; ++k) {
     const int64_t rows = 1000 + 37 * k;

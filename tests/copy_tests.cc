@@ -105,7 +105,7 @@ const std::vector<Stored>& Fixture() {
 void WriteFixture(const std::string& prefix) {
   tfckpt::BundleWriterOptions o;
   o.num_shards = 2;
-  auto w = tfckpt::BundleWriter::Create(prefix, o);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
   REQUIRE(w.ok());
   for (const Stored& t : Fixture()) {
     for (size_t k = 0; k < t.slices.size(); ++k) {

@@ -103,7 +103,7 @@ TEST_CASE("V2 bundle opener: a written bundle opens and reads; a damaged index o
   TempDir dir;
   const std::string prefix = dir / "model";
   {
-    auto w = tfckpt::BundleWriter::Create(prefix);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
     REQUIRE(w.ok());
     REQUIRE((*w)->Add("a", kFloat, {2}, Floats({1, 2})).ok());
     REQUIRE((*w)->Add("b", kFloat, {3}, Floats({3, 4, 5})).ok());
@@ -203,7 +203,7 @@ TEST_CASE("Checkpoint::ReadInto: ranges straight into the caller's buffer, the w
   std::vector<float> values(3 << 18);  // 3 MiB: three chunks
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
   {
-    auto w = tfckpt::BundleWriter::Create(prefix);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
     REQUIRE(w.ok());
     REQUIRE((*w)->Add("small", kFloat, {2}, Floats({1, 2})).ok());
     REQUIRE((*w)->Add("big", kFloat, {static_cast<int64_t>(values.size())}, Floats(values)).ok());
@@ -275,7 +275,7 @@ TEST_CASE("safetensors opener: a written file opens and reads; a damaged header 
   TempDir dir;
   const std::string path = dir / "model.safetensors";
   {
-    auto w = tfckpt::SafetensorsWriter::Create(path, {{"x", kFloat, {3}}}, {});
+    auto w = tfckpt::SafetensorsWriter::Create(tfckpt::Location::Of(path), {{"x", kFloat, {3}}}, {});
     REQUIRE(w.ok());
     REQUIRE((*w)->Append(Floats({7, 8, 9})).ok());
     REQUIRE((*w)->Finish().ok());

@@ -8,7 +8,8 @@ trap 'rm -rf "$tree"' EXIT
 mkdir -p "$tree/src/cli" "$tree/src/kvstore/local" "$tree/python/tfckpt"
 cat >"$tree/src/cli/clean.cc" <<'CC'
 // rename() and open() in a comment, std::filesystem too.
-auto f = Storage::For(p).OpenForRead(p);  // Open( is ours
+auto f = Location::Of(p).OpenForRead();  // Open( is ours; Storage::For( in a comment
+auto g = MyStorage::For(p);
 zip_t* za = zip_open(path.c_str(), 0, &err);
 std::ios::fmtflags flags;
 stream.open(x); ptr->rename(y);
@@ -17,11 +18,14 @@ cat >"$tree/src/kvstore/local/local.cc" <<'CC'
 int fd = ::open(path, O_RDONLY);
 namespace fs = std::filesystem;
 CC
+mkdir -p "$tree/src/kvstore"
+echo 'Storage& s = Storage::For(path);' >"$tree/src/kvstore/storage.cc"
 "$lint" "$tree" || { echo "FAIL: lint rejected a clean tree"; exit 1; }
 
 fail() { echo "FAIL: $*"; exit 1; }
 for planted in '  if (::rename(a, b) != 0) return;' 'std::ifstream in(path);' 'for (auto& e : fs::directory_iterator(d)) {}' \
-               'void* p = mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);' '#include <filesystem>'; do
+               'void* p = mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);' '#include <filesystem>' \
+               '  Storage& store = Storage::For(prefix);'; do
   printf 'int x;\n%s\n' "$planted" >"$tree/python/tfckpt/_core.cc"
   if out=$("$lint" "$tree" 2>/dev/null); then fail "lint passed a tree with: $planted"; fi
   [[ $out == "python/tfckpt/_core.cc:2:"* ]] || fail "lint did not name the file and line of '$planted': $out"

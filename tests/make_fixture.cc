@@ -112,7 +112,7 @@ int Family(const std::string& variant, const std::string& prefix) {
   };
   tfckpt::BundleWriterOptions o;
   o.num_shards = variant == "resliced" || variant == "changed" ? 3 : 2;
-  auto w = tfckpt::BundleWriter::Create(prefix, o);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
   Check(w.status());
   const tfckpt::Shape full{10, 3};
   if (variant == "resliced" || variant == "changed") {
@@ -250,12 +250,12 @@ int Distributed(const std::string& prefix) {
   std::vector<float> emb(18);
   for (int i = 0; i < 18; ++i) emb[i] = 0.5f * static_cast<float>(i);
   auto rows = [&](int r0, int n) { return std::string(reinterpret_cast<const char*>(emb.data() + r0 * 2), n * 8); };
-  auto single = tfckpt::BundleWriter::Create(prefix + "_single");
+  auto single = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix + "_single"));
   Check(single.status());
   for (int task = 0; task < 3; ++task) {
     char part[64];
     std::snprintf(part, sizeof part, "_temp/part-%05d-of-00003", task);
-    auto w = tfckpt::BundleWriter::Create(prefix + part);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix + part));
     Check(w.status());
     const tfckpt::Region r{{3 * task, 0}, {3, 2}};
     Check((*w)->AddSlice("emb", 1, {9, 2}, r, rows(3 * task, 3)));
@@ -316,7 +316,7 @@ int Parallel(const std::string& variant, const std::string& prefix) {
   std::string bytes, graph;
   g.SerializeToString(&bytes);
   tfckpt::EncodeStrings({bytes}, &graph);
-  auto w = tfckpt::BundleWriter::Create(prefix);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
   Check(w.status());
   Check((*w)->Add("_CHECKPOINTABLE_OBJECT_GRAPH", 7, {}, graph));
   std::vector<float> kernel(12);
@@ -338,7 +338,7 @@ int Parallel(const std::string& variant, const std::string& prefix) {
 }
 
 int Replicas(const std::string& variant, const std::string& prefix) {
-  auto w = tfckpt::BundleWriter::Create(prefix);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
   Check(w.status());
   for (int k = 0; k < 3; ++k) {
     const float x = (k == 2 && variant == "differ") ? -1.0f : 3.0f;
@@ -357,7 +357,7 @@ int Replicas(const std::string& variant, const std::string& prefix) {
 }
 
 int Average(int k, const std::string& prefix) {
-  auto w = tfckpt::BundleWriter::Create(prefix);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
   Check(w.status());
   std::string a, p;
   for (int i = 0; i < 6; ++i) a += Pod<float>({static_cast<float>(k * i)});
@@ -392,7 +392,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1], prefix = argv[2];
   tfckpt::BundleWriterOptions o;
   o.num_shards = mode == "partitioned" || mode == "bigpart" ? 2 : 1;
-  auto w = tfckpt::BundleWriter::Create(prefix, o);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
   Check(w.status());
   if (mode == "non_utf8") {
     Check((*w)->Add(std::string("bad\xff\xfe name"), 1, {}, Pod<float>({1.5f})));

@@ -40,7 +40,7 @@ std::vector<std::string> Names(const TempDir& dir) {
 // A checkpoint "in" holding "a" (float32 [1]), written by the library.
 std::string Input(const TempDir& dir, const std::string& name = "in") {
   const std::string prefix = dir / name;
-  auto w = tfckpt::BundleWriter::Create(prefix);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
   REQUIRE(w.ok());
   REQUIRE((*w)->Add("a", kFloat, {1}, std::string(4, '\1')).ok());
   REQUIRE((*w)->Finish().ok());
@@ -62,18 +62,25 @@ std::vector<std::unique_ptr<tfckpt::WritableFile>> WriteFiles(Publication& p, co
   return files;
 }
 
+// `paths`, each resolved.
+std::vector<tfckpt::Location> Locations(const std::vector<std::string>& paths) {
+  std::vector<tfckpt::Location> out;
+  for (const std::string& p : paths) out.push_back(tfckpt::Location::Of(p));
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("publication: files appear only at the commit, in order; an existing one needs --force") {
   TempDir dir;
   const std::vector<std::string> paths{dir / "a.safetensors", dir / "a.index.json"};
   WriteFile(paths[1], "old");
-  CHECK(absl::IsAlreadyExists(Publication::Files(paths, {}, false).status()));
-  CHECK(absl::IsInvalidArgument(Publication::Files(paths, {paths[1]}, true).status()));  // an input
-  auto p = Publication::Files(paths, {}, true);
+  CHECK(absl::IsAlreadyExists(Publication::Files(Locations(paths), {}, false).status()));
+  CHECK(absl::IsInvalidArgument(Publication::Files(Locations(paths), {paths[1]}, true).status()));  // an input
+  auto p = Publication::Files(Locations(paths), {}, true);
   REQUIRE(p.ok());
   const auto files = WriteFiles(**p, paths);
-  CHECK_FALSE(tfckpt::FileExists(paths[0]));  // nothing under the final names yet
+  CHECK_FALSE(tfckpt::Location::Of(paths[0]).Exists());  // nothing under the final names yet
   CHECK(ReadFile(paths[1]) == "old");
   REQUIRE((*p)->CommitFiles().ok());
   CHECK(ReadFile(paths[0]) == "new " + paths[0]);
@@ -97,7 +104,7 @@ TEST_CASE("publication: a bundle whose check before the commit fails publishes n
       CHECK(absl::IsNotFound(written.open(dir / "elsewhere").status()));
       return absl::DataLossError("refused");
     };
-    auto w = tfckpt::BundleWriter::Create(out, o);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(out), o);
     REQUIRE(w.ok());
     REQUIRE((*w)->Add("b", kFloat, {1}, std::string(4, '\2')).ok());
     CHECK(absl::IsDataLoss((*w)->Finish()));
@@ -115,9 +122,9 @@ TEST_CASE("publication: a staged link is removed when the publication is abandon
   const std::string in = Input(dir);
   const std::vector<std::string> before = Names(dir);
   {
-    auto p = Publication::Bundle(dir / "out", {});
+    auto p = Publication::Bundle(tfckpt::Location::Of(dir / "out"), {});
     REQUIRE(p.ok());
-    REQUIRE((*p)->Stage(tfckpt::DataFileName(in, 0, 1), tfckpt::DataFileName(dir / "out", 0, 1),
+    REQUIRE((*p)->Stage(tfckpt::Location::Of(tfckpt::DataFileName(in, 0, 1)), tfckpt::DataFileName(dir / "out", 0, 1),
                         tfckpt::ServerSideCopy::kNever)
                 .ok());
     CHECK(Names(dir).size() == before.size() + 1);  // the link, under a temporary name
@@ -128,14 +135,14 @@ TEST_CASE("publication: a staged link is removed when the publication is abandon
 TEST_CASE("publication: data going straight under the final names first takes the old index away, with --force") {
   TempDir dir;
   const std::string in = Input(dir);
-  const absl::Status refused = Publication::ClearIndexForDataInPlace(in, false, "refused: use --force");
+  const absl::Status refused = Publication::ClearIndexForDataInPlace(tfckpt::Location::Of(in), false, "refused: use --force");
   CHECK(absl::IsAlreadyExists(refused));
   CHECK(refused.message() == "refused: use --force");
-  CHECK(tfckpt::FileExists(in + ".index"));
-  REQUIRE(Publication::ClearIndexForDataInPlace(in, true, "").ok());
-  CHECK_FALSE(tfckpt::FileExists(in + ".index"));
-  CHECK(tfckpt::FileExists(tfckpt::DataFileName(in, 0, 1)));  // (its data: the task's to replace)
-  CHECK(Publication::ClearIndexForDataInPlace(in, false, "").ok());  // none there
+  CHECK(tfckpt::Location::Of(in + ".index").Exists());
+  REQUIRE(Publication::ClearIndexForDataInPlace(tfckpt::Location::Of(in), true, "").ok());
+  CHECK_FALSE(tfckpt::Location::Of(in + ".index").Exists());
+  CHECK(tfckpt::Location::Of(tfckpt::DataFileName(in, 0, 1)).Exists());  // (its data: the task's to replace)
+  CHECK(Publication::ClearIndexForDataInPlace(tfckpt::Location::Of(in), false, "").ok());  // none there
 }
 
 TEST_CASE("merge publishes through a publication: stray data files at the output need --force; a killed "
@@ -153,7 +160,7 @@ TEST_CASE("merge publishes through a publication: stray data files at the output
   tfckpt::MergeOptions o;
   o.overwrite = true;
   REQUIRE(tfckpt::MergeBundles({in}, out, o).ok());
-  CHECK_FALSE(tfckpt::FileExists(stale));
+  CHECK_FALSE(tfckpt::Location::Of(stale).Exists());
   auto c = tfckpt::OpenCheckpoint(out);
   REQUIRE(c.ok());
   CHECK((*c)->Find("a") != nullptr);
@@ -165,7 +172,7 @@ TEST_CASE("publication: an output checked after its commit that fails is removed
   TempDir dir;
   const std::vector<std::string> paths{dir / "m-1.safetensors", dir / "m.index.json"};
   const auto publish = [&]() {
-    auto p = Publication::Files(paths, {}, true);
+    auto p = Publication::Files(Locations(paths), {}, true);
     REQUIRE(p.ok());
     const auto files = WriteFiles(**p, paths);
     CHECK(absl::IsFailedPrecondition((*p)->CheckCommitted([] { return absl::OkStatus(); })));  // not yet
@@ -175,7 +182,7 @@ TEST_CASE("publication: an output checked after its commit that fails is removed
   SUBCASE("passed: kept") {
     auto p = publish();
     CHECK(p->CheckCommitted([] { return absl::OkStatus(); }).ok());
-    for (const std::string& path : paths) CHECK(tfckpt::FileExists(path));
+    for (const std::string& path : paths) CHECK(tfckpt::Location::Of(path).Exists());
   }
   SUBCASE("failed: every file removed; the error's code, check id and tensor kept, its message ended") {
     auto p = publish();
@@ -191,7 +198,7 @@ TEST_CASE("publication: an output checked after its commit that fails is removed
     auto p = publish();
     const absl::Status s = p->CheckCommitted([] { return absl::CancelledError("interrupted"); });
     CHECK(s.message() == "interrupted");
-    for (const std::string& path : paths) CHECK(tfckpt::FileExists(path));
+    for (const std::string& path : paths) CHECK(tfckpt::Location::Of(path).Exists());
   }
 }
 
@@ -206,15 +213,15 @@ TEST_CASE("merge --move: an output failing its check after the commit is kept (a
   o.after_commit = failing;
   auto kept = tfckpt::MergeBundles({in}, dir / "out", o);
   CHECK(kept.status().message() == "out.index: \"a\": crc: differs");  // no word of a removal
-  CHECK(tfckpt::FileExists(dir / "out.index"));
-  CHECK(tfckpt::FileExists(tfckpt::DataFileName(dir / "out", 0, 1)));
-  CHECK_FALSE(tfckpt::FileExists(in + ".index"));  // the input consumed before the check
+  CHECK(tfckpt::Location::Of(dir / "out.index").Exists());
+  CHECK(tfckpt::Location::Of(tfckpt::DataFileName(dir / "out", 0, 1)).Exists());
+  CHECK_FALSE(tfckpt::Location::Of(in + ".index").Exists());  // the input consumed before the check
   o.temporaries = dir / "tmp";
   SUBCASE("failed: removed") {
     auto removed = tfckpt::MergeBundles({part}, dir / "fin", o);
     CHECK(removed.status().message() == "out.index: \"a\": crc: differs; removed the output");
-    CHECK_FALSE(tfckpt::FileExists(dir / "fin.index"));
-    CHECK_FALSE(tfckpt::FileExists(tfckpt::DataFileName(dir / "fin", 0, 1)));
+    CHECK_FALSE(tfckpt::Location::Of(dir / "fin.index").Exists());
+    CHECK_FALSE(tfckpt::Location::Of(tfckpt::DataFileName(dir / "fin", 0, 1)).Exists());
   }
   SUBCASE("passed: kept") {
     bool checked = false;

@@ -51,7 +51,7 @@ std::string Bytes(const std::vector<float>& v) { return std::string(reinterpret_
 void Write(const std::string& prefix) {
   tfckpt::BundleWriterOptions o;
   o.num_shards = 2;
-  auto w = tfckpt::BundleWriter::Create(prefix, o);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
   REQUIRE(w.ok());
   REQUIRE((*w)->Add("whole", kFloat, {3, 5}, Bytes(Values(Box({0, 0}, {3, 5}))), 0).ok());
   const std::vector<std::pair<std::string, std::vector<Region>>> sliced = {

@@ -479,7 +479,7 @@ TEST_CASE("merge: real two-shard checkpoints split into per-file bundles merge b
     std::vector<std::string> parts;
     for (int32_t shard = 0; shard < 2; ++shard) {
       const std::string part = dir / ("part-" + std::to_string(shard));
-      auto w = tfckpt::BundleWriter::Create(part);
+      auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(part));
       REQUIRE(w.ok());
       std::vector<const tfckpt::TensorEntry*> mine;
       for (const auto& t : c->tensors()) {
@@ -504,8 +504,8 @@ TEST_CASE("merge: real two-shard checkpoints split into per-file bundles merge b
       CHECK(ReadFile(tfckpt::DataFileName(dir / "merged", shard, 2)) == ReadFile(c->info().data_files[shard]));
     }
     // Inputs are untouched by default.
-    CHECK(tfckpt::FileExists(parts[0] + ".index"));
-    CHECK(tfckpt::FileExists(tfckpt::DataFileName(parts[1], 0, 1)));
+    CHECK(tfckpt::Location::Of(parts[0] + ".index").Exists());
+    CHECK(tfckpt::Location::Of(tfckpt::DataFileName(parts[1], 0, 1)).Exists());
     ++merged;
   }
   CHECK(merged == 7);  // dnn (3), ftrl (2), keras, t2t

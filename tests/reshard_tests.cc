@@ -278,7 +278,7 @@ TEST_CASE("property: random tensors, source and target slicings, layouts; output
     {
       tfckpt::BundleWriterOptions o;
       o.num_shards = 3;
-      auto w = tfckpt::BundleWriter::Create(src, o);
+      auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(src), o);
       REQUIRE(w.ok());
       const int count = std::uniform_int_distribution<int>(1, 4)(rng);
       for (int k = 0; k < count; ++k) {
@@ -401,7 +401,7 @@ TEST_CASE("scale-out: a changed source, a missing task, a bad task number are re
   {
     tfckpt::BundleWriterOptions o;
     o.num_shards = 2;
-    auto w = tfckpt::BundleWriter::Create(src, o);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(src), o);
     REQUIRE(w.ok());
     std::string rows(6 * 4 * 4, '\x01');
     REQUIRE((*w)->AddSlice("emb", 1, {6, 4}, Region{{0, 0}, {3, 4}}, rows.substr(0, 48), 0).ok());

@@ -280,7 +280,7 @@ TEST_CASE("RunContext: the calls of a thread in its scope run with its options, 
 TEST_CASE("a run's stores are the caller's: a command writes s3:// into a memory store, with no network") {
   tfckpt::testing::TempDir dir;
   {
-    auto w = tfckpt::BundleWriter::Create(dir / "src");
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / "src"));
     REQUIRE(w.ok());
     const std::string bytes(12, '\x01');
     REQUIRE((*w)->Add("w", 1, {3}, bytes).ok());

@@ -685,7 +685,7 @@ TEST_CASE("a run given refusing stores: every object URL is an error at once, wi
     CHECK(f.status().code() == absl::StatusCode::kFailedPrecondition);
     CHECK(std::string(f.status().message()) ==
           "s3://examplebucket/run/ckpt-10.index: this run refuses the store of this scheme");
-    CHECK(!tfckpt::FileExists("gs://bucket/key"));
+    CHECK(!tfckpt::Location::Of("gs://bucket/key").Exists());
     CHECK(tfckpt::OpenCheckpoint("s3://examplebucket/run/ckpt-10").status().code() ==
           absl::StatusCode::kFailedPrecondition);
   }

@@ -154,7 +154,7 @@ std::string TwoTasks(const TempDir& dir) {
   const std::string prefix = dir / "two";
   tfckpt::BundleWriterOptions o;
   o.num_shards = 2;
-  auto w = tfckpt::BundleWriter::Create(prefix, o);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
   REQUIRE(w.ok());
   REQUIRE((*w)->Add("a", kFloat, {4}, std::string(16, '\1'), 0).ok());
   REQUIRE((*w)->Add("b", kFloat, {2, 2}, std::string(16, '\2'), 1).ok());

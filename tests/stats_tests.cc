@@ -66,7 +66,7 @@ void Check(const TempDir& dir, int32_t dtype, int64_t rows, int64_t cols, const 
   {
     tfckpt::BundleWriterOptions options;
     options.num_shards = 2;
-    auto w = tfckpt::BundleWriter::Create(prefix, options);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), options);
     REQUIRE(w.ok());
     int64_t at = 0;
     for (int s = 0; s < slices; ++s) {
@@ -141,7 +141,7 @@ TEST_CASE("ComputeStats: a block whose first elements are not finite, and a tens
   const std::vector<float> none = {NAN, INFINITY, -INFINITY};
   const std::string prefix = dir / "none";
   {
-    auto w = tfckpt::BundleWriter::Create(prefix);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
     REQUIRE(w.ok());
     REQUIRE((*w)->Add("t", 1, {3}, Bytes(none)).ok());
     REQUIRE((*w)->Finish().ok());
@@ -197,7 +197,7 @@ TEST_CASE("ComputeStats: bfloat16, float16, float64 and integers") {
     // 64-bit integers: exact extremes (long double), mean and std as doubles.
     const std::string prefix = dir / "i64";
     {
-      auto w = tfckpt::BundleWriter::Create(prefix);
+      auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
       REQUIRE(w.ok());
       REQUIRE((*w)->Add("t", static_cast<int32_t>(DType::kInt64), {rows, cols}, Bytes(i64)).ok());
       REQUIRE((*w)->Finish().ok());
@@ -216,7 +216,7 @@ TEST_CASE("ComputeStats: a flipped byte in a piece read in chunks is its data.cr
   std::vector<float> v(600000, 1.5f);
   const std::string prefix = dir / "crc";
   {
-    auto w = tfckpt::BundleWriter::Create(prefix);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
     REQUIRE(w.ok());
     REQUIRE((*w)->Add("t", 1, {600, 1000}, Bytes(v)).ok());
     REQUIRE((*w)->Finish().ok());

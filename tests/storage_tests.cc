@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <future>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -185,7 +187,7 @@ TEST_CASE("storage: listing names, kinds and sizes; stat, exists, glob") {
   CHECK(Local().IsDirectory(dir / "sub/inner"));
   CHECK_FALSE(Local().IsDirectory(dir / "a.index"));
   CHECK(Local().IsFile(dir / "a.index"));
-  CHECK(tfckpt::FileExists(dir / "b.data"));
+  CHECK(tfckpt::Location::Of(dir / "b.data").Exists());
   CHECK(Local().Glob(dir / "*.index") == std::vector<std::string>{dir / "a.index"});
   CHECK(Local().Glob(dir / "*.nothing").empty());
 }
@@ -389,6 +391,52 @@ TEST_CASE("storage: a path's scheme picks its store: local, the object store, me
   REQUIRE(!st.ok());
   CHECK(absl::IsNotFound(st.status()));
   CHECK(std::string(st.status().message()).find("malformed object URL") != std::string::npos);
+}
+
+TEST_CASE("storage: a location is a path and the store it was resolved to, once; the files beside it share it") {
+  // (Issue 41: resolved where a path comes in, and passed down; the files that go with it are
+  // reached from it, never resolved again.)
+  const std::shared_ptr<tfckpt::Storage> memory = tfckpt::NewMemoryStorage();
+  std::optional<tfckpt::Location> at;
+  {
+    tfckpt::RunContext context({.stores = {{"s3", memory}}});
+    tfckpt::RunContext::Scope scope(context);
+    at = tfckpt::Location::Of("s3://bucket/dir/ckpt");
+  }
+  REQUIRE(&at->store() == memory.get());
+  // Resolved again outside that run, the same path is another store's; the location's
+  // files are still the store it was resolved to.
+  CHECK(&tfckpt::Storage::For("s3://bucket/dir/ckpt") != memory.get());
+  const tfckpt::Location index = at->Sibling(".index");
+  CHECK(index.path() == "s3://bucket/dir/ckpt.index");
+  CHECK(&index.store() == memory.get());
+  CHECK(at->Parent().path() == "s3://bucket/dir");
+  CHECK(at->Parent().Child("checkpoint").path() == "s3://bucket/dir/checkpoint");
+  CHECK(&at->Parent().Child("checkpoint").store() == memory.get());
+  CHECK(&at->At("s3://bucket/other").store() == memory.get());
+  CHECK_FALSE(index.Exists());
+  {
+    auto f = index.store().Create(index.path());
+    REQUIRE(f.ok());
+    REQUIRE((*f)->Append("bytes").ok());
+    REQUIRE((*f)->Close().ok());
+    REQUIRE((*f)->Commit().ok());
+    (*f)->Publish();
+  }
+  CHECK(memory->Exists("s3://bucket/dir/ckpt.index"));
+  CHECK(index.Exists());
+  CHECK(index.IsFile());
+  auto st = index.Stat();
+  REQUIRE(st.ok());
+  CHECK(st->size == 5);
+  auto read = index.OpenForRead();
+  REQUIRE(read.ok());
+  CHECK((*read)->size() == 5);
+  CHECK(index.Remove().ok());
+  CHECK_FALSE(memory->Exists("s3://bucket/dir/ckpt.index"));
+  // A local path: the local file system.
+  CHECK(&tfckpt::Location::Of("relative/x").store() == &tfckpt::Storage::Local());
+  CHECK(&tfckpt::Location::Of("/tmp/x").Sibling(".index").store() == &tfckpt::Storage::Local());
 }
 
 TEST_CASE("paths: dirname, basename, join (no file system)") {

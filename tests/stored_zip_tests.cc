@@ -85,7 +85,7 @@ TEST_CASE("zip: members written from several threads in any order read back thro
   }
   members.push_back({"empty.npy", 0});
   data.emplace_back();
-  auto w = zip::StoredZipWriter::Create(path, members);
+  auto w = zip::StoredZipWriter::Create(tfckpt::Location::Of(path), members);
   REQUIRE(w.ok());
   // Two threads, each member in two parts written back to front, CRCs joined.
   std::vector<std::thread> threads;
@@ -136,7 +136,7 @@ TEST_CASE("zip: the same members give the same bytes whatever order they were wr
   std::vector<zip::StoredZipWriter::Member> members;
   for (size_t i = 0; i < data.size(); ++i) members.push_back({"t" + std::to_string(i) + ".npy", data[i].size()});
   for (bool reverse : {false, true}) {
-    auto w = zip::StoredZipWriter::Create(dir / (reverse ? "r.npz" : "f.npz"), members);
+    auto w = zip::StoredZipWriter::Create(tfckpt::Location::Of(dir / (reverse ? "r.npz" : "f.npz")), members);
     REQUIRE(w.ok());
     for (size_t k = 0; k < data.size(); ++k) {
       const size_t i = reverse ? data.size() - 1 - k : k;
@@ -192,7 +192,7 @@ TEST_CASE("zip: names that are empty, not UTF-8 or given twice are refused befor
   const std::string path = dir / "x.npz";
   for (const auto& members : std::vector<std::vector<zip::StoredZipWriter::Member>>{
            {{"", 1}}, {{"a\xff.npy", 1}}, {{"\xc0\xaf.npy", 1}}, {{"a.npy", 1}, {"a.npy", 2}}}) {
-    auto w = zip::StoredZipWriter::Create(path, members);
+    auto w = zip::StoredZipWriter::Create(tfckpt::Location::Of(path), members);
     CHECK(absl::IsInvalidArgument(w.status()));
   }
   CHECK(std::filesystem::is_empty(dir.path()));

@@ -56,7 +56,7 @@ std::string Write(const TempDir& dir, const std::string& name, const std::vector
   const std::string prefix = dir / name;
   tfckpt::BundleWriterOptions o;
   o.num_shards = files;
-  auto w = tfckpt::BundleWriter::Create(prefix, o);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
   REQUIRE(w.ok());
   for (const T& t : tensors) {
     const int64_t n = *tfckpt::NumElements(t.shape);
@@ -138,7 +138,7 @@ TEST_CASE("B2: max-shard-size per task, the object graph last, uncut slices with
   {
     tfckpt::BundleWriterOptions o;
     o.num_shards = 2;
-    auto w = tfckpt::BundleWriter::Create(prefix, o);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
     REQUIRE(w.ok());
     std::string graph;
     tfckpt::EncodeStrings({std::string_view("graph bytes")}, &graph);
@@ -410,7 +410,7 @@ TEST_CASE("B7: a note when a rule cuts another axis of what looks like a Sharded
   TempDir dir;
   const std::string prefix = dir / "sv";
   {
-    auto w = tfckpt::BundleWriter::Create(prefix);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
     REQUIRE(w.ok());
     // ShardedVariable._serialize_to_tensors: slices of the full variable on axis 0.
     const std::string key = "emb/.ATTRIBUTES/VARIABLE_VALUE";

@@ -35,7 +35,7 @@ void WriteBundle(const std::string& prefix, float changed = 0, const char* a_nam
     a16[i] = tfckpt::FloatToBFloat16(a[i]);
   }
   const std::vector<int32_t> b{1, 2, 3};
-  auto w = tfckpt::BundleWriter::Create(prefix);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
   REQUIRE(w.ok());
   const std::string pa = bf16 ? std::string(reinterpret_cast<const char*>(a16.data()), 24)
                               : std::string(reinterpret_cast<const char*>(a.data()), 48);
@@ -222,7 +222,7 @@ TEST_CASE("VerifyWritten: .npz strings that lose trailing NUL bytes (NumPy canno
   const std::vector<std::string_view> words{std::string_view("ab\0", 3), "c"};
   tfckpt::EncodeStrings(words, &payload);
   {
-    auto w = tfckpt::BundleWriter::Create(dir / "in");
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / "in"));
     REQUIRE(w.ok());
     REQUIRE((*w)->Add("words", 7, {2}, payload).ok());
     REQUIRE((*w)->Finish().ok());
@@ -250,7 +250,7 @@ void WriteRows(const std::string& prefix, const std::vector<int64_t>& cuts, bool
   tfckpt::BundleWriterOptions o;
   if (read_back) o.read_back = [](std::string_view) { return true; };
   o.before_commit = check;
-  auto w = tfckpt::BundleWriter::Create(prefix, o);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
   REQUIRE(w.ok());
   int64_t row = 0;
   for (int64_t end : cuts) {
@@ -296,7 +296,7 @@ TEST_CASE("BundleWriter: an error before the commit publishes nothing") {
   tfckpt::BundleWriterOptions o;
   o.overwrite = true;
   o.before_commit = [](const tfckpt::WrittenOutput&) { return absl::DataLossError("planted"); };
-  auto w = tfckpt::BundleWriter::Create(dir / "out", o);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / "out"), o);
   REQUIRE(w.ok());
   REQUIRE((*w)->Add("other", 3, {1}, std::string(4, '\1')).ok());
   CHECK((*w)->Finish().message() == "planted");
@@ -374,7 +374,7 @@ TEST_CASE("BundleWriter: overlapping positional entries are refused at Finish, a
   TempDir dir;
   tfckpt::BundleWriterOptions o;
   o.read_back = [](std::string_view) { return true; };
-  auto w = tfckpt::BundleWriter::Create(dir / "out", o);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / "out"), o);
   REQUIRE(w.ok());
   const std::string eight(8, '\2');
   REQUIRE((*w)->AddAt("a", 1, {2}, std::nullopt, eight, 0, 0).ok());
@@ -399,7 +399,7 @@ TEST_CASE("WrittenOutput::open answers NotFound for any name that is not one of 
     CHECK(absl::IsNotFound(written.open(dir / "stray").status()));  // exists, but not written here
     return absl::OkStatus();
   };
-  auto w = tfckpt::BundleWriter::Create(dir / "out", o);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / "out"), o);
   REQUIRE(w.ok());
   REQUIRE((*w)->Add("x", 3, {1}, std::string(4, '\1')).ok());
   REQUIRE((*w)->Finish().ok());

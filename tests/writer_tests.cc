@@ -84,7 +84,7 @@ TEST_CASE("writer round trip: every fixed-size dtype, scalars and 0-element tens
   {
     tfckpt::BundleWriterOptions o;
     o.num_shards = 3;
-    auto w = tfckpt::BundleWriter::Create(prefix, o);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
     REQUIRE(w.ok());
     for (size_t i = 0; i < wants.size(); ++i) {
       REQUIRE((*w)->Add(wants[i].name, wants[i].dtype, wants[i].shape, wants[i].payload, i % 3).ok());
@@ -116,7 +116,7 @@ TEST_CASE("writer round trip: strings, including empty strings and multi-element
   std::vector<std::vector<std::string_view>> cases = {
       {""}, {"abc"}, {"", "abc", "", std::string_view("\0\xff", 2)}, {}, {"x", "yy", "zzz", "wwww", "", "v"}};
   {
-    auto w = tfckpt::BundleWriter::Create(prefix);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
     REQUIRE(w.ok());
     for (size_t i = 0; i < cases.size(); ++i) {
       std::string payload;
@@ -154,7 +154,7 @@ TEST_CASE("writer round trip: partitioned tensors on several axes and files") {
   {
     tfckpt::BundleWriterOptions o;
     o.num_shards = 2;
-    auto w = tfckpt::BundleWriter::Create(prefix, o);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
     REQUIRE(w.ok());
     for (size_t i = 0; i < regions.size(); ++i) {
       std::string part;
@@ -199,15 +199,15 @@ TEST_CASE("writer refuses to overwrite and leaves no output on failure") {
   TempDir dir;
   const std::string prefix = dir / "x";
   {
-    auto w = tfckpt::BundleWriter::Create(prefix);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
     REQUIRE(w.ok());
     REQUIRE((*w)->Add("a", 1, {}, std::string(4, '\0')).ok());
     REQUIRE((*w)->Finish().ok());
   }
-  auto again = tfckpt::BundleWriter::Create(prefix);
+  auto again = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
   CHECK(absl::IsAlreadyExists(again.status()));
   {
-    auto w = tfckpt::BundleWriter::Create(dir / "abandoned");
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / "abandoned"));
     REQUIRE(w.ok());
     REQUIRE((*w)->Add("a", 1, {}, std::string(4, '\0')).ok());
     // destroyed without Finish()
@@ -217,7 +217,7 @@ TEST_CASE("writer refuses to overwrite and leaves no output on failure") {
   }
   tfckpt::BundleWriterOptions o;
   o.overwrite = true;
-  auto w = tfckpt::BundleWriter::Create(prefix, o);
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix), o);
   REQUIRE(w.ok());
   REQUIRE((*w)->Add("b", 1, {}, std::string(4, '\0')).ok());
   REQUIRE((*w)->Finish().ok());
@@ -233,7 +233,7 @@ TEST_CASE("streaming entries compute the CRC while writing") {
   std::string data(4 * 1000, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
   {
-    auto w = tfckpt::BundleWriter::Create(prefix);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(prefix));
     REQUIRE(w.ok());
     auto s = (*w)->BeginEntry("v", 1, {1000}, std::nullopt);
     REQUIRE(s.ok());
@@ -265,7 +265,7 @@ TEST_CASE("positional entries written by several threads in any order equal appe
   tfckpt::BundleWriterOptions o;
   o.num_shards = 2;
   {
-    auto w = tfckpt::BundleWriter::Create(dir / "appended", o);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / "appended"), o);
     REQUIRE(w.ok());
     for (int i = 0; i < 12; ++i) REQUIRE((*w)->AddSlice("emb", 1, full, region(i), parts[i], i % 2).ok());
     REQUIRE((*w)->Add("names", 7, {3}, strings, 1).ok());
@@ -273,7 +273,7 @@ TEST_CASE("positional entries written by several threads in any order equal appe
     REQUIRE((*w)->Finish().ok());
   }
   {
-    auto w = tfckpt::BundleWriter::Create(dir / "positional", o);
+    auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / "positional"), o);
     REQUIRE(w.ok());
     // Layout: file i%2 holds slices i in order, then "names" in file 1, "whole" in file 0.
     std::vector<uint64_t> at(12);
@@ -310,7 +310,7 @@ TEST_CASE("positional entries written by several threads in any order equal appe
     CHECK(ReadFile(dir / ("positional" + suffix)) == ReadFile(dir / ("appended" + suffix)));
   }
   // A bad string payload is refused before anything is recorded.
-  auto w = tfckpt::BundleWriter::Create(dir / "bad");
+  auto w = tfckpt::BundleWriter::Create(tfckpt::Location::Of(dir / "bad"));
   REQUIRE(w.ok());
   CHECK_FALSE((*w)->AddAt("s", 7, {3}, std::nullopt, "\x05" "ab", 0, 0).ok());
   CHECK((*w)->AddAt("s", 7, {3}, std::nullopt, strings, 0, 0).ok());

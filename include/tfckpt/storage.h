@@ -354,15 +354,49 @@ class Storage : public std::enable_shared_from_this<Storage> {
   virtual std::vector<std::string> RemoveStaleTemporaries(const std::string& dir, const std::string& stem) = 0;
 };
 
+// A path and the store that holds it (TensorStore's KvStore: driver + path): resolved from a
+// path once, where a path comes in -- a command's argument, a path read from a state file,
+// a plan or a shards file -- and passed down. The files that go with it (a prefix's index,
+// its data files, its temporaries, a directory's entries) are in the same store: they are
+// reached from it (Sibling, Child, Parent) without being resolved again. Copyable; the store
+// is shared (within a run, the run's store for the scheme: Storage::For).
+class Location {
+ public:
+  // `path` and its store: Storage::For(path) -- the one resolution of a path.
+  static Location Of(std::string path);
+  Location(std::shared_ptr<Storage> store, std::string path) : store_(std::move(store)), path_(std::move(path)) {}
+
+  Storage& store() const { return *store_; }
+  const std::shared_ptr<Storage>& shared_store() const { return store_; }
+  const std::string& path() const { return path_; }
+
+  // Another path of the same store: `path` + `suffix` (PREFIX.index), the entry `name` of
+  // this directory (JoinPath), this path's directory (Dirname), or any `path` of the same
+  // store (a data file named by an index beside it). REQUIRES (At): `path` has this
+  // location's scheme.
+  Location Sibling(std::string_view suffix) const;
+  Location Child(std::string_view name) const;
+  Location Parent() const;
+  Location At(std::string path) const { return Location(store_, std::move(path)); }
+
+  // The store's calls on this path.
+  absl::StatusOr<std::unique_ptr<ReadableFile>> OpenForRead() const { return store_->OpenForRead(path_); }
+  absl::StatusOr<FileStat> Stat() const { return store_->Stat(path_); }
+  bool Exists() const { return store_->Exists(path_); }
+  bool IsFile() const { return store_->IsFile(path_); }
+  bool IsDirectory() const { return store_->IsDirectory(path_); }
+  absl::Status Remove() const { return store_->Remove(path_); }
+
+ private:
+  std::shared_ptr<Storage> store_;
+  std::string path_;
+};
+
 // Stores to hand a run (RunOptions::stores, run.h) for a scheme: a new, empty store kept in
 // memory (a test's or an embedder's s3:// without a network: the paths are its keys, as
 // written), and one that refuses every path (FailedPrecondition naming it, without a
 // request: what a hermetic program, such as a fuzz target, gives "s3" and "gs").
 std::shared_ptr<Storage> NewMemoryStorage();
 std::shared_ptr<Storage> NewRefusingStorage();
-
-// Storage::For(path).Exists(path) and .IsDirectory(path), for brevity.
-inline bool FileExists(const std::string& path) { return Storage::For(path).Exists(path); }
-inline bool IsDirectory(const std::string& path) { return Storage::For(path).IsDirectory(path); }
 
 }  // namespace tfckpt

@@ -482,7 +482,7 @@ py::object ReadSmallFile(const std::string& path, const py::dict& store) {
   Session session(StoreOptions(store));
   absl::StatusOr<std::string> text;
   const absl::Status s = Interruptible(session, IsUrl(path), [&] {
-    text = Storage::For(path).ReadSmallFile(path, kMaxStateFileBytes);
+    text = Location::Of(path).store().ReadSmallFile(path, kMaxStateFileBytes);
     return absl::OkStatus();
   });
   if (!s.ok()) Throw(s);
@@ -494,7 +494,7 @@ bool IsDirectoryPath(const std::string& path, const py::dict& store) {
   Session session(StoreOptions(store));
   bool out = false;
   const absl::Status s = Interruptible(session, IsUrl(path), [&] {
-    out = Storage::For(path).IsDirectory(path);
+    out = Location::Of(path).IsDirectory();
     return absl::OkStatus();
   });
   if (!s.ok()) Throw(s);
@@ -505,7 +505,7 @@ py::list GlobPaths(const std::string& pattern, const py::dict& store) {
   Session session(StoreOptions(store));
   std::vector<std::string> found;
   const absl::Status s = Interruptible(session, IsUrl(pattern), [&] {
-    found = Storage::For(pattern).Glob(pattern);
+    found = Location::Of(pattern).store().Glob(pattern);
     return absl::OkStatus();
   });
   if (!s.ok()) Throw(s);

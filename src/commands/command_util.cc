@@ -13,12 +13,13 @@ namespace tfckpt {
 
 absl::StatusOr<std::string> OutputName(std::string_view option, const std::string& out, bool tf_prefix) {
   if (out.empty()) return absl::InvalidArgumentError(StrCat(option, ": an output is required"));
-  if (IsUrl(out)) TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckAccess(out));
+  const Location at = Location::Of(out);
+  if (IsUrl(out)) TFCKPT_RETURN_IF_ERROR(at.store().CheckAccess(out));
   std::string name = out;
   if (tf_prefix && absl::EndsWith(name, ".index")) name.resize(name.size() - 6);
   const size_t slash = name.find_last_of('/');
   const std::string base = slash == std::string::npos ? name : name.substr(slash + 1);
-  if (base.empty() || base == "." || base == ".." || IsDirectory(name)) {
+  if (base.empty() || base == "." || base == ".." || at.At(name).IsDirectory()) {
     std::string dir = name.empty() ? "." : name;
     if (!absl::EndsWith(dir, "/")) dir += "/";
     return absl::InvalidArgumentError(
@@ -50,7 +51,7 @@ void AddTransfers(const std::vector<std::string>& paths, TransferReport* report,
   std::vector<Storage*> seen;
   for (const std::string& path : paths) {
     if (path.empty() || !IsUrl(path)) continue;
-    Storage* store = &Storage::For(path);
+    Storage* store = &Location::Of(path).store();
     if (std::find(seen.begin(), seen.end(), store) != seen.end()) continue;
     seen.push_back(store);
     TransferStats t = store->Transfers();

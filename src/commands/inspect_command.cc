@@ -32,7 +32,7 @@ std::vector<std::string> DataFileProblems(const Checkpoint& c, absl::Status* fir
   // (On an object store each is a HEAD: asked side by side, not one after the other.)
   const std::vector<absl::StatusOr<FileStat>> stats =
       info.data_files.empty() ? std::vector<absl::StatusOr<FileStat>>{}
-                              : Storage::For(info.data_files[0]).StatAll(info.data_files);
+                              : Location::Of(info.prefix).store().StatAll(info.data_files);
   std::vector<std::string> problems;
   for (size_t i = 0; i < info.data_files.size(); ++i) {
     const absl::StatusOr<FileStat>& st = stats[i];

@@ -156,7 +156,7 @@ absl::StatusOr<MergeCommandReport> MergeRun(const MergeRequest& r) {
     o.before_commit = [&](const WrittenOutput& written) -> absl::Status {
       std::vector<std::string> present;
       for (const std::string& in : inputs) {
-        if (FileExists(in + ".index")) present.push_back(in);
+        if (Location::Of(in).Sibling(".index").Exists()) present.push_back(in);
       }
       TFCKPT_ASSIGN_OR_RETURN(auto sources, OpenSources(present));
       return VerifyBeforeCommit(out, written, MergedSources(sources), {}, &report.verified);

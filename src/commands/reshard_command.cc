@@ -87,7 +87,7 @@ absl::StatusOr<ReshardReport> Finalize(const ReshardRequest& r) {
 // --plan: the scale-out plan instead of the output (docs/SCALE_OUT.md).
 absl::Status WriteTaskPlan(const Checkpoint& c, const ReshardPlan& plan, const ReshardRequest& r,
                            const std::string& out, ReshardReport* report) {
-  if (!r.force && FileExists(out + ".index")) {
+  if (!r.force && Location::Of(out).Sibling(".index").Exists()) {
     return absl::AlreadyExistsError(StrCat(out, ".index: output exists (use --force to replace it)"));
   }
   TaskPlanOptions o;
@@ -100,9 +100,10 @@ absl::Status WriteTaskPlan(const Checkpoint& c, const ReshardPlan& plan, const R
   o.server_side = r.server_side;
   TFCKPT_ASSIGN_OR_RETURN(std::string doc, MakeTaskPlan(c, plan, o));
   // (A plan already there is replaced: it is the plan of this output.)
+  const Location plan_file = Location::Of(r.plan_out);
   TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication,
-                          Publication::Files({r.plan_out}, {}, /*overwrite=*/true));
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, Storage::For(r.plan_out).Create(r.plan_out));
+                          Publication::Files({plan_file}, {}, /*overwrite=*/true));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, plan_file.store().Create(r.plan_out));
   TFCKPT_RETURN_IF_ERROR(f->Append(doc));
   TFCKPT_RETURN_IF_ERROR(f->Close());
   publication->Add(*f);
@@ -143,7 +144,8 @@ absl::StatusOr<ReshardReport> ReshardRun(const ReshardRequest& r) {
   options.allow_any_dtype = r.allow_any_dtype;
   TFCKPT_ASSIGN_OR_RETURN(ReshardPlan plan, PlanReshard(*c, options));
   // OUT may not be (or reach through a symlink or hard link) any file of the input.
-  TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckNotInputs(BundleFilesAt(out, plan.num_files), FilesOf(c->info())));
+  const Location at = Location::Of(out);
+  TFCKPT_RETURN_IF_ERROR(at.store().CheckNotInputs(BundleFilesAt(at, plan.num_files), FilesOf(c->info())));
   ReshardReport report;
   report.input = r.ckpt;
   report.output = out;

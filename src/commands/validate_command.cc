@@ -22,7 +22,7 @@ absl::StatusOr<ValidateCommandReport> ValidateRun(const ValidateRequest& r) {
       return absl::InvalidArgumentError(
           StrCat(r.ckpt, ": --abort-uploads is for an object store's prefix (s3://, gs://); a local path has no uploads"));
     }
-    TFCKPT_ASSIGN_OR_RETURN(report.aborted_uploads, Storage::For(r.ckpt).AbortUnfinishedWrites(r.ckpt, r.older_than_seconds));
+    TFCKPT_ASSIGN_OR_RETURN(report.aborted_uploads, Location::Of(r.ckpt).store().AbortUnfinishedWrites(r.ckpt, r.older_than_seconds));
   }
   ValidateReport v;
   if (r.against.empty()) {

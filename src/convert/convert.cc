@@ -201,11 +201,12 @@ struct SafetensorsLayout {
 // (the header, cast tensors and small pieces around the copies go up from here), its
 // header written.
 absl::Status LayOutSafetensorsFile(const Checkpoint& c, const std::vector<const Planned*>& group, size_t i,
-                                   const std::string& path, const std::map<std::string, std::string>& metadata,
+                                   const Location& at, const std::map<std::string, std::string>& metadata,
                                    const ConvertOptions& options, SafetensorsLayout* layout, ConvertReport* report) {
+  const std::string& path = at.path();
   std::vector<SafetensorsWriter::Entry> entries;
   for (const Planned* p : group) entries.push_back({p->name, p->dtype, p->t->shape});
-  TFCKPT_ASSIGN_OR_RETURN(auto w, SafetensorsWriter::Create(path, entries, metadata, /*header_later=*/true));
+  TFCKPT_ASSIGN_OR_RETURN(auto w, SafetensorsWriter::Create(at, entries, metadata, /*header_later=*/true));
   const bool in_store = options.server_side != ServerSideCopy::kNever && IsUrl(path);
   std::vector<PlannedCopy> copies;  // the tensors' bytes that move unchanged (not cast)
   const size_t first = layout->parts.size();
@@ -254,12 +255,12 @@ absl::Status CopySafetensorsPart(const Checkpoint& c, SafetensorsLayout& layout,
 }
 
 // A safetensors set's index (`path`, STEM.safetensors.index.json), written and closed.
-absl::StatusOr<std::unique_ptr<WritableFile>> WriteSafetensorsIndex(const Checkpoint& c, const std::string& path,
+absl::StatusOr<std::unique_ptr<WritableFile>> WriteSafetensorsIndex(const Checkpoint& c, const Location& at,
                                                                     const SafetensorsLayout& layout, uint64_t bytes) {
   nlohmann::ordered_json j = {{"metadata", {{"total_size", bytes}, {"source", c.info().prefix},
                                             {"source_format", SourceFormat(c)}, {"converted_by", "tfckpt"}}},
                               {"weight_map", layout.weight_map}};
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> index, Storage::For(path).Create(path));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> index, at.store().Create(at.path()));
   TFCKPT_RETURN_IF_ERROR(index->Append(j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"));
   TFCKPT_RETURN_IF_ERROR(index->Close());
   return index;
@@ -283,9 +284,11 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
   std::string stem = out;
   if (absl::EndsWith(stem, ".safetensors")) stem.resize(stem.size() - std::string(".safetensors").size());
   const std::string index_path = stem + ".safetensors.index.json";
-  const std::vector<std::string> paths = SafetensorsPaths(out, stem, groups.size());
-  std::vector<std::string> all = paths;
-  if (groups.size() > 1) all.push_back(index_path);
+  // The output's files: all in the store of `out`, resolved here once.
+  const Location at = Location::Of(out);
+  std::vector<Location> all;
+  for (const std::string& p : SafetensorsPaths(out, stem, groups.size())) all.push_back(at.At(p));
+  if (groups.size() > 1) all.push_back(at.At(index_path));
   TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication,
                           Publication::Files(all, FilesOf(c.info()), options.overwrite));
   uint64_t total = 0;
@@ -301,7 +304,7 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
   // places by units of work, largest first, on options.jobs threads.
   SafetensorsLayout layout;
   for (size_t i = 0; i < groups.size(); ++i) {
-    TFCKPT_RETURN_IF_ERROR(LayOutSafetensorsFile(c, groups[i], i, paths[i], metadata, options, &layout, &report));
+    TFCKPT_RETURN_IF_ERROR(LayOutSafetensorsFile(c, groups[i], i, all[i], metadata, options, &layout, &report));
     publication->Add(layout.writers.back()->file());
   }
   TFCKPT_RETURN_IF_ERROR(RunUnits(layout.units, options.jobs, [&](size_t u, const std::atomic<bool>&) {
@@ -311,11 +314,11 @@ absl::StatusOr<ConvertReport> WriteSafetensors(const Checkpoint& c, const std::s
   for (auto& w : layout.writers) TFCKPT_RETURN_IF_ERROR(w->Finish());
   std::unique_ptr<WritableFile> index;
   if (groups.size() > 1) {
-    TFCKPT_ASSIGN_OR_RETURN(index, WriteSafetensorsIndex(c, index_path, layout, report.bytes));
+    TFCKPT_ASSIGN_OR_RETURN(index, WriteSafetensorsIndex(c, all.back(), layout, report.bytes));
     publication->Add(*index);
   }
   TFCKPT_RETURN_IF_ERROR(publication->CommitFiles());
-  report.files = all;
+  for (const Location& f : all) report.files.push_back(f.path());
   if (options.after_commit) {
     TFCKPT_RETURN_IF_ERROR(publication->CheckCommitted([&] { return options.after_commit(report); }));
   }
@@ -487,6 +490,7 @@ absl::Status WriteNpzPart(const Checkpoint& c, const NpyMember& m, const NpzPart
 }  // namespace
 
 absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& out, const ConvertOptions& options) {
+  const Location at = Location::Of(out);  // (the output's one file, resolved once)
   ConvertReport report;
   std::vector<std::string> refused;
   auto refuse = [&](const TensorEntry& t, int32_t dtype) -> std::string {
@@ -507,7 +511,7 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
                                              "); add --cast bfloat16=float32"));
   }
   TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication,
-                          Publication::Files({out}, FilesOf(c.info()), options.overwrite));
+                          Publication::Files({at}, FilesOf(c.info()), options.overwrite));
   // Every member's size is known before a byte is written, so the archive is laid out first
   // (stored_zip.h) and its members filled positionally by units of work on options.jobs
   // threads (NpzParts). The bytes do not depend on the number of threads.
@@ -522,7 +526,7 @@ absl::StatusOr<ConvertReport> WriteNpz(const Checkpoint& c, const std::string& o
     ++report.tensors;
     report.bytes += p.bytes;
   }
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<zip::StoredZipWriter> zip, zip::StoredZipWriter::Create(out, std::move(layout)));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<zip::StoredZipWriter> zip, zip::StoredZipWriter::Create(at, std::move(layout)));
   publication->Add(zip->file());
   std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(total, "writing") : nullptr;
   const NpzParts parts(members, *zip);

@@ -200,7 +200,7 @@ absl::Status ExecutePlan(const Checkpoint& c, const WritePlan& plan, const std::
     }
     wo.read_back = [rows = std::move(rows)](std::string_view name) { return rows.count(name) > 0; };
   }
-  TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(out_prefix, wo));
+  TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(Location::Of(out_prefix), wo));
   // Every entry's size is known before a byte is written, so each data file is laid out
   // first (its entries in plan order, as one writer per file would append them) and then
   // filled positionally by whichever thread is free: work units are tensors written

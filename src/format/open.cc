@@ -31,8 +31,8 @@ namespace tfckpt {
 
 namespace {
 
-bool IsTableFile(const std::string& path) {
-  auto f = Storage::For(path).OpenForRead(path);
+bool IsTableFile(const Location& file) {
+  auto f = file.OpenForRead();
   if (!f.ok() || (*f)->size() < kFooterSize) return false;
   char magic[8];
   if (!(*f)->ReadAt((*f)->size() - 8, 8, magic).ok()) return false;
@@ -41,8 +41,8 @@ bool IsTableFile(const std::string& path) {
   return v == kTableMagic;
 }
 
-std::vector<std::string> Glob(const std::string& pattern) {
-  std::vector<std::string> out = Storage::For(pattern).Glob(pattern);
+std::vector<std::string> Glob(const Location& pattern) {
+  std::vector<std::string> out = pattern.store().Glob(pattern.path());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -70,24 +70,22 @@ EntryKind KindIn(const std::vector<DirEntry>& listing, std::string_view name) {
 // objects under it), nullopt when it is not; an error when that cannot be told (a
 // directory that may not be read, a prefix that may not be listed and is no object). One
 // listing, which the caller decides from: on an object store every probe is a request.
-absl::StatusOr<std::optional<std::vector<DirEntry>>> DirectoryListing(const std::string& spec) {
-  Storage& store = Storage::For(spec);
-  absl::StatusOr<std::vector<DirEntry>> listing = store.List(spec);
+absl::StatusOr<std::optional<std::vector<DirEntry>>> DirectoryListing(const Location& spec) {
+  absl::StatusOr<std::vector<DirEntry>> listing = spec.store().List(spec.path());
   if (listing.ok()) return std::optional<std::vector<DirEntry>>(*std::move(listing));
   if (!absl::IsPermissionDenied(listing.status())) return std::nullopt;  // (absent, a file)
   // Not one this caller may list: Stat tells a file (which needs no listing: credentials
   // that may read objects but not list them) from a refusal.
-  const absl::StatusOr<FileStat> stat = store.Stat(spec);
+  const absl::StatusOr<FileStat> stat = spec.Stat();
   if (absl::IsPermissionDenied(stat.status())) return stat.status();
   if (stat.ok() && stat->kind == EntryKind::kDirectory) return listing.status();  // (a directory it cannot read)
   return std::nullopt;
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes) {
-  const std::string path = JoinPath(dir, "checkpoint");
-  auto text = Storage::For(path).ReadSmallFile(path, kMaxStateFileBytes);
+// ReadCheckpointState on the directory `dir`.
+absl::StatusOr<std::string> ReadStateFile(const Location& dir, std::vector<std::string>* notes) {
+  const std::string path = JoinPath(dir.path(), "checkpoint");
+  auto text = dir.store().ReadSmallFile(path, kMaxStateFileBytes);
   if (!text.ok()) return absl::NotFoundError(StrCat(path, ": cannot open"));
   pb::CheckpointState state;
   google::protobuf::TextFormat::Parser parser;
@@ -113,28 +111,31 @@ absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vec
                       StrCat("model_checkpoint_path is ", state.model_checkpoint_path().size(),
                              " bytes long, longer than any path (", kMaxCheckpointPathBytes, ")"));
   }
-  std::string prefix = JoinPath(dir, state.model_checkpoint_path());
-  if (!state.model_checkpoint_path().empty() && state.model_checkpoint_path()[0] == '/' &&
-      !FileExists(prefix + ".index") && !FileExists(prefix)) {
+  std::string prefix = JoinPath(dir.path(), state.model_checkpoint_path());
+  // (A path read from a file: resolved here, once -- JoinPath may have made it a path of
+  // another store than the state file's.)
+  if (const Location named = Location::Of(prefix); !state.model_checkpoint_path().empty() &&
+      state.model_checkpoint_path()[0] == '/' && !named.Sibling(".index").Exists() && !named.Exists()) {
     // An absolute path from the machine that trained: the files were moved since. Look
     // beside the state file, as a user who copied the directory would expect.
-    const std::string local = JoinPath(dir, Basename(prefix));
-    if (FileExists(local + ".index") || FileExists(local) || !Glob(local + "-?????-of-?????").empty()) {
-      if (notes) notes->push_back(StrCat("state file names ", prefix, ", which does not exist; using ", local));
-      prefix = local;
+    const Location local = dir.Child(Basename(prefix));
+    if (local.Sibling(".index").Exists() || local.Exists() || !Glob(local.Sibling("-?????-of-?????")).empty()) {
+      if (notes) notes->push_back(StrCat("state file names ", prefix, ", which does not exist; using ", local.path()));
+      prefix = local.path();
     }
   }
   return prefix;
 }
 
-namespace {
 
 // A state file names a checkpoint that is resolved in turn, and so on: a chain longer than
 // this (state files that name one another, an object that is also a "directory" of keys
 // whose state file names it) is refused rather than followed for ever.
 constexpr int kMaxResolveDepth = 8;
 
-absl::StatusOr<ResolvedCheckpoint> Resolve(const std::string& spec, int depth) {
+absl::StatusOr<ResolvedCheckpoint> Resolve(const Location& at, int depth) {
+  const std::string& spec = at.path();
+  Storage& store = at.store();
   if (spec.empty()) return absl::InvalidArgumentError("empty checkpoint path");
   if (depth > kMaxResolveDepth) {
     return absl::NotFoundError(StrCat(spec, ": no checkpoint found (state files lead on from one checkpoint to another more than ",
@@ -142,9 +143,9 @@ absl::StatusOr<ResolvedCheckpoint> Resolve(const std::string& spec, int depth) {
   }
   // An object store that cannot be asked (malformed URL, no bucket, refused credentials,
   // no answer) is that error, not "no checkpoint found".
-  TFCKPT_RETURN_IF_ERROR(Storage::For(spec).CheckAccess(spec));
+  TFCKPT_RETURN_IF_ERROR(store.CheckAccess(spec));
   ResolvedCheckpoint r;
-  if ((absl::EndsWith(spec, ".safetensors") || absl::EndsWith(spec, ".safetensors.index.json")) && FileExists(spec)) {
+  if ((absl::EndsWith(spec, ".safetensors") || absl::EndsWith(spec, ".safetensors.index.json")) && at.Exists()) {
     r.format = Format::kSafetensors;
     r.prefix = spec;
     return r;
@@ -155,7 +156,6 @@ absl::StatusOr<ResolvedCheckpoint> Resolve(const std::string& spec, int depth) {
     return r;
   };
   // 1. PREFIX.index named directly.
-  Storage& store = Storage::For(spec);
   if (absl::EndsWith(AV(spec), ".index") && store.IsFile(spec)) {
     return v2(spec.substr(0, spec.size() - 6));
   }
@@ -163,27 +163,28 @@ absl::StatusOr<ResolvedCheckpoint> Resolve(const std::string& spec, int depth) {
   if (store.IsFile(spec + ".index")) return v2(spec);
   // 3. A directory: decided from one listing of it. (A refusal to say is an error: an
   // object store's prefix that may not be listed, a local directory that may not be read.)
-  TFCKPT_ASSIGN_OR_RETURN(const std::optional<std::vector<DirEntry>> dir, DirectoryListing(spec));
+  TFCKPT_ASSIGN_OR_RETURN(const std::optional<std::vector<DirEntry>> dir, DirectoryListing(at));
   if (dir.has_value()) {
     const std::vector<DirEntry>& listing = *dir;
     if (const std::string state = JoinPath(spec, "checkpoint"); KindIn(listing, "checkpoint") == EntryKind::kFile) {
       std::vector<std::string> notes;
-      TFCKPT_ASSIGN_OR_RETURN(std::string prefix, ReadCheckpointState(spec, &notes));
+      TFCKPT_ASSIGN_OR_RETURN(std::string prefix, ReadStateFile(at, &notes));
       notes.insert(notes.begin(), StrCat("resolved ", spec, " through its checkpoint state file to ", prefix));
       // A prefix named in this directory (as TensorFlow writes them) is decided from the
       // listing; one elsewhere, or "." (the directory itself), is looked up.
       const std::string base = Basename(prefix);
       const bool here = !base.empty() && base != "." && base != ".." && Dirname(prefix) == Dirname(JoinPath(spec, "x"));
       const EntryKind kind = here ? KindIn(listing, base) : EntryKind::kOther;
-      const bool is_dir = here ? kind == EntryKind::kDirectory : IsDirectory(prefix);
+      // (One in this directory is in this store; one elsewhere may be in another.)
+      const Location named = here ? at.At(prefix) : Location::Of(prefix);
+      const bool is_dir = here ? kind == EntryKind::kDirectory : named.IsDirectory();
       absl::StatusOr<ResolvedCheckpoint> inner = absl::NotFoundError("");
-      if (is_dir && Storage::For(prefix).IsFile(JoinPath(prefix, ".index"))) {
+      if (is_dir && named.Child(".index").IsFile()) {
         inner = ResolvedCheckpoint{Format::kV2, JoinPath(prefix, "."), {}, {}, ""};
-      } else if (here ? KindIn(listing, base + ".index") == EntryKind::kFile
-                      : Storage::For(prefix).IsFile(prefix + ".index")) {
+      } else if (here ? KindIn(listing, base + ".index") == EntryKind::kFile : named.Sibling(".index").IsFile()) {
         inner = ResolvedCheckpoint{Format::kV2, prefix, {}, {}, ""};
       } else if (!is_dir) {
-        inner = Resolve(prefix, depth + 1);
+        inner = Resolve(named, depth + 1);
       }
       if (!inner.ok()) {
         return absl::NotFoundError(StrCat(state, ": names ", prefix, ", which is not a checkpoint",
@@ -212,11 +213,11 @@ absl::StatusOr<ResolvedCheckpoint> Resolve(const std::string& spec, int depth) {
     static const Regex kShard = Regex::Fixed(R"((.*)-\d{5}-of-(\d{5}))");
     for (const DirEntry& e : listing) {
       const std::string path = JoinPath(spec, e.name);
-      if (e.kind != EntryKind::kFile || !IsTableFile(path)) continue;
+      if (e.kind != EntryKind::kFile || !IsTableFile(at.At(path))) continue;
       std::vector<std::string> m;
       v1.insert(kShard.FullMatch(path, &m) ? StrCat(m[0], "-00000-of-", m[1]) : path);
     }
-    if (v1.size() == 1) return Resolve(*v1.begin(), depth + 1);
+    if (v1.size() == 1) return Resolve(at.At(*v1.begin()), depth + 1);
     if (v1.size() > 1) {
       return absl::InvalidArgumentError(StrCat(spec, ": holds several V1 checkpoints: ", absl::StrJoin(v1, ", "),
                                                " (name one of them)"));
@@ -226,7 +227,7 @@ absl::StatusOr<ResolvedCheckpoint> Resolve(const std::string& spec, int depth) {
   r.format = Format::kV1;
   // 4. A V1 file, possibly one shard of a sharded V1 checkpoint.
   const bool is_file = store.IsFile(spec);
-  if (is_file && IsTableFile(spec)) {
+  if (is_file && IsTableFile(at)) {
     static const Regex kSharded = Regex::Fixed(R"((.*)-(\d{5})-of-(\d{5}))");
     std::vector<std::string> m;
     if (kSharded.FullMatch(spec, &m)) {
@@ -234,7 +235,7 @@ absl::StatusOr<ResolvedCheckpoint> Resolve(const std::string& spec, int depth) {
       const int n = std::stoi(m[2]);
       for (int i = 0; i < n; ++i) {
         std::string f = absl::StrFormat("%s-%05d-of-%05d", base, i, n);
-        if (!FileExists(f)) return absl::NotFoundError(StrCat(f, ": V1 shard missing"));
+        if (!store.Exists(f)) return absl::NotFoundError(StrCat(f, ": V1 shard missing"));
         r.v1_files.push_back(f);
       }
       r.prefix = absl::StrFormat("%s-?????-of-%05d", base, n);
@@ -249,18 +250,17 @@ absl::StatusOr<ResolvedCheckpoint> Resolve(const std::string& spec, int depth) {
                       StrCat("not a checkpoint (no ", spec, ".index beside it, and not a V1 table file)"));
   }
   // 5. A V1 pattern.
-  std::vector<std::string> files =
-      Glob(spec.find_first_of("*?[") != std::string::npos ? spec : spec + "-?????-of-?????");
+  std::vector<std::string> files = Glob(spec.find_first_of("*?[") != std::string::npos ? at : at.Sibling("-?????-of-?????"));
   if (!files.empty()) {
     for (const auto& f : files) {
-      if (!IsTableFile(f)) return DataLossAt("table.footer", f, "", -1, "not a V1 checkpoint table");
+      if (!IsTableFile(at.At(f))) return DataLossAt("table.footer", f, "", -1, "not a V1 checkpoint table");
     }
     r.prefix = spec;
     r.v1_files = std::move(files);
     return r;
   }
   // Unreachable is not absent: a directory on the way that cannot be searched.
-  if (auto st = Storage::For(spec).Stat(spec + ".index"); absl::IsPermissionDenied(st.status())) {
+  if (auto st = store.Stat(spec + ".index"); absl::IsPermissionDenied(st.status())) {
     return ErrnoError(spec + ".index", "cannot open", EACCES);
   }
   return absl::NotFoundError(
@@ -269,7 +269,11 @@ absl::StatusOr<ResolvedCheckpoint> Resolve(const std::string& spec, int depth) {
 
 }  // namespace
 
-absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) { return Resolve(spec, 0); }
+absl::StatusOr<std::string> ReadCheckpointState(const std::string& dir, std::vector<std::string>* notes) {
+  return ReadStateFile(Location::Of(dir), notes);
+}
+
+absl::StatusOr<ResolvedCheckpoint> ResolveCheckpoint(const std::string& spec) { return Resolve(Location::Of(spec), 0); }
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenResolved(const ResolvedCheckpoint& r, std::vector<Finding>* findings,
                                                          const FileOpener* opener) {

@@ -216,6 +216,15 @@ Storage& Storage::For(std::string_view path) {
   return *store;
 }
 
+Location Location::Of(std::string path) {
+  Storage& store = Storage::For(path);
+  return Location(store.shared_from_this(), std::move(path));
+}
+
+Location Location::Sibling(std::string_view suffix) const { return At(StrCat(path_, suffix)); }
+Location Location::Child(std::string_view name) const { return At(JoinPath(path_, name)); }
+Location Location::Parent() const { return At(Dirname(path_)); }
+
 namespace {
 constexpr char kNotCarriedOut[] = "tfckpt/commit-not-carried-out";
 }  // namespace

@@ -262,14 +262,15 @@ class Planner {
 
   // Opens every input; refuses an output that is one of them, or that exists.
   absl::Status Open(const std::string& out) {
+    const Location at = Location::Of(out);
     for (const auto& in : inputs_) {
       TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> c, OpenCheckpoint(in));
       const CheckpointInfo& info = c->info();
-      TFCKPT_RETURN_IF_ERROR(Storage::For(out).CheckNotInputs(BundleFilesAt(out, 0), FilesOf(info)));
+      TFCKPT_RETURN_IF_ERROR(at.store().CheckNotInputs(BundleFilesAt(at, 0), FilesOf(info)));
       report().inputs.push_back(info.prefix);
       plan_.inputs.push_back(std::move(c));
     }
-    if (!options_.dry_run && !options_.overwrite && FileExists(out + ".index")) {
+    if (!options_.dry_run && !options_.overwrite && at.Sibling(".index").Exists()) {
       return absl::AlreadyExistsError(StrCat(out, ".index: output exists (use --force to replace it)"));
     }
     return absl::OkStatus();
@@ -858,7 +859,7 @@ absl::Status WriteCombinedUnit(const CombinePlan& plan, const CombineOptions& op
 absl::Status WriteCombined(const CombinePlan& plan, const std::string& out, const CombineOptions& options) {
   if (!plan.report.mismatches.empty()) return absl::InternalError("bug: writing a combine plan whose checks failed");
   std::atomic<uint64_t>* progress = options.start_progress ? options.start_progress(plan.report.bytes) : nullptr;
-  TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(out, CombinedWriterOptions(plan, options)));
+  TFCKPT_ASSIGN_OR_RETURN(auto writer, BundleWriter::Create(Location::Of(out), CombinedWriterOptions(plan, options)));
   // Every piece's size is known before a byte is written: each output data file is laid
   // out first, then filled positionally by units of work on options.jobs threads, so the
   // output does not depend on their number.

@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<std::string>> DTensorNestedParts(
 absl::StatusOr<std::vector<std::string>> FindSaveParts(const std::string& prefix, std::vector<std::string>* found) {
   const std::string dir = DirectoryOf(prefix);
   const std::string base = Basename(prefix);
-  Storage& store = Storage::For(prefix);
+  Storage& store = Location::Of(prefix).store();
   // set name -> (count, parts present)
   std::map<std::string, std::pair<int, std::map<int, std::string>>> sets;
   static const Regex part_re = Regex::Fixed(R"((.*)-(\d{5})-of-(\d{5})\.index)");

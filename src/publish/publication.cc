@@ -24,20 +24,21 @@ absl::Status NotWritten(const std::string& path) {
 // Destroyed uncommitted, it removes the temporary.
 class StagedFile {
  public:
-  static absl::StatusOr<std::unique_ptr<StagedFile>> Create(const std::string& src, const std::string& dst,
+  // REQUIRES: `store` holds `dst`.
+  static absl::StatusOr<std::unique_ptr<StagedFile>> Create(const Location& src, Storage& store, const std::string& dst,
                                                             ServerSideCopy mode) {
-    std::unique_ptr<StagedFile> f(new StagedFile());
+    std::unique_ptr<StagedFile> f(new StagedFile(store));
     f->dst_ = dst;
     f->tmp_ = TemporaryName(dst);
     f->tracked_ = TrackCreated(f->tmp_);
-    if (Storage::For(dst).Link(src, f->tmp_).ok()) {
+    if (store.Link(src.path(), f->tmp_).ok()) {
       f->linked_ = true;
       return f;
     }
     ForgetCreated(f->tracked_);
     f->tracked_ = 0;
-    TFCKPT_ASSIGN_OR_RETURN(auto in, Storage::For(src).OpenForRead(src));
-    TFCKPT_ASSIGN_OR_RETURN(f->copy_, Storage::For(dst).Create(dst));
+    TFCKPT_ASSIGN_OR_RETURN(auto in, src.OpenForRead());
+    TFCKPT_ASSIGN_OR_RETURN(f->copy_, store.Create(dst));
     // Between objects of one store: copied inside it, where it can (`in` outlives Close).
     if (mode != ServerSideCopy::kNever && in->size() > 0) {
       TFCKPT_RETURN_IF_ERROR(f->copy_->PlanCopies(in->size(), {{0, in.get(), 0, in->size()}}, mode).status());
@@ -48,7 +49,7 @@ class StagedFile {
   }
   ~StagedFile() {
     if (!linked_) return;  // (tracked_ is 0 outside a run: the link is still removed)
-    (void)Storage::For(tmp_).Remove(tmp_);
+    (void)store_.Remove(tmp_);
     ForgetCreated(tracked_);
   }
   bool ReadableBeforeCommit() const { return !copy_ || copy_->ReadableBeforeCommit(); }
@@ -56,7 +57,7 @@ class StagedFile {
   // committed).
   absl::StatusOr<std::unique_ptr<ReadableFile>> OpenWritten() {
     if (copy_) return copy_->OpenWritten();
-    TFCKPT_ASSIGN_OR_RETURN(auto f, Storage::For(tmp_).OpenForRead(tmp_));
+    TFCKPT_ASSIGN_OR_RETURN(auto f, store_.OpenForRead(tmp_));
     return Renamed(std::move(f), dst_);
   }
   absl::Status Commit() {
@@ -71,7 +72,8 @@ class StagedFile {
   }
 
  private:
-  StagedFile() = default;
+  explicit StagedFile(Storage& store) : store_(store) {}
+  Storage& store_;
   std::string dst_, tmp_;
   uint64_t tracked_ = 0;
   bool linked_ = false;  // the temporary is ours and not yet renamed
@@ -83,14 +85,16 @@ namespace {
 // Removes what writers killed at `prefix` left: their temporaries and, when one died
 // between its data files' commit and its index's (its index temporary is still there, the
 // index is not), those data files: no index refers to them.
-void RemoveLeftovers(Storage& store, const std::string& prefix) {
+void RemoveLeftovers(const Location& at) {
+  Storage& store = at.store();
+  const std::string& prefix = at.path();
   const std::string stem = Basename(prefix) + ".";
   bool interrupted_commit = false;
   for (const std::string& t : store.RemoveStaleTemporaries(DirectoryOf(prefix), stem)) {
     if (Basename(t).rfind(stem + "index.tmp-tfckpt-", 0) == 0) interrupted_commit = true;
   }
-  if (interrupted_commit && !FileExists(prefix + ".index")) {
-    for (const std::string& f : ExistingBundleFiles(prefix)) (void)store.Remove(f);
+  if (interrupted_commit && !at.Sibling(".index").Exists()) {
+    for (const std::string& f : ExistingBundleFiles(at)) (void)store.Remove(f);
   }
 }
 
@@ -98,16 +102,16 @@ void RemoveLeftovers(Storage& store, const std::string& prefix) {
 
 Publication::~Publication() = default;
 
-absl::StatusOr<std::unique_ptr<Publication>> Publication::Bundle(const std::string& prefix, PublishOptions options) {
-  Storage& store = Storage::For(prefix);
-  TFCKPT_RETURN_IF_ERROR(store.CreateParentDirectories(prefix));
-  RemoveLeftovers(store, prefix);
+absl::StatusOr<std::unique_ptr<Publication>> Publication::Bundle(const Location& at, PublishOptions options) {
+  const std::string& prefix = at.path();
+  TFCKPT_RETURN_IF_ERROR(at.store().CreateParentDirectories(prefix));
+  RemoveLeftovers(at);
   if (!options.overwrite) {
     // (Data files in place are this output's own: only an index there is refused.)
     std::vector<std::string> existing;
     if (!options.data_in_place) {
-      existing = ExistingBundleFiles(prefix);
-    } else if (FileExists(prefix + ".index")) {
+      existing = ExistingBundleFiles(at);
+    } else if (at.Sibling(".index").Exists()) {
       existing.push_back(prefix + ".index");
     }
     if (!existing.empty()) {
@@ -115,41 +119,45 @@ absl::StatusOr<std::unique_ptr<Publication>> Publication::Bundle(const std::stri
     }
   }
   std::unique_ptr<Publication> p(new Publication());
+  p->store_ = at.shared_store();
   p->prefix_ = prefix;
   p->options_ = std::move(options);
   p->bundle_ = true;
   return p;
 }
 
-absl::Status Publication::ClearIndexForDataInPlace(const std::string& prefix, bool overwrite,
+absl::Status Publication::ClearIndexForDataInPlace(const Location& prefix, bool overwrite,
                                                    const std::string& refusal) {
-  const std::string index = prefix + ".index";
-  if (!FileExists(index)) return absl::OkStatus();
+  const Location index = prefix.Sibling(".index");
+  if (!index.Exists()) return absl::OkStatus();
   if (!overwrite) return absl::AlreadyExistsError(refusal);
-  if (absl::Status s = Storage::For(index).Remove(index); !s.ok() && !absl::IsNotFound(s)) return s;
+  if (absl::Status s = index.Remove(); !s.ok() && !absl::IsNotFound(s)) return s;
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Publication>> Publication::Files(const std::vector<std::string>& paths,
+absl::StatusOr<std::unique_ptr<Publication>> Publication::Files(const std::vector<Location>& files,
                                                                 const std::vector<std::string>& inputs,
                                                                 bool overwrite) {
-  Storage& store = Storage::For(paths.front());
+  Storage& store = files.front().store();
+  std::vector<std::string> paths;
+  for (const Location& f : files) paths.push_back(f.path());
   TFCKPT_RETURN_IF_ERROR(store.CheckNotInputs(paths, inputs));
   for (const auto& path : paths) {
-    if (!overwrite && FileExists(path)) {
+    if (!overwrite && store.Exists(path)) {
       return absl::AlreadyExistsError(StrCat(path, ": output exists (use --force to replace it)"));
     }
   }
   TFCKPT_RETURN_IF_ERROR(store.CreateParentDirectories(paths.front()));
   std::unique_ptr<Publication> p(new Publication());
+  p->store_ = files.front().shared_store();
   p->options_.overwrite = overwrite;
   return p;
 }
 
 void Publication::Add(WritableFile& file) { files_.push_back(Entry{file.path(), &file, nullptr}); }
 
-absl::Status Publication::Stage(const std::string& src, const std::string& path, ServerSideCopy mode) {
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<StagedFile> f, StagedFile::Create(src, path, mode));
+absl::Status Publication::Stage(const Location& src, const std::string& path, ServerSideCopy mode) {
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<StagedFile> f, StagedFile::Create(src, *store_, path, mode));
   files_.push_back(Entry{path, nullptr, std::move(f)});
   return absl::OkStatus();
 }
@@ -166,7 +174,7 @@ absl::Status Publication::MoveIn(const std::string& src, const std::string& path
   // (Storage::Move: when both names are already links to one file, the output of an
   // earlier merge of the same parts, the input's name is removed rather than left behind,
   // orphaned once its index is gone.)
-  TFCKPT_RETURN_IF_ERROR(Storage::For(path).Move(src, path));
+  TFCKPT_RETURN_IF_ERROR(store_->Move(src, path));
   moved_ = true;
   files_.push_back(Entry{path, nullptr, nullptr});
   return Reached("input-moved");
@@ -239,7 +247,7 @@ absl::Status Publication::CommitData(size_t i) {
 }
 
 absl::Status Publication::WriteIndex(const Index& index, bool replace) {
-  TFCKPT_ASSIGN_OR_RETURN(index_, Storage::For(prefix_).Create(prefix_ + ".index", replace ? kIndexReplace : kIndexWrite));
+  TFCKPT_ASSIGN_OR_RETURN(index_, store_->Create(prefix_ + ".index", replace ? kIndexReplace : kIndexWrite));
   return index.write(*index_);
 }
 
@@ -274,8 +282,8 @@ absl::Status Publication::CommitLocal(const Index& index) {
   if (options_.before_commit) TFCKPT_RETURN_IF_ERROR(options_.before_commit(Written(*index_, index.written)));
   TFCKPT_RETURN_IF_ERROR(CloseAll(true));  // (fsync)
   TFCKPT_RETURN_IF_ERROR(Reached("before-commit"));
-  return PublishBundle(prefix_, options_.overwrite, DataNames(), [this](size_t i) { return CommitData(i); },
-                       [this] { return index_->Commit(); });
+  return PublishBundle(Location(store_, prefix_), options_.overwrite, DataNames(),
+                       [this](size_t i) { return CommitData(i); }, [this] { return index_->Commit(); });
 }
 
 absl::Status Publication::CommitToStore(const Index& index) {
@@ -295,8 +303,8 @@ absl::Status Publication::CommitToStore(const Index& index) {
     if (files_[i].written != nullptr) files_[i].written->Publish();
     if (files_[i].staged != nullptr) files_[i].staged->Publish();
   };
-  return PublishBundle(prefix_, options_.overwrite, DataNames(), [this](size_t i) { return CommitData(i); },
-                       [this] { return index_->Commit(); }, index_then_check,
+  return PublishBundle(Location(store_, prefix_), options_.overwrite, DataNames(),
+                       [this](size_t i) { return CommitData(i); }, [this] { return index_->Commit(); }, index_then_check,
                        options_.replace_in_one_step ? &replace : nullptr, keep);
 }
 
@@ -308,36 +316,38 @@ absl::Status Publication::CommitIndexOnly(const Index& index) {
   if (Run* run = CurrentRun()) run->PassPointOfNoReturn();
   // The index is written only if absent (kIndexWrite): one that --force replaces goes first.
   const std::string name = prefix_ + ".index";
-  if (options_.overwrite && FileExists(name)) TFCKPT_RETURN_IF_ERROR(Storage::For(name).Remove(name));
+  if (options_.overwrite && store_->Exists(name)) TFCKPT_RETURN_IF_ERROR(store_->Remove(name));
   TFCKPT_RETURN_IF_ERROR(index_->Commit());
   index_->Publish();  // the inputs are consumed: the output stays, whatever follows
   return Reached("index-committed");
 }
 
-void Publication::RemoveConsumed(const std::vector<std::string>& inputs, const std::vector<std::string>& data_files,
+void Publication::RemoveConsumed(const std::vector<Location>& inputs, const std::vector<Location>& data_files,
                                  bool by_copy, std::vector<std::string>* notes) {
   if (by_copy) {
     // The output is committed: the inputs are consumed now, whatever follows (an interrupt
     // no longer stops the run). Their indexes go first (no index is left naming a data file
     // that is gone), then their data files.
     if (Run* run = CurrentRun()) run->PassPointOfNoReturn();
-    const auto remove = [notes](const std::string& path) {
-      if (absl::Status s = Storage::For(path).Remove(path); !s.ok() && !absl::IsNotFound(s)) {
-        notes->push_back(StrCat("--move: could not remove ", path, ": ", s.message()));
+    const auto remove = [notes](const Location& f) {
+      if (absl::Status s = f.Remove(); !s.ok() && !absl::IsNotFound(s)) {
+        notes->push_back(StrCat("--move: could not remove ", f.path(), ": ", s.message()));
       }
     };
-    for (const auto& in : inputs) remove(in + ".index");
-    for (const std::string& f : data_files) remove(f);
+    for (const Location& in : inputs) remove(in.Sibling(".index"));
+    for (const Location& f : data_files) remove(f);
   }
-  Storage& store = Storage::For(prefix_);
   const std::string out_dir = DirectoryOf(prefix_);
-  for (const auto& in : inputs) (void)store.Remove(in + ".index");
-  for (const auto& in : inputs) {
-    const std::string dir = DirectoryOf(in);
-    if (store.Absolute(dir) != store.Absolute(out_dir)) (void)store.Remove(dir);  // only if empty
+  for (const Location& in : inputs) (void)in.Sibling(".index").Remove();
+  for (const Location& in : inputs) {
+    Storage& store = in.store();
+    const std::string dir = DirectoryOf(in.path());
+    const bool outputs_dir = &store == store_.get() && store.Absolute(dir) == store.Absolute(out_dir);
+    if (!outputs_dir) (void)store.Remove(dir);  // only if empty
   }
+  // (This tool's temporaries, beside the output: in its store.)
   const std::string& temporaries = options_.temporaries;
-  if (!temporaries.empty()) (void)Storage::For(temporaries).RemoveAll(temporaries);
+  if (!temporaries.empty()) (void)store_->RemoveAll(temporaries);
 }
 
 absl::Status Publication::CommitFiles() {
@@ -360,7 +370,7 @@ absl::Status Publication::CheckCommitted(const std::function<absl::Status()>& ch
   // and the message does not say the output was removed.
   bool kept = false;
   for (const std::string& f : files) {
-    const absl::Status removed = Storage::For(f).Remove(f);
+    const absl::Status removed = store_->Remove(f);
     if (!removed.ok() && !absl::IsNotFound(removed) && NoteLeftBehind(f)) kept = true;
   }
   if (kept) return s;

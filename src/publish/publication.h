@@ -23,7 +23,7 @@
 // removes an output's files: a writer writes bytes into the WritableFiles it created and
 // calls Commit. Usage (a bundle):
 //
-//   TFCKPT_ASSIGN_OR_RETURN(auto p, Publication::Bundle(prefix, options));
+//   TFCKPT_ASSIGN_OR_RETURN(auto p, Publication::Bundle(Location::Of(prefix), options));
 //   ... create the data files (Storage::Create), p->Add(file) each, write them ...
 //   TFCKPT_RETURN_IF_ERROR(p->CommitBundle(index));
 #pragma once
@@ -112,13 +112,14 @@ class Publication {
   // by PID, and, when one was killed between its data files' commit and its index's, those
   // data files); an existing checkpoint there (its index or any data file) is refused
   // (AlreadyExists, "use --force") unless options.overwrite.
-  static absl::StatusOr<std::unique_ptr<Publication>> Bundle(const std::string& prefix, PublishOptions options);
+  // Every file of the output is in `prefix`'s store.
+  static absl::StatusOr<std::unique_ptr<Publication>> Bundle(const Location& prefix, PublishOptions options);
 
   // Begins the publication of the plain files `paths` (a safetensors file or set, an .npz),
   // committed in that order (a set's index last). Refused (storage.h: CheckNotInputs) where
   // one is a file of `inputs` under any name, and (AlreadyExists) where one exists, unless
   // `overwrite`; their directory is created. REQUIRES: `paths` not empty, on one store.
-  static absl::StatusOr<std::unique_ptr<Publication>> Files(const std::vector<std::string>& paths,
+  static absl::StatusOr<std::unique_ptr<Publication>> Files(const std::vector<Location>& paths,
                                                             const std::vector<std::string>& inputs, bool overwrite);
 
   // Before data files are written straight under the final names of the bundle at
@@ -126,7 +127,7 @@ class Publication {
   // --finalize's, with data_in_place): an old checkpoint's index there removed, so that no
   // reader pairs it with them. AlreadyExists (`refusal`) where there is one and not
   // `overwrite`.
-  static absl::Status ClearIndexForDataInPlace(const std::string& prefix, bool overwrite, const std::string& refusal);
+  static absl::Status ClearIndexForDataInPlace(const Location& prefix, bool overwrite, const std::string& refusal);
 
   ~Publication();  // what was not committed is removed (with the run's undo)
   Publication(const Publication&) = delete;
@@ -140,7 +141,7 @@ class Publication {
   // A data file `path` of the bundle as a hard link to the input file `src` under a
   // temporary name (renamed at the commit), or, where that cannot be (another file system,
   // an object store), a copy (inside the store where `mode` and the store allow).
-  absl::Status Stage(const std::string& src, const std::string& path, ServerSideCopy mode);
+  absl::Status Stage(const Location& src, const std::string& path, ServerSideCopy mode);
   // A data file of the bundle moved from the input file `src` to `path` (merge --move: the
   // input is consumed). The first move is the run's point of no return (a stop before it
   // counts). The bundle is then published without its BeforeCommit.
@@ -178,8 +179,8 @@ class Publication {
   // return, and their indexes go, then `data_files` (a removal that fails is a note in
   // *notes); then, as TensorFlow does, the indexes, and the inputs' directories that are
   // not the output's, where empty; then PublishOptions::temporaries, whole.
-  void RemoveConsumed(const std::vector<std::string>& inputs, const std::vector<std::string>& data_files,
-                      bool by_copy, std::vector<std::string>* notes);
+  void RemoveConsumed(const std::vector<Location>& inputs, const std::vector<Location>& data_files, bool by_copy,
+                      std::vector<std::string>* notes);
   // Publishes the files: each committed in order. REQUIRES: Files(); every file written
   // and closed; called once.
   absl::Status CommitFiles();
@@ -213,7 +214,9 @@ class Publication {
   std::vector<std::string> DataNames() const;
   absl::Status CommitData(size_t i);
 
-  std::string prefix_;  // a bundle's
+  // The output's store (every file of it is there), and a bundle's prefix.
+  std::shared_ptr<Storage> store_;
+  std::string prefix_;
   PublishOptions options_;
   bool bundle_ = false;
   // The files in commit order: written by the writer (`written`), or staged here (`staged`),

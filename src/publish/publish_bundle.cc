@@ -17,11 +17,12 @@
 
 namespace tfckpt {
 
-std::vector<std::string> ExistingBundleFiles(const std::string& prefix) {
+std::vector<std::string> ExistingBundleFiles(const Location& at) {
+  const std::string& prefix = at.path();
   std::vector<std::string> out;
-  if (FileExists(prefix + ".index")) out.push_back(prefix + ".index");
+  if (at.Sibling(".index").Exists()) out.push_back(prefix + ".index");
   const std::string stem = Basename(prefix) + ".data-";
-  auto listing = Storage::For(prefix).List(Dirname(prefix));
+  auto listing = at.store().List(Dirname(prefix));
   for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
     if (e.name.rfind(stem, 0) == 0 && e.name.find(".tmp-tfckpt-") == std::string::npos) {
       out.push_back(JoinPath(Dirname(prefix), e.name));
@@ -92,13 +93,13 @@ namespace {
 // must undo or put back).
 class BundleCommit {
  public:
-  BundleCommit(const std::string& prefix, bool overwrite, const std::vector<std::string>& data_files,
+  BundleCommit(const Location& prefix, bool overwrite, const std::vector<std::string>& data_files,
                const std::function<absl::Status(size_t)>& commit_data_file,
                const std::function<absl::Status()>& commit_index, const std::function<absl::Status()>& check_data,
                bool* replace_in_place, const std::function<void(size_t)>& keep_data_file)
-      : prefix_(prefix), index_(prefix + ".index"), overwrite_(overwrite), data_files_(data_files),
+      : prefix_(prefix.path()), index_(prefix_ + ".index"), at_(prefix), overwrite_(overwrite), data_files_(data_files),
         commit_data_file_(commit_data_file), commit_index_(commit_index), check_data_(check_data),
-        replace_in_place_(replace_in_place), keep_data_file_(keep_data_file), store_(Storage::For(prefix)),
+        replace_in_place_(replace_in_place), keep_data_file_(keep_data_file), store_(prefix.store()),
         committed_(data_files.size(), false), replaced_(data_files.size(), false),
         collides_(data_files.size(), false) {}
 
@@ -126,6 +127,7 @@ class BundleCommit {
   absl::Status RemoveOld();
 
   const std::string prefix_, index_;
+  const Location at_;  // the prefix and its store
   const bool overwrite_;
   const std::vector<std::string>& data_files_;
   const std::function<absl::Status(size_t)>& commit_data_file_;
@@ -152,14 +154,14 @@ class BundleCommit {
 };
 
 void BundleCommit::Decide() {
-  replacing_ = overwrite_ && FileExists(index_);
+  replacing_ = overwrite_ && store_.Exists(index_);
   // The new data files that take names of the old checkpoint's (the same number of data
   // files): the old index must be gone before the first of them is in place, so that no
   // reader pairs it with new data. (Named by a listing, or found one by one where the
   // store may not be listed.)
   for (size_t i = 0; i < data_files_.size() && replacing_; ++i) {
     collides_[i] = std::find(stale_.begin(), stale_.end(), data_files_[i]) != stale_.end() ||
-                   FileExists(data_files_[i]);
+                   store_.Exists(data_files_[i]);
   }
   const bool any_collides = std::find(collides_.begin(), collides_.end(), true) != collides_.end();
   // Where the store replaces in one step and no new data file takes an old one's name, the
@@ -239,7 +241,7 @@ absl::Status BundleCommit::Restore(absl::Status s) {
       r = back.status();
     }
   }
-  if (r.ok() && (old_index_removed_ || !FileExists(index_))) {
+  if (r.ok() && (old_index_removed_ || !store_.Exists(index_))) {
     absl::StatusOr<std::unique_ptr<WritableFile>> back = WriteWhole(store_, index_, *old_index_, kIndexWrite);
     if (back.ok()) (*back)->Publish();
     r = back.status();
@@ -251,7 +253,7 @@ absl::Status BundleCommit::Restore(absl::Status s) {
   }
   // The new data files under other names go (the run's undo removes them too).
   for (size_t i = 0; i < data_files_.size(); ++i) {
-    if (committed_[i] && !collides_[i]) (void)Storage::For(data_files_[i]).Remove(data_files_[i]);
+    if (committed_[i] && !collides_[i]) (void)store_.Remove(data_files_[i]);
   }
   RemoveBackups(store_, prefix_, backup_, backed_);
   return absl::Status(s.code(), StrCat(s.message(), " (the old checkpoint was kept)"));
@@ -275,7 +277,7 @@ void BundleCommit::PutOldIndexBack() {
 absl::Status BundleCommit::Fail(absl::Status s) {
   if (backed_up_) return Restore(std::move(s));
   for (size_t i = 0; i < data_files_.size(); ++i) {
-    if (committed_[i] || (collides_[i] && old_data_replaced_)) (void)Storage::For(data_files_[i]).Remove(data_files_[i]);
+    if (committed_[i] || (collides_[i] && old_data_replaced_)) (void)store_.Remove(data_files_[i]);
   }
   if (old_data_replaced_) {
     for (const auto& path : stale_) (void)store_.Remove(path);
@@ -348,7 +350,7 @@ absl::Status BundleCommit::RemoveOld() {
 }
 
 absl::Status BundleCommit::Publish() {
-  if (overwrite_) stale_ = ExistingBundleFiles(prefix_);
+  if (overwrite_) stale_ = ExistingBundleFiles(at_);
   // A stop requested so far undoes the run; from the first change to what is under the
   // output's names that cannot be undone (the old index removed, the new one committed)
   // the run finishes instead (run/run.h, docs/RELIABILITY.md).
@@ -378,7 +380,7 @@ absl::Status BundleCommit::Publish() {
 
 }  // namespace
 
-absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std::vector<std::string>& data_files,
+absl::Status PublishBundle(const Location& prefix, bool overwrite, const std::vector<std::string>& data_files,
                            const std::function<absl::Status(size_t)>& commit_data_file,
                            const std::function<absl::Status()>& commit_index,
                            const std::function<absl::Status()>& check_data, bool* replace_in_place,

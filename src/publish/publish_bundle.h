@@ -8,12 +8,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tfckpt/storage.h"
 
 namespace tfckpt {
 
 // The files of an existing checkpoint at `prefix`: PREFIX.index (if there) and every
 // PREFIX.data-* a listing finds (temporaries aside).
-std::vector<std::string> ExistingBundleFiles(const std::string& prefix);
+std::vector<std::string> ExistingBundleFiles(const Location& prefix);
 
 // Publishes a bundle written under temporary names (or, on an object store, as uploads not
 // yet completed): `commit_data_file(i)` puts data_files[i] in place, `commit_index` the
@@ -41,7 +42,7 @@ std::vector<std::string> ExistingBundleFiles(const std::string& prefix);
 // for a new data file whose name the old one takes back, so that the run's undo leaves
 // it) and removes the backup; once the new index is up the backup goes, with any that a
 // killed run left. A restore that fails keeps the backup and its error names it.
-absl::Status PublishBundle(const std::string& prefix, bool overwrite, const std::vector<std::string>& data_files,
+absl::Status PublishBundle(const Location& prefix, bool overwrite, const std::vector<std::string>& data_files,
                            const std::function<absl::Status(size_t)>& commit_data_file,
                            const std::function<absl::Status()>& commit_index,
                            const std::function<absl::Status()>& check_data = nullptr,

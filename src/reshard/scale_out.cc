@@ -31,7 +31,8 @@ using json = nlohmann::ordered_json;
 constexpr const char* kPlanFormat = "tfckpt-reshard-plan";
 constexpr int kPlanVersion = 2;  // 2: "slice" is the stored slice string ("-" = a full extent)
 
-std::string Absolute(const std::string& path) { return Storage::For(path).Absolute(path); }
+// (The paths here are read from a plan, or are a checkpoint's: each resolved where it is used.)
+std::string Absolute(const std::string& path) { return Location::Of(path).store().Absolute(path); }
 
 constexpr uint64_t kMaxPlanBytes = uint64_t{1} << 30;
 
@@ -47,12 +48,12 @@ absl::StatusOr<Region> RegionFromJson(const json& j) {
 
 // Size and modification time of a file, as recorded in the plan.
 absl::StatusOr<json> FileIdentity(const std::string& path) {
-  TFCKPT_ASSIGN_OR_RETURN(const FileStat st, Storage::For(path).Stat(path));
+  TFCKPT_ASSIGN_OR_RETURN(const FileStat st, Location::Of(path).Stat());
   return json{{"path", Absolute(path)}, {"size", st.size}, {"mtime_ns", st.mtime_ns}};
 }
 
 absl::StatusOr<uint32_t> FileCrc(const std::string& path) {
-  TFCKPT_ASSIGN_OR_RETURN(auto f, Storage::For(path).OpenForRead(path));
+  TFCKPT_ASSIGN_OR_RETURN(auto f, Location::Of(path).OpenForRead());
   std::string read;
   TFCKPT_ASSIGN_OR_RETURN(const std::string_view all, f->Range(0, f->size(), &read));
   return crc32c::Value(all.data(), all.size());
@@ -102,7 +103,7 @@ std::string PartPrefix(const std::string& temp_dir, int task, int num_tasks) {
 }
 
 absl::StatusOr<json> LoadPlan(const std::string& plan_path) {
-  TFCKPT_ASSIGN_OR_RETURN(const std::string text, Storage::For(plan_path).ReadSmallFile(plan_path, kMaxPlanBytes));
+  TFCKPT_ASSIGN_OR_RETURN(const std::string text, Location::Of(plan_path).store().ReadSmallFile(plan_path, kMaxPlanBytes));
   json plan = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (plan.is_discarded() || !plan.is_object() || plan.value("format", "") != kPlanFormat) {
     return absl::InvalidArgumentError(StrCat(plan_path, ": not a tfckpt reshard plan"));
@@ -175,8 +176,8 @@ absl::Status CheckPart(const std::string& prefix, const json& task, bool data_in
   // data_file, read under the part's name.
   const std::string data_file = task.at("data_file").get<std::string>(), part_data = DataFileName(prefix, 0, 1);
   const FileOpener in_place = [&](const std::string& path) -> absl::StatusOr<std::unique_ptr<ReadableFile>> {
-    if (path != part_data) return Storage::For(path).OpenForRead(path);
-    TFCKPT_ASSIGN_OR_RETURN(auto f, Storage::For(data_file).OpenForRead(data_file));
+    if (path != part_data) return Location::Of(path).OpenForRead();
+    TFCKPT_ASSIGN_OR_RETURN(auto f, Location::Of(data_file).OpenForRead());
     return Renamed(std::move(f), path);
   };
   TFCKPT_ASSIGN_OR_RETURN(auto part, OpenResolved({.format = Format::kV2, .prefix = prefix}, nullptr,
@@ -315,7 +316,7 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
       // checkpoint there must lose its index first (--force), so that no reader pairs it
       // with these data objects.
       TFCKPT_RETURN_IF_ERROR(Publication::ClearIndexForDataInPlace(
-          out, plan.at("output").at("overwrite").get<bool>(),
+          Location::Of(out), plan.at("output").at("overwrite").get<bool>(),
           StrCat(out, ".index: output exists (plan with --force to replace it)")));
       wo.data_files = {t.at("data_file").get<std::string>()};
     }
@@ -326,7 +327,8 @@ absl::StatusOr<TaskReport> ExecuteTask(const std::string& plan_path, int task, s
     if (!server_side.ok()) {
       return absl::InvalidArgumentError(StrCat(plan_path, ": output.server_side ", server_side.status().message()));
     }
-    TFCKPT_ASSIGN_OR_RETURN(auto w, BundleWriter::Create(r.part, wo));
+    // (The part and its data file -- in place: the output's -- are in the part's store.)
+    TFCKPT_ASSIGN_OR_RETURN(auto w, BundleWriter::Create(Location::Of(r.part), wo));
     PieceCopier copier(*c, *w, progress);
     struct Entry {
       std::string name;
@@ -417,7 +419,7 @@ absl::StatusOr<FinalizeReport> FinalizeTasks(const std::string& plan_path) {
     std::vector<std::string> parts, missing;
     for (const json& t : plan.at("tasks")) {
       parts.push_back(t.at("part").get<std::string>());
-      if (!FileExists(parts.back() + ".index")) {
+      if (!Location::Of(parts.back()).Sibling(".index").Exists()) {
         missing.push_back(StrCat(t.at("task").get<int>(), " (", parts.back(), ")"));
       }
     }

@@ -306,7 +306,7 @@ absl::StatusOr<std::vector<std::vector<ShardPiece>>> ValidateShards(const std::v
 }
 
 absl::StatusOr<ShardingCallback> ShardsFromFile(const std::string& path) {
-  TFCKPT_ASSIGN_OR_RETURN(const std::string text, Storage::For(path).ReadSmallFile(path, kMaxShardsFileBytes));
+  TFCKPT_ASSIGN_OR_RETURN(const std::string text, Location::Of(path).store().ReadSmallFile(path, kMaxShardsFileBytes));
   const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return absl::InvalidArgumentError(StrCat(path, ": not JSON"));
   ShardingCallback cb;

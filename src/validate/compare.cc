@@ -502,8 +502,9 @@ absl::Status CompareCheckpoints(const Checkpoint& a, const Checkpoint& b,
                                 ValidateReport* report_out) {
   ValidateReport& report = *report_out;
   std::vector<Finding>& out = report.findings;
-  TFCKPT_RETURN_IF_ERROR(DataFilesPermitted(a));
-  TFCKPT_RETURN_IF_ERROR(DataFilesPermitted(b));
+  // (The checkpoints come in opened, by their paths: each resolved here, once.)
+  TFCKPT_RETURN_IF_ERROR(DataFilesPermitted(a, Location::Of(a.info().prefix).store()));
+  TFCKPT_RETURN_IF_ERROR(DataFilesPermitted(b, Location::Of(b.info().prefix).store()));
   report.path = a.info().prefix;
   report.tensors = static_cast<int64_t>(a.tensors().size());
   const std::string where = a.info().format == Format::kV2 ? a.info().index_path : a.info().prefix;

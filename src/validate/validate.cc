@@ -47,8 +47,9 @@ void NotListed(const absl::Status& refused, const std::string& path, std::string
                       StrCat("not looked for ", what, ": ", refused.message())));
 }
 
-void CheckUnfinishedWrites(const std::string& prefix, Severity severity, std::vector<Finding>* out) {
-  auto unfinished = Storage::For(prefix).UnfinishedWrites(prefix);
+void CheckUnfinishedWrites(const Location& at, Severity severity, std::vector<Finding>* out) {
+  const std::string& prefix = at.path();
+  auto unfinished = at.store().UnfinishedWrites(prefix);
   if (absl::IsPermissionDenied(unfinished.status())) NotListed(unfinished.status(), prefix, "uploads in progress", out);
   for (const std::string& name : unfinished.ok() ? *unfinished : std::vector<std::string>{}) {
     out->push_back(Make("files.upload-in-progress", severity, name, "", -1,
@@ -61,23 +62,24 @@ void CheckUnfinishedWrites(const std::string& prefix, Severity severity, std::ve
 // `spec` (an object URL) names no checkpoint: when data files of that prefix, or uploads in progress under
 // it, are there, an unfinished or interrupted save (the index is written last), one error
 // finding each; else nothing.
-std::vector<Finding> UnfinishedCheckpoint(const std::string& spec) {
+std::vector<Finding> UnfinishedCheckpoint(const Location& at) {
+  const std::string& spec = at.path();
   std::vector<Finding> out;
-  for (const std::string& f : Storage::For(spec).Glob(spec + ".data-?????-of-?????")) {
+  for (const std::string& f : at.store().Glob(spec + ".data-?????-of-?????")) {
     out.push_back(Make("files.no-index", Severity::kError, f, "", -1,
                        StrCat("data file without ", spec, ".index: an unfinished or interrupted save (the index is "
                               "written last)")));
   }
-  CheckUnfinishedWrites(spec, Severity::kError, &out);
+  CheckUnfinishedWrites(at, Severity::kError, &out);
   return out;
 }
 
-void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
+// REQUIRES (here and below): `store` holds the checkpoint `c`'s files.
+void CheckFiles(const Checkpoint& c, Storage& store, std::vector<Finding>* out) {
   const CheckpointInfo& info = c.info();
   const std::string dir = DirectoryOf(info.prefix);
   const bool has_dir = !Dirname(info.prefix).empty();
   const std::string base = Basename(info.prefix);  // "" when the prefix is a directory
-  Storage& store = Storage::For(info.prefix);
   std::vector<uint64_t> need(info.data_files.size(), 0);
   std::vector<int> users(info.data_files.size(), 0);
   for (const auto& t : c.tensors()) {
@@ -132,7 +134,7 @@ void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
   size_t missing = 0;
   for (size_t i = 0; i < info.data_files.size(); ++i) {
     const std::string& f = info.data_files[i];
-    if (!FileExists(f)) {
+    if (!store.Exists(f)) {
       ++missing;
       out->push_back(Make("files.missing-data", Severity::kError, f, "", -1,
                           StrCat("data file missing; ", Count(users[i], "stored tensor"), users[i] == 1 ? " points" : " point", " into it")));
@@ -157,12 +159,12 @@ void CheckFiles(const Checkpoint& c, std::vector<Finding>* out) {
 // ---------------------------------------------------------------------------------------
 // Entries: defects, ranges inside their data files, overlapping byte ranges.
 
-void CheckEntries(const Checkpoint& c, std::vector<Finding>* out, std::vector<bool>* readable) {
+void CheckEntries(const Checkpoint& c, Storage& store, std::vector<Finding>* out, std::vector<bool>* readable) {
   const CheckpointInfo& info = c.info();
   const std::string where = info.format == Format::kV2 ? info.index_path : info.prefix;
   std::vector<int64_t> sizes(info.data_files.size(), -1);
   for (size_t i = 0; i < info.data_files.size(); ++i) {
-    auto st = Storage::For(info.data_files[i]).Stat(info.data_files[i]);
+    auto st = store.Stat(info.data_files[i]);
     if (st.ok()) sizes[i] = static_cast<int64_t>(st->size);
   }
   struct Range {
@@ -309,7 +311,9 @@ void CheckObjectGraph(const Checkpoint& c, std::vector<Finding>* out) {
 // ---------------------------------------------------------------------------------------
 // The checkpoint state file of a directory.
 
-void CheckStateFile(const std::string& dir, const std::vector<std::string>& notes, std::vector<Finding>* out) {
+void CheckStateFile(const Location& at, const std::vector<std::string>& notes, std::vector<Finding>* out) {
+  const std::string& dir = at.path();
+  Storage& store = at.store();
   const std::string path = JoinPath(dir, "checkpoint");
   for (const auto& n : notes) {
     if (n.find("does not exist; using") != std::string::npos) {
@@ -317,7 +321,7 @@ void CheckStateFile(const std::string& dir, const std::vector<std::string>& note
     }
   }
   // ResolveCheckpoint already parsed it and found model_checkpoint_path; check the list.
-  const std::string text = Storage::For(path).ReadSmallFile(path, kMaxStateFileBytes).value_or("");
+  const std::string text = store.ReadSmallFile(path, kMaxStateFileBytes).value_or("");
   static const Regex re = Regex::Fixed(R"re(\s*all_model_checkpoint_paths\s*:\s*"(.*)"\s*)re");
   for (const absl::string_view line : absl::StrSplit(text, '\n')) {
     std::vector<std::string> m;
@@ -325,7 +329,7 @@ void CheckStateFile(const std::string& dir, const std::vector<std::string>& note
     std::string p = m[0];
     std::string full = JoinPath(dir, p);
     if (p == ".") full = dir + "/";
-    if (!FileExists(full + ".index") && !FileExists(full) && !FileExists(JoinPath(dir, Basename(p)))) {
+    if (!store.Exists(full + ".index") && !store.Exists(full) && !store.Exists(JoinPath(dir, Basename(p)))) {
       out->push_back(Make("state.stale-entry", Severity::kWarning, path, "", -1,
                           StrCat("lists ", p, ", which does not exist (older checkpoints are often deleted)")));
     }
@@ -412,9 +416,9 @@ void CheckSliceLayout(const TensorEntry& t, const std::string& file, std::vector
                              " elements): they could never be restored")));
 }
 
-absl::Status DataFilesPermitted(const Checkpoint& c) {
+absl::Status DataFilesPermitted(const Checkpoint& c, Storage& store) {
   for (const std::string& f : c.info().data_files) {
-    if (auto m = Storage::For(f).OpenForRead(f); MediumFailed(m.status())) return m.status();
+    if (auto m = store.OpenForRead(f); MediumFailed(m.status())) return m.status();
   }
   return absl::OkStatus();
 }
@@ -422,6 +426,9 @@ absl::Status DataFilesPermitted(const Checkpoint& c) {
 absl::StatusOr<ValidateReport> Validate(const std::string& spec, const ValidateOptions& options) {
   ValidateReport report;
   report.path = spec;
+  // The locations: resolved here, once each (the argument; the checkpoint it resolved to
+  // and its state file's directory, which a state file may place in another store).
+  const Location at = Location::Of(spec);
   auto resolved = ResolveCheckpoint(spec);
   if (!resolved.ok()) {
     if (absl::IsDataLoss(resolved.status())) {  // e.g. a state file that does not parse
@@ -429,14 +436,16 @@ absl::StatusOr<ValidateReport> Validate(const std::string& spec, const ValidateO
       return report;
     }
     if (absl::IsNotFound(resolved.status()) && IsUrl(spec)) {
-      report.findings = UnfinishedCheckpoint(spec);
+      report.findings = UnfinishedCheckpoint(at);
       if (!report.findings.empty()) return report;
     }
     return resolved.status();
   }
   report.path = resolved->prefix;
   std::vector<Finding>& out = report.findings;
-  if (!resolved->state_dir.empty()) CheckStateFile(resolved->state_dir, resolved->notes, &out);
+  if (!resolved->state_dir.empty()) CheckStateFile(Location::Of(resolved->state_dir), resolved->notes, &out);
+  const Location checkpoint = Location::Of(resolved->prefix);
+  Storage& store = checkpoint.store();
   auto opened = OpenResolved(*resolved, &out);
   if (!opened.ok()) {
     if (absl::IsDataLoss(opened.status())) {
@@ -451,14 +460,14 @@ absl::StatusOr<ValidateReport> Validate(const std::string& spec, const ValidateO
   const std::string where = info.format == Format::kV2 ? info.index_path : info.prefix;
 
   if (info.format == Format::kV2) {
-    TFCKPT_RETURN_IF_ERROR(DataFilesPermitted(c));
-    CheckFiles(c, &out);
-    CheckUnfinishedWrites(info.prefix, Severity::kWarning, &out);
+    TFCKPT_RETURN_IF_ERROR(DataFilesPermitted(c, store));
+    CheckFiles(c, store, &out);
+    CheckUnfinishedWrites(checkpoint, Severity::kWarning, &out);
   }
   size_t pieces_total = 0;
   for (const auto& t : c.tensors()) pieces_total += t.slices.size();
   std::vector<bool> readable(pieces_total, false);
-  CheckEntries(c, &out, &readable);
+  CheckEntries(c, store, &out, &readable);
   for (const auto& key : info.orphan_slice_keys) {
     auto d = DecodeSliceKey(key);
     out.push_back(Make("slice.orphan-entry", Severity::kError, where, key, -1,

@@ -51,7 +51,8 @@ void CheckSliceLayout(const TensorEntry& t, const std::string& file, std::vector
 // A data file of `c` we may not read makes the whole check impossible (exit 3, one error),
 // not one finding per tensor in it: the first such file's error (no permission, a store
 // that stops answering, an object replaced during the run), else OK. Validate (of a V2
-// checkpoint) and CompareCheckpoints call it before reading any data.
-absl::Status DataFilesPermitted(const Checkpoint& c);
+// checkpoint) and CompareCheckpoints call it before reading any data. REQUIRES: `store`
+// holds `c`'s data files.
+absl::Status DataFilesPermitted(const Checkpoint& c, Storage& store);
 
 }  // namespace tfckpt

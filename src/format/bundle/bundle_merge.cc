@@ -86,9 +86,10 @@ absl::Status CheckShard(const std::string& index, const Input& in, const std::st
 
 // The shards s of `prefix` whose data file DataFileName(prefix, s, num_shards) exists: one
 // listing of its directory, however many files the header counts.
-absl::StatusOr<std::set<int32_t>> ExistingShards(const std::string& prefix, int32_t num_shards) {
+absl::StatusOr<std::set<int32_t>> ExistingShards(const Location& at, int32_t num_shards) {
+  const std::string& prefix = at.path();
   const std::string dir = DirectoryOf(prefix), stem = Basename(prefix) + ".data-";
-  TFCKPT_ASSIGN_OR_RETURN(const std::vector<DirEntry> listing, Storage::For(dir).List(dir));
+  TFCKPT_ASSIGN_OR_RETURN(const std::vector<DirEntry> listing, at.store().List(dir));
   std::set<int32_t> shards;
   for (const DirEntry& f : listing) {
     if (f.kind != EntryKind::kFile || f.name.compare(0, stem.size(), stem) != 0) continue;
@@ -105,7 +106,10 @@ absl::StatusOr<std::set<int32_t>> ExistingShards(const std::string& prefix, int3
 // files numbered in order of first use.
 class MergedIndex {
  public:
-  explicit MergedIndex(const std::vector<std::string>& inputs) : inputs_(inputs) {}
+  // REQUIRES: `at` outlives this, the inputs' prefixes in their stores.
+  explicit MergedIndex(const std::vector<Location>& at) : at_(at) {
+    for (const Location& in : at) inputs_.push_back(in.path());
+  }
 
   // Adds input `j` as read by ReadInput. With `keep_empty`, an input without entries brings
   // its data files, in order. REQUIRES: inputs before `j` added or skipped, `j` not added.
@@ -129,11 +133,13 @@ class MergedIndex {
     return h;
   }
   const std::map<std::string, Merged>& entries() const { return entries_; }
-  // The inputs' data files, by output shard id.
+  // The inputs' data files, by output shard id, and each one's location.
   const std::vector<std::string>& files() const { return files_; }
+  Location FileAt(size_t i) const { return at_[file_input_[i]].At(files_[i]); }
 
  private:
   struct Used {
+    size_t input;
     std::string prefix;
     int32_t num_shards = 0;
     std::set<int32_t> shards;  // those its entries use
@@ -143,19 +149,24 @@ class MergedIndex {
   // Adds `e` under `key` from input `j`, or its slices to the partitioned tensor an
   // earlier input holds.
   absl::Status AddEntry(size_t j, const Input& in, const std::string& key, pb::BundleEntryProto e, Used* used);
-  // The output id of data file `file`, the next one on its first use.
-  int32_t FileId(const std::string& file) {
+  // The output id of data file `file` of input `j`, the next one on its first use.
+  int32_t FileId(size_t j, const std::string& file) {
     auto [f, inserted] = file_ids_.try_emplace(file, static_cast<int32_t>(files_.size()));
-    if (inserted) files_.push_back(file);
+    if (inserted) {
+      files_.push_back(file);
+      file_input_.push_back(j);
+    }
     return f->second;
   }
 
-  const std::vector<std::string>& inputs_;
+  const std::vector<Location>& at_;
+  std::vector<std::string> inputs_;  // their paths
   std::optional<pb::BundleHeaderProto> first_header_;
   int64_t num_shards_total_ = 0;
   std::map<std::string, Merged> entries_;
   std::map<std::string, int32_t> file_ids_;  // input data file -> output shard id
   std::vector<std::string> files_;
+  std::vector<size_t> file_input_;  // the input each of files_ is of
   std::vector<Used> used_;  // the inputs added
 };
 
@@ -163,10 +174,10 @@ absl::Status MergedIndex::Add(size_t j, Input in, bool keep_empty) {
   TFCKPT_RETURN_IF_ERROR(AddHeader(j, in.header));
   const std::string& prefix = inputs_[j];
   const int32_t n = in.header.num_shards();
-  Used& used = used_.emplace_back(Used{prefix, n, {}});
+  Used& used = used_.emplace_back(Used{j, prefix, n, {}});
   if (in.entries.empty() && keep_empty) {
     for (int32_t s = 0; s < n; ++s) {
-      FileId(DataFileName(prefix, s, n));
+      FileId(j, DataFileName(prefix, s, n));
       used.shards.insert(s);
     }
   }
@@ -221,7 +232,7 @@ absl::Status MergedIndex::AddEntry(size_t j, const Input& in, const std::string&
   // metadata entries of partitioned tensors too).
   TFCKPT_RETURN_IF_ERROR(CheckShard(prefix + ".index", in, key, e));
   used->shards.insert(e.shard_id());
-  e.set_shard_id(FileId(DataFileName(prefix, e.shard_id(), in.header.num_shards())));
+  e.set_shard_id(FileId(j, DataFileName(prefix, e.shard_id(), in.header.num_shards())));
   entries_.emplace(key, Merged{std::move(e), j, j});
   return absl::OkStatus();
 }
@@ -241,9 +252,9 @@ absl::Status MergedIndex::CheckSliceLists() const {
 absl::Status MergedIndex::AddUnusedFiles() {
   for (const Used& u : used_) {
     if (static_cast<int32_t>(u.shards.size()) == u.num_shards) continue;
-    TFCKPT_ASSIGN_OR_RETURN(const std::set<int32_t> existing, ExistingShards(u.prefix, u.num_shards));
+    TFCKPT_ASSIGN_OR_RETURN(const std::set<int32_t> existing, ExistingShards(at_[u.input], u.num_shards));
     for (int32_t s : existing) {
-      if (!u.shards.count(s)) FileId(DataFileName(u.prefix, s, u.num_shards));
+      if (!u.shards.count(s)) FileId(u.input, DataFileName(u.prefix, s, u.num_shards));
     }
   }
   return absl::OkStatus();
@@ -259,13 +270,13 @@ namespace {
 
 // The inputs read and unioned (MergedIndex): what the output's index holds and which data
 // files it takes, in order. Nothing is written.
-absl::StatusOr<MergedIndex> UnionInputs(const std::vector<std::string>& inputs, const MergeOptions& options,
+absl::StatusOr<MergedIndex> UnionInputs(const std::vector<Location>& inputs, const MergeOptions& options,
                                         MergeReport* report) {
   MergedIndex merged(inputs);
   for (size_t j = 0; j < inputs.size(); ++j) {
-    const std::string& prefix = inputs[j];
+    const std::string& prefix = inputs[j].path();
     const std::string index = prefix + ".index";
-    if (!FileExists(index)) {
+    if (!inputs[j].Sibling(".index").Exists()) {
       if (options.allow_missing) {
         report->inputs_skipped.push_back(prefix);
         continue;
@@ -283,7 +294,9 @@ absl::StatusOr<MergedIndex> UnionInputs(const std::vector<std::string>& inputs, 
     report->inputs_used.push_back(prefix);
   }
   if (merged.empty()) {
-    return absl::NotFoundError(StrCat("no input checkpoint found (tried ", absl::StrJoin(inputs, ", "), ")"));
+    std::vector<std::string> tried;
+    for (const Location& in : inputs) tried.push_back(in.path());
+    return absl::NotFoundError(StrCat("no input checkpoint found (tried ", absl::StrJoin(tried, ", "), ")"));
   }
   TFCKPT_RETURN_IF_ERROR(merged.AddUnusedFiles());
   TFCKPT_RETURN_IF_ERROR(merged.CheckSliceLists());
@@ -306,22 +319,23 @@ absl::Status WriteMergedIndex(const MergedIndex& merged, WritableFile& file) {
 
 // The output's data files handed to `publication`: in place (data_in_place), moved from
 // the inputs (`rename`), else staged as links or copies of them.
-absl::Status HandOverDataFiles(const std::vector<std::string>& files, const std::string& out, bool rename,
+absl::Status HandOverDataFiles(const MergedIndex& merged, const Location& out, bool rename,
                                const MergeOptions& options, Publication& publication) {
+  const std::vector<std::string>& files = merged.files();
   const int32_t k = static_cast<int32_t>(files.size());
   for (int32_t i = 0; i < k; ++i) {
-    const std::string& src = options.data_in_place ? DataFileName(out, i, k) : files[i];
-    if (!FileExists(src)) return absl::NotFoundError(StrCat(src, ": data file missing"));
+    const Location src = options.data_in_place ? out.At(DataFileName(out.path(), i, k)) : merged.FileAt(i);
+    if (!src.Exists()) return absl::NotFoundError(StrCat(src.path(), ": data file missing"));
   }
   for (int32_t i = 0; i < k; ++i) {
-    const std::string dst = DataFileName(out, i, k);
+    const std::string dst = DataFileName(out.path(), i, k);
     if (options.data_in_place) {
       publication.AddInPlace(dst);
     } else if (rename) {
       TFCKPT_RETURN_IF_ERROR(publication.MoveIn(files[i], dst));
     } else {
       TFCKPT_RETURN_IF_ERROR(
-          publication.Stage(files[i], dst, IsUrl(out) ? options.server_side : ServerSideCopy::kNever));
+          publication.Stage(merged.FileAt(i), dst, IsUrl(out.path()) ? options.server_side : ServerSideCopy::kNever));
     }
   }
   return absl::OkStatus();
@@ -338,14 +352,18 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   // can, and deletes the inputs once the output is committed (MovesByCopy).
   const bool by_copy = options.move && !options.data_in_place && MovesByCopy(inputs, out);
   const bool rename = options.move && !by_copy;
-  Storage& store = Storage::For(out);
+  // The paths resolved, once each: every file of an input is in its store, every file of
+  // the output in the output's.
+  const Location at = Location::Of(out);
+  std::vector<Location> ins;
+  for (const auto& in : inputs) ins.push_back(Location::Of(in));
   for (const auto& in : inputs) {
-    TFCKPT_RETURN_IF_ERROR(store.CheckNotInputs({out + ".index"}, {in + ".index"}));
+    TFCKPT_RETURN_IF_ERROR(at.store().CheckNotInputs({out + ".index"}, {in + ".index"}));
   }
-  if (!options.overwrite && (FileExists(out + ".index"))) {
+  if (!options.overwrite && at.Sibling(".index").Exists()) {
     return absl::AlreadyExistsError(StrCat(out, ".index: output exists (use --force to replace it)"));
   }
-  TFCKPT_ASSIGN_OR_RETURN(const MergedIndex merged, UnionInputs(inputs, options, &report));
+  TFCKPT_ASSIGN_OR_RETURN(const MergedIndex merged, UnionInputs(ins, options, &report));
   const std::vector<std::string>& files_in_order = merged.files();
   report.num_files = static_cast<int32_t>(files_in_order.size());
   TFCKPT_RETURN_IF_ERROR(Reached("inputs-read"));
@@ -357,8 +375,8 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   po.temporaries = options.temporaries;
   // (Not with `move` by rename, whose renames cannot wait.)
   if (!rename) po.before_commit = options.before_commit;
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication, Publication::Bundle(out, std::move(po)));
-  TFCKPT_RETURN_IF_ERROR(HandOverDataFiles(files_in_order, out, rename, options, *publication));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication, Publication::Bundle(at, std::move(po)));
+  TFCKPT_RETURN_IF_ERROR(HandOverDataFiles(merged, at, rename, options, *publication));
   Publication::Index index;
   index.write = [&merged](WritableFile& file) { return WriteMergedIndex(merged, file); };
   TFCKPT_RETURN_IF_ERROR(publication->CommitBundle(index));
@@ -366,8 +384,14 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   // TF: the input indexes deleted, then the inputs' directories when they differ from the
   // output's and are empty; by copy, the inputs' data files too.
   if (options.move) {
-    publication->RemoveConsumed(report.inputs_used, by_copy ? files_in_order : std::vector<std::string>{}, by_copy,
-                                &report.notes);
+    std::vector<Location> used, data_files;
+    for (const Location& in : ins) {
+      if (std::find(report.inputs_used.begin(), report.inputs_used.end(), in.path()) != report.inputs_used.end()) {
+        used.push_back(in);
+      }
+    }
+    for (size_t i = 0; by_copy && i < files_in_order.size(); ++i) data_files.push_back(merged.FileAt(i));
+    publication->RemoveConsumed(used, data_files, by_copy, &report.notes);
   }
   if (options.after_commit) TFCKPT_RETURN_IF_ERROR(publication->CheckCommitted(options.after_commit));
   return report;

@@ -34,11 +34,12 @@ std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_file
   return files;
 }
 
-std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards) {
+std::vector<std::string> BundleFilesAt(const Location& at, int32_t num_shards) {
+  const std::string& prefix = at.path();
   std::vector<std::string> files = BundleFiles(prefix, num_shards);
   const std::string stem = Basename(prefix) + ".data-";
   const std::string dir = Dirname(prefix);
-  auto listing = Storage::For(prefix).List(dir);
+  auto listing = at.store().List(dir);
   for (const DirEntry& e : listing.ok() ? *listing : std::vector<DirEntry>{}) {
     if (e.name.rfind(stem, 0) == 0) files.push_back(dir.empty() ? e.name : JoinPath(dir, e.name));
   }
@@ -66,13 +67,14 @@ absl::Status OutputMismatch(const std::string& path, const std::string& key, uin
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const std::string& prefix,
+absl::StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const Location& at,
                                                                    BundleWriterOptions options) {
+  const std::string& prefix = at.path();
   if (options.num_shards < 1) return absl::InvalidArgumentError("a bundle needs at least one data file");
   PublishOptions po;
   po.overwrite = options.overwrite;
   po.before_commit = options.before_commit;
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication, Publication::Bundle(prefix, std::move(po)));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Publication> publication, Publication::Bundle(at, std::move(po)));
   std::unique_ptr<BundleWriter> w(new BundleWriter());
   w->prefix_ = prefix;
   w->options_ = options;
@@ -84,7 +86,7 @@ absl::StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const std::st
   for (int32_t i = 0; i < options.num_shards; ++i) {
     const std::string name = options.data_files.empty() ? DataFileName(prefix, i, options.num_shards)
                                                         : options.data_files[static_cast<size_t>(i)];
-    TFCKPT_ASSIGN_OR_RETURN(auto f, Storage::For(name).Create(name));
+    TFCKPT_ASSIGN_OR_RETURN(auto f, at.store().Create(name));
     w->publication_->Add(*f);
     w->data_.push_back(std::move(f));
   }

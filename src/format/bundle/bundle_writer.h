@@ -38,7 +38,7 @@ std::vector<std::string> BundleFiles(const std::string& prefix, int32_t num_file
 
 // The files a V2 checkpoint written at `prefix` with `num_shards` data files occupies,
 // plus the data files of any other checkpoint already at that prefix.
-std::vector<std::string> BundleFilesAt(const std::string& prefix, int32_t num_shards);
+std::vector<std::string> BundleFilesAt(const Location& prefix, int32_t num_shards);
 
 struct BundleWriterOptions {
   int32_t num_shards = 1;  // data files PREFIX.data-0000i-of-NNNNN, all created
@@ -58,7 +58,8 @@ struct BundleWriterOptions {
 
 class BundleWriter {
  public:
-  static absl::StatusOr<std::unique_ptr<BundleWriter>> Create(const std::string& prefix,
+  // Every file of the bundle is in `prefix`'s store (BundleWriterOptions::data_files too).
+  static absl::StatusOr<std::unique_ptr<BundleWriter>> Create(const Location& prefix,
                                                               BundleWriterOptions options = {});
   ~BundleWriter();
 

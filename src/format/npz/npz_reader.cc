@@ -443,7 +443,7 @@ absl::StatusOr<TensorEntry> Member(Archive& a, zip_uint64_t index) {
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenNpz(const std::string& path) {
   // Through the storage for every path, local or an object's URL (storage.h).
-  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, Storage::For(path).OpenForRead(path));
+  TFCKPT_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, Location::Of(path).OpenForRead());
   auto archive = std::make_unique<Archive>();
   archive->path = path;
   // On an object store, no read-ahead while the archive is opened (s3_storage.h): libzip's

@@ -184,8 +184,9 @@ std::string EndRecords(uint64_t entries, uint64_t directory_offset, uint64_t dir
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<StoredZipWriter>> StoredZipWriter::Create(const std::string& path,
+absl::StatusOr<std::unique_ptr<StoredZipWriter>> StoredZipWriter::Create(const Location& file,
                                                                          std::vector<Member> members) {
+  const std::string& path = file.path();
   std::unique_ptr<StoredZipWriter> w(new StoredZipWriter());
   std::set<std::string_view> names;
   uint64_t at = 0, directory = 0;
@@ -213,7 +214,7 @@ absl::StatusOr<std::unique_ptr<StoredZipWriter>> StoredZipWriter::Create(const s
   }
   w->directory_offset_ = at;
   w->size_ = at + directory + EndRecords(w->entries_.size(), at, directory).size();
-  TFCKPT_ASSIGN_OR_RETURN(w->out_, Storage::For(path).Create(path));
+  TFCKPT_ASSIGN_OR_RETURN(w->out_, file.store().Create(path));
   return w;
 }
 

@@ -50,7 +50,7 @@ class StoredZipWriter {
   };
   // Creates the file and fixes the layout. InvalidArgument when a name is empty, longer
   // than 65535 bytes, not UTF-8 or given twice.
-  static absl::StatusOr<std::unique_ptr<StoredZipWriter>> Create(const std::string& path, std::vector<Member> members);
+  static absl::StatusOr<std::unique_ptr<StoredZipWriter>> Create(const Location& path, std::vector<Member> members);
 
   uint64_t DataOffset(size_t i) const { return entries_[i].data_offset; }
   uint64_t size() const { return size_; }  // of the whole archive

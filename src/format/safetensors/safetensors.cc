@@ -145,7 +145,7 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view header
 }
 
 absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path) {
-  TFCKPT_ASSIGN_OR_RETURN(auto file, Storage::For(path).OpenForRead(path));
+  TFCKPT_ASSIGN_OR_RETURN(auto file, Location::Of(path).OpenForRead());
   const uint64_t size = file->size();
   if (size < 8) return DataLossAt("safetensors.header", path, "", 0, "file is shorter than the 8-byte header length");
   // Only the header is read (an object store would otherwise fetch a read-ahead window of
@@ -170,7 +170,7 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path)
 }
 
 absl::StatusOr<SafetensorsIndex> ReadSafetensorsIndex(const std::string& path) {
-  TFCKPT_ASSIGN_OR_RETURN(auto file, Storage::For(path).OpenForRead(path));
+  TFCKPT_ASSIGN_OR_RETURN(auto file, Location::Of(path).OpenForRead());
   const uint64_t size = file->size();
   if (size > kSafetensorsMaxHeader) return DataLossAt("safetensors.index", path, "", -1, "index file is too large");
   std::string read;
@@ -203,7 +203,7 @@ uint64_t SafetensorsWriter::EntryBytes(const Entry& e) {
 }
 
 absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
-    const std::string& path, const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata,
+    const Location& at, const std::vector<Entry>& entries, const std::map<std::string, std::string>& metadata,
     bool header_later) {
   nlohmann::ordered_json h = nlohmann::ordered_json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
@@ -233,7 +233,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
     return absl::InvalidArgumentError("the safetensors metadata is not UTF-8");
   }
   json.append((8 - json.size() % 8) % 8, ' ');  // the data starts 8-aligned
-  TFCKPT_ASSIGN_OR_RETURN(w->out_, Storage::For(path).Create(path));
+  TFCKPT_ASSIGN_OR_RETURN(w->out_, at.store().Create(at.path()));
   char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((static_cast<uint64_t>(json.size()) >> (8 * i)) & 0xff);
   w->header_ = std::string(len, 8) + json;

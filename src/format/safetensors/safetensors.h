@@ -82,7 +82,7 @@ class SafetensorsWriter {
   };
   // REQUIRES: every dtype has a safetensors name; names unique.
   // With `header_later`, the header is written by WriteHeader() instead (after PlanCopies).
-  static absl::StatusOr<std::unique_ptr<SafetensorsWriter>> Create(const std::string& path,
+  static absl::StatusOr<std::unique_ptr<SafetensorsWriter>> Create(const Location& path,
                                                                    const std::vector<Entry>& entries,
                                                                    const std::map<std::string, std::string>& metadata,
                                                                    bool header_later = false);
