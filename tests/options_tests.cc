@@ -85,7 +85,7 @@ TEST_CASE("a value is checked once, in the same words, whoever gives it") {
   CHECK(c.err.find("--jobs: -1: not a whole number from 0 to 1024") != std::string::npos);
   // A front end of its own (Python's keywords): FillRequest names the option its way.
   OptionValues values;
-  values.Add(*jobs, "-1", "jobs");
+  values.Add(*jobs, "-1", "jobs ");
   ValidateRequest request;
   RunOptions run;
   const absl::Status s = FillRequest(values, &request, &run);
@@ -93,9 +93,39 @@ TEST_CASE("a value is checked once, in the same words, whoever gives it") {
   CHECK(std::string(s.message()) == "jobs -1: not a whole number from 0 to 1024");
   // A good value fills the run.
   OptionValues good;
-  good.Add(*jobs, "3", "jobs");
+  good.Add(*jobs, "3", "jobs ");
   CHECK(FillRequest(good, &request, &run).ok());
   CHECK(run.jobs == 3);
+}
+
+TEST_CASE("an error begins as the front end says, not as the name looks") {
+  const OptionSpec* jobs = nullptr;
+  const OptionSpec* ckpt = nullptr;
+  for (const OptionSpec* o : OptionsOf("validate")) {
+    if (o->name == "--jobs") jobs = o;
+    if (o->name == "CKPT") ckpt = o;
+  }
+  REQUIRE(jobs != nullptr);
+  REQUIRE(ckpt != nullptr);
+  auto message = [](const OptionValues& values) {
+    ValidateRequest request;
+    RunOptions run;
+    return std::string(FillRequest(values, &request, &run).message());
+  };
+  // Without a prefix: the option's name and a colon, the command line's way.
+  OptionValues cli;
+  cli.Add(*jobs, "-1");
+  CHECK(message(cli) == "--jobs: -1: not a whole number from 0 to 1024");
+  // A front end's own prefix is taken as it is, whatever the name looks like (a dash, or
+  // capitals as a positional's value name has).
+  OptionValues keyword;
+  keyword.Add(*jobs, "-1", "JOBS ");
+  CHECK(message(keyword) == "JOBS -1: not a whole number from 0 to 1024");
+  OptionValues dashed;
+  dashed.Add(*jobs, "-1", "-j=");
+  CHECK(message(dashed) == "-j=-1: not a whole number from 0 to 1024");
+  CHECK(dashed.ErrorPrefix("--jobs") == "-j=");
+  CHECK(OptionValues().ErrorPrefix("CKPT") == "CKPT: ");
 }
 
 TEST_CASE("every row of the five commands is complete") {

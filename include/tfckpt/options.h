@@ -74,19 +74,21 @@ absl::Status CheckOptionValue(const OptionSpec& option, std::string_view value);
 // accumulate in order.
 class OptionValues {
  public:
-  // `spelling`: how the front end names the option in errors ("--jobs", or Python's "jobs").
-  void Add(const OptionSpec& option, std::string value, std::string spelling = "");
+  // `prefix`: what the front end's errors of the option begin with, as it names options:
+  // the command line's "--jobs: " (the default: the name and a colon, as CLI11 writes its
+  // own errors), Python's "jobs " (the keyword, as Python names an argument).
+  void Add(const OptionSpec& option, std::string value, std::string prefix = "");
   bool Has(std::string_view name) const { return values_.count(name) != 0; }
   // The values of `name` (empty when not given).
   const std::vector<std::string>& Of(std::string_view name) const;
   // The value given last for `name`, or "".
   std::string Last(std::string_view name) const;
-  // "NAME " as errors of `name` begin ("--jobs: ", "jobs ").
-  std::string Spelling(std::string_view name) const;
+  // What errors of `name` begin with (Add's prefix).
+  std::string ErrorPrefix(std::string_view name) const;
 
  private:
   std::map<std::string, std::vector<std::string>, std::less<>> values_;
-  std::map<std::string, std::string, std::less<>> spellings_;
+  std::map<std::string, std::string, std::less<>> prefixes_;
 };
 
 // Fills `request` and `run` (jobs, connections, object store options) from `values`, each

@@ -4,7 +4,6 @@
 
 #include <cmath>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "options/options_internal.h"
@@ -91,11 +90,11 @@ std::vector<const OptionSpec*> OptionsOf(std::string_view command, std::span<con
   return out;
 }
 
-void OptionValues::Add(const OptionSpec& option, std::string value, std::string spelling) {
+void OptionValues::Add(const OptionSpec& option, std::string value, std::string prefix) {
   std::vector<std::string>& v = values_[std::string(option.name)];
   if (!option.repeatable) v.clear();
   v.push_back(std::move(value));
-  spellings_[std::string(option.name)] = spelling.empty() ? std::string(option.name) : std::move(spelling);
+  prefixes_[std::string(option.name)] = prefix.empty() ? StrCat(option.name, ": ") : std::move(prefix);
 }
 
 const std::vector<std::string>& OptionValues::Of(std::string_view name) const {
@@ -109,20 +108,19 @@ std::string OptionValues::Last(std::string_view name) const {
   return v.empty() ? "" : v.back();
 }
 
-std::string OptionValues::Spelling(std::string_view name) const {
-  const auto it = spellings_.find(name);
-  const std::string s = it == spellings_.end() ? std::string(name) : it->second;
-  return s.rfind("-", 0) == 0 || s == absl::AsciiStrToUpper(s) ? StrCat(s, ": ") : StrCat(s, " ");
+std::string OptionValues::ErrorPrefix(std::string_view name) const {
+  const auto it = prefixes_.find(name);
+  return it == prefixes_.end() ? StrCat(name, ": ") : it->second;
 }
 
 namespace options_internal {
 namespace {
 
-// The values of `o`, each checked; InvalidArgument "SPELLING: MESSAGE".
+// The values of `o`, each checked; InvalidArgument "PREFIX MESSAGE" ("--jobs: -1: ...").
 absl::Status Checked(const OptionValues& v, const OptionSpec& o) {
   for (const std::string& value : v.Of(o.name)) {
     if (absl::Status s = CheckOptionValue(o, value); !s.ok()) {
-      return absl::InvalidArgumentError(StrCat(v.Spelling(o.name), s.message()));
+      return absl::InvalidArgumentError(StrCat(v.ErrorPrefix(o.name), s.message()));
     }
   }
   return absl::OkStatus();
@@ -159,7 +157,7 @@ absl::Status Set(const OptionValues& v, const OptionSpec& o, int64_t* out) {
     TFCKPT_ASSIGN_OR_RETURN(*out, ParseDuration(v.Last(o.name)));
     return absl::OkStatus();
   }
-  if (!absl::SimpleAtoi(v.Last(o.name), out)) return absl::InvalidArgumentError(StrCat(v.Spelling(o.name), "not a whole number"));
+  if (!absl::SimpleAtoi(v.Last(o.name), out)) return absl::InvalidArgumentError(StrCat(v.ErrorPrefix(o.name), "not a whole number"));
   return absl::OkStatus();
 }
 
