@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "app.h"
+#include "tfckpt/commands.h"
 #include "tfckpt/options.h"
+#include "tfckpt/storage.h"
+#include "tfckpt/strings.h"
 
 namespace tfckpt::testing {
 bool NeedsTestData() { return false; }
@@ -126,6 +129,35 @@ TEST_CASE("an error begins as the front end says, not as the name looks") {
   CHECK(message(dashed) == "-j=-1: not a whole number from 0 to 1024");
   CHECK(dashed.ErrorPrefix("--jobs") == "-j=");
   CHECK(OptionValues().ErrorPrefix("CKPT") == "CKPT: ");
+}
+
+TEST_CASE("a parser's words are the values it takes, and it refuses others in their words") {
+  CHECK(ServerSideWords() == std::vector<std::string>{"auto", "never", "always"});
+  for (const std::string& w : ServerSideWords()) {
+    CAPTURE(w);
+    const absl::StatusOr<ServerSideCopy> mode = ParseServerSide(w);
+    REQUIRE(mode.ok());
+    CHECK(ServerSideName(*mode) == w);
+  }
+  CHECK(ParseServerSide("sometimes").status().message() == "\"sometimes\": not auto, never or always");
+  CHECK(OneOf("b", {"a", "b"}).value() == 1);
+  CHECK(OneOf("c", {"a"}).status().message() == "\"c\": not a");
+  CHECK(ConvertFormatWords() == std::vector<std::string>{"tf", "safetensors", "npz"});
+  CHECK(ConflictWords() == std::vector<std::string>{"error", "first", "last"});
+  CHECK(CollapseParallelWords() == std::vector<std::string>{"check", "first"});
+  // A library caller's request is checked by the command, in the same words.
+  ConvertRequest convert;
+  convert.src = "in";
+  convert.to = "zip";
+  CHECK(Convert(convert).status().message() == "--to: \"zip\": not tf, safetensors or npz");
+  MergeRequest merge;
+  merge.inputs = {"in"};
+  merge.out = "no-such-dir/out";
+  merge.on_conflict = "newest";
+  CHECK(Merge(merge).status().message() == "--on-conflict: \"newest\": not error, first or last");
+  merge.on_conflict = "";
+  merge.collapse_parallel = "all";
+  CHECK(Merge(merge).status().message() == "--collapse-parallel: \"all\": not check or first");
 }
 
 TEST_CASE("every row of the five commands is complete") {
