@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ Captured Run(std::vector<std::string> args, std::span<const OptionSpec> table) {
   return {code, out.str(), err.str()};
 }
 
+const std::vector<std::string>& ThrowawayWords() {
+  static const auto* words = new std::vector<std::string>{"alpha", "beta"};
+  return *words;
+}
+
 std::vector<OptionSpec> WithThrowawayRow() {
   std::vector<OptionSpec> table(OptionTable().begin(), OptionTable().end());
   table.push_back({.command = "validate",
@@ -47,7 +53,7 @@ std::vector<OptionSpec> WithThrowawayRow() {
                    .value_name = "COUNT",
                    .keyword = "throwaway_row",
                    .kind = OptionKind::kChoice,
-                   .choices = "alpha,beta",
+                   .words = &ThrowawayWords,
                    .completion = OptionCompletion::kWords,
                    .help = "A row only this test adds"});
   return table;
@@ -160,14 +166,64 @@ TEST_CASE("a parser's words are the values it takes, and it refuses others in th
   CHECK(Merge(merge).status().message() == "--collapse-parallel: \"all\": not check or first");
 }
 
+TEST_CASE("a choice takes its parser's words, checked once, in the parser's words") {
+  using Words = const std::vector<std::string>& (*)();
+  const std::map<std::string_view, Words> parsers = {{"--server-side", &ServerSideWords},
+                                                     {"--to", &ConvertFormatWords},
+                                                     {"--on-conflict", &ConflictWords},
+                                                     {"--collapse-parallel", &CollapseParallelWords}};
+  int choices = 0;
+  for (const OptionSpec& o : OptionTable()) {
+    if (o.kind != OptionKind::kChoice && o.kind != OptionKind::kOptionalChoice) continue;
+    CAPTURE(std::string(o.command));
+    CAPTURE(std::string(o.name));
+    REQUIRE(parsers.count(o.name) == 1);
+    CHECK((o.words == parsers.at(o.name)));
+    ++choices;
+  }
+  CHECK(choices == 3 + 1 + 1 + 1);  // --server-side in reshard, merge and convert
+  // The command line shows and completes the parser's words, and refuses others in them.
+  const Captured help = Run({"convert", "--help"}, OptionTable());
+  CHECK(help.out.find("--to FORMAT:{tf,safetensors,npz}") != std::string::npos);
+  CHECK(help.out.find("--server-side MODE:{auto,never,always}") != std::string::npos);
+  CHECK(Run({"merge", "--help"}, OptionTable()).out.find("--collapse-parallel check|first") != std::string::npos);
+  const Captured bad = Run({"convert", "x", "-o", "y", "--to", "zip"}, OptionTable());
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("--to: \"zip\": not tf, safetensors or npz") != std::string::npos);
+  // FillRequest: a --server-side value is parsed once, by ParseServerSide, whose error is
+  // the one CheckOptionValue gives, after the front end's prefix.
+  const OptionSpec* server_side = nullptr;
+  for (const OptionSpec* o : OptionsOf("reshard")) {
+    if (o->name == "--server-side") server_side = o;
+  }
+  REQUIRE(server_side != nullptr);
+  CHECK(CheckOptionValue(*server_side, "sometimes").message() == "\"sometimes\": not auto, never or always");
+  OptionValues values;
+  values.Add(*server_side, "sometimes", "server_side ");
+  ReshardRequest request;
+  RunOptions run;
+  CHECK(FillRequest(values, &request, &run).message() == "server_side \"sometimes\": not auto, never or always");
+  OptionValues always;
+  always.Add(*server_side, "always");
+  REQUIRE(FillRequest(always, &request, &run).ok());
+  CHECK(request.server_side == ServerSideCopy::kAlways);
+}
+
 TEST_CASE("every row of the five commands is complete") {
   for (const OptionSpec& o : OptionTable()) {
     CAPTURE(std::string(o.command));
     CAPTURE(std::string(o.name));
     CHECK(!o.help.empty());
     if (o.kind == OptionKind::kInt) CHECK(o.lo <= o.hi);
-    if (o.kind == OptionKind::kChoice || o.kind == OptionKind::kOptionalChoice) CHECK(!o.choices.empty());
-    if (o.kind != OptionKind::kFlag && !o.positional) CHECK(!o.value_name.empty());
+    // A choice's words are its parser's: the table names the function, never the words.
+    if (o.kind == OptionKind::kChoice || o.kind == OptionKind::kOptionalChoice) {
+      REQUIRE((o.words != nullptr));
+      CHECK(!o.words().empty());
+    }
+    // (An optional choice's words name its value: "check|first".)
+    if (o.kind != OptionKind::kFlag && o.kind != OptionKind::kOptionalChoice && !o.positional) {
+      CHECK(!o.value_name.empty());
+    }
   }
 }
 

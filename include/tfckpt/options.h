@@ -27,8 +27,8 @@ enum class OptionKind {
   kNumber,          // a floating-point number
   kText,            // anything; the command parses it (partition rules, sizes, regexes)
   kPath,            // a file, prefix or URL
-  kChoice,          // one of OptionSpec::choices
-  kOptionalChoice,  // one of choices, or nothing (then default_value): --collapse-parallel[=check]
+  kChoice,          // one of OptionSpec::words(), the words of the parser that takes it
+  kOptionalChoice,  // one of words(), or nothing (then default_value): --collapse-parallel[=check]
   kDuration,        // a whole number of seconds, minutes, hours or days: 90s, 30m, 2h, 7d, 0
 };
 
@@ -46,10 +46,10 @@ struct OptionSpec {
   bool required = false;
   bool positional = false;
   int64_t lo = 0, hi = 0;          // kInt
-  std::string_view choices;        // kChoice, kOptionalChoice: "auto,never,always"
   std::string_view default_value;  // kOptionalChoice: the value of the bare option
   // The words a value begins with, from the parser that reads it (PolicyWords, ...), or
-  // null; completion offers them, or `choices`.
+  // null; completion offers them. A choice's values (ServerSideWords): the parser's words
+  // are the choices, so they are written once, where the value is parsed.
   const std::vector<std::string>& (*words)() = nullptr;
   OptionCompletion completion = OptionCompletion::kNone;
   std::string_view help;      // the sentence --help shows; the man page's entry begins with it
@@ -65,8 +65,8 @@ std::vector<const OptionSpec*> OptionsOf(std::string_view command,
                                          std::span<const OptionSpec> table = OptionTable());
 
 // Checks `value` against the option's kind: InvalidArgument "VALUE: not a whole number from
-// 0 to 1024", "\"VALUE\": not auto, never or always", "VALUE: not a duration such as 90s, 30m,
-// 2h, 7d or 0", ... (a front end puts the option's name before it).
+// 0 to 1024", "\"VALUE\": not auto, never or always" (a choice: OneOf its words), "VALUE: not
+// a duration such as 90s, 30m, 2h, 7d or 0", ... (a front end puts the option's name before it).
 absl::Status CheckOptionValue(const OptionSpec& option, std::string_view value);
 
 // The values a front end was given for one command's options, as text: by option name

@@ -5,34 +5,11 @@
 #include <cmath>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "options/options_internal.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
 namespace tfckpt {
-namespace {
-
-// "a, b or c"
-std::string Alternatives(std::string_view choices) {
-  const std::vector<std::string> words = absl::StrSplit(AV(choices), ',');
-  std::string out;
-  for (size_t i = 0; i < words.size(); ++i) {
-    if (i > 0) out += i + 1 == words.size() ? " or " : ", ";
-    out += words[i];
-  }
-  return out;
-}
-
-bool IsChoice(std::string_view choices, std::string_view value) {
-  for (absl::string_view w : absl::StrSplit(AV(choices), ',')) {
-    if (SV(w) == value) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 namespace options_internal {
 
 absl::StatusOr<int64_t> ParseDuration(std::string_view v) {
@@ -69,10 +46,8 @@ absl::Status CheckOptionValue(const OptionSpec& o, std::string_view value) {
     case OptionKind::kChoice:
     case OptionKind::kOptionalChoice:
       // (An optional choice given bare has the value "": its default.)
-      if (IsChoice(o.choices, value) || (o.kind == OptionKind::kOptionalChoice && value.empty())) {
-        return absl::OkStatus();
-      }
-      return absl::InvalidArgumentError(StrCat("\"", value, "\": not ", Alternatives(o.choices)));
+      if (o.kind == OptionKind::kOptionalChoice && value.empty()) return absl::OkStatus();
+      return OneOf(value, o.words()).status();
     case OptionKind::kDuration:
       return options_internal::ParseDuration(value).status();
     case OptionKind::kText:
@@ -187,8 +162,11 @@ absl::Status Set(const OptionValues& v, const OptionSpec& o, std::optional<doubl
 
 absl::Status Set(const OptionValues& v, const OptionSpec& o, ServerSideCopy* out) {
   if (!v.Has(o.name)) return absl::OkStatus();
-  TFCKPT_RETURN_IF_ERROR(Checked(v, o));
-  TFCKPT_ASSIGN_OR_RETURN(*out, ParseServerSide(v.Last(o.name)));
+  // The parser is the check: its words are the row's (ServerSideWords), and it refuses
+  // others as CheckOptionValue would.
+  absl::StatusOr<ServerSideCopy> mode = ParseServerSide(v.Last(o.name));
+  if (!mode.ok()) return absl::InvalidArgumentError(StrCat(v.ErrorPrefix(o.name), mode.status().message()));
+  *out = *mode;
   return absl::OkStatus();
 }
 
