@@ -18,6 +18,9 @@ from harness import main, test
 ROOT, BUILD = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 WITH_PYTHON = sys.argv[3] == "with-python"
 GENERATE = os.path.join(ROOT, "src", "options", "generate.py")
+# The parsers' words as the built program printed them (ServerSideWords, ...): the man
+# pages and stubs spell out a choice's words from them.
+WORDS = os.path.join(BUILD, "src", "option_words.json")
 
 EXTRA = '''
 from table import Option
@@ -27,11 +30,20 @@ ROWS = [Option("--throwaway-row", ("validate", "convert"), kind="int", value="CO
 '''
 
 
-def generate(*args, extra=None):
-    cmd = [sys.executable, GENERATE] + (["--extra", extra] if extra else []) + list(args)
+def generate(*args, extra=None, words=WORDS):
+    cmd = [sys.executable, GENERATE] + (["--extra", extra] if extra else []) + (["--words", words] if words else [])
+    cmd += list(args)
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     return p
+
+
+def written(d, name, text):
+    """`text` as the file `name` in folder `d`: its path."""
+    path = os.path.join(d, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
 
 
 def load(path):
@@ -44,9 +56,7 @@ def load(path):
 @test()
 def a_throwaway_row_is_in_every_generated_output():
     with tempfile.TemporaryDirectory() as d:
-        extra = os.path.join(d, "extra.py")
-        with open(extra, "w") as f:
-            f.write(EXTRA)
+        extra = written(d, "extra.py", EXTRA)
         for command in ("validate", "convert", "inspect"):
             out = os.path.join(d, f"tfckpt-{command}.1")
             generate("man", command, os.path.join(ROOT, "man", f"tfckpt-{command}.1.in"), out, "0", extra=extra)
@@ -78,13 +88,52 @@ def a_throwaway_row_is_in_every_generated_output():
 @test()
 def a_contradictory_row_fails_the_build_naming_it():
     with tempfile.TemporaryDirectory() as d:
-        extra = os.path.join(d, "extra.py")
-        with open(extra, "w") as f:
-            f.write(EXTRA.replace("member=None", "member=None, needs=('--no-such-option',)"))
+        extra = written(d, "extra.py", EXTRA.replace("member=None", "member=None, needs=('--no-such-option',)"))
         p = subprocess.run([sys.executable, GENERATE, "--extra", extra, "cc", os.path.join(d, "t.cc")],
                            capture_output=True, text=True)
         assert p.returncode != 0
         assert "--throwaway-row (validate): needs or excludes --no-such-option" in p.stderr, p.stderr
+
+
+CHOICE = '''
+from table import Option
+ROWS = [Option("--throwaway-choice", ("merge",), kind="choice", value="WHICH", words="ThrowawayWords",
+               help="A choice only this test adds", member=None)]
+'''
+
+
+@test()
+def a_choice_has_its_parsers_words_in_every_generated_output():
+    with tempfile.TemporaryDirectory() as d:
+        extra = written(d, "extra.py", CHOICE)
+        words = written(d, "words.json", open(WORDS).read().replace("{", '{"ThrowawayWords": ["alpha", "beta"],', 1))
+        out = os.path.join(d, "tfckpt-merge.1")
+        generate("man", "merge", os.path.join(ROOT, "man", "tfckpt-merge.1.in"), out, "0", extra=extra, words=words)
+        page = open(out).read()
+        assert '.BI "\\-\\-throwaway\\-choice " WHICH\nA choice only this test adds.\nWHICH is alpha or beta.\n' in page
+        # The real rows' words too: the table names the parser, the page spells its words.
+        assert "RULE is error, first or last." in page
+        assert "MODE is auto, never or always." in page
+        generate("pyi", os.path.join(ROOT, "python", "tfckpt", "__init__.pyi.in"), os.path.join(d, "s.pyi"),
+                 extra=extra, words=words)
+        line = re.search(r"^def merge\(.*$", open(os.path.join(d, "s.pyi")).read(), re.M).group(0)
+        assert "throwaway_choice: Optional[Literal['alpha', 'beta']] = None" in line, line
+        assert "on_conflict: Optional[Literal['error', 'first', 'last']] = None" in line, line
+        generate("cc", os.path.join(d, "t.cc"), extra=extra, words=None)
+        cc = open(os.path.join(d, "t.cc")).read()
+        assert ".words = &ThrowawayWords" in cc and "alpha" not in cc
+        generate("words-cc", os.path.join(d, "w.cc"), extra=extra, words=None)
+        assert 'Print("ThrowawayWords", tfckpt::ThrowawayWords()' in open(os.path.join(d, "w.cc")).read()
+        # Without the parsers' words a page or stub that spells out choices is not made.
+        for args in (("man", "merge", os.path.join(ROOT, "man", "tfckpt-merge.1.in"), out, "0"),
+                     ("pyi", os.path.join(ROOT, "python", "tfckpt", "__init__.pyi.in"), os.path.join(d, "s.pyi"))):
+            p = subprocess.run([sys.executable, GENERATE] + list(args), capture_output=True, text=True)
+            assert p.returncode != 0 and "give --words FILE" in p.stderr, (args, p.stderr)
+        # A choice row that names no parser is refused, naming it.
+        written(d, "extra.py", CHOICE.replace('words="ThrowawayWords",', ""))
+        p = subprocess.run([sys.executable, GENERATE, "--extra", extra, "cc", os.path.join(d, "t.cc")],
+                           capture_output=True, text=True)
+        assert p.returncode != 0 and "--throwaway-choice (merge): a choice without words" in p.stderr, p.stderr
 
 
 @test()
@@ -100,6 +149,9 @@ def the_built_outputs_are_the_tables():
             generate("py", os.path.join(d, "_options.py"))
             assert open(os.path.join(d, "_options.py")).read() == \
                 open(os.path.join(BUILD, "python", "tfckpt", "_options.py")).read()
+            generate("pyi", os.path.join(ROOT, "python", "tfckpt", "__init__.pyi.in"), os.path.join(d, "s.pyi"))
+            assert open(os.path.join(d, "s.pyi")).read() == \
+                open(os.path.join(BUILD, "python", "tfckpt", "__init__.pyi")).read()
 
 
 if __name__ == "__main__":

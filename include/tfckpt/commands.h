@@ -112,6 +112,12 @@ const std::vector<std::string>& PartitionSpecWords();
 const std::vector<std::string>& PolicyWords();
 // The casts convert --cast takes ("float32=bfloat16", ...), as its parser checks them.
 const std::vector<std::string>& CastWords();
+// The values of ConvertRequest::to ("tf", "safetensors", "npz"), MergeRequest::on_conflict
+// ("error", "first", "last") and MergeRequest::collapse_parallel ("check", "first"), as
+// their commands check them: the options' choices (--to, --on-conflict, --collapse-parallel).
+const std::vector<std::string>& ConvertFormatWords();
+const std::vector<std::string>& ConflictWords();
+const std::vector<std::string>& CollapseParallelWords();
 
 struct ReshardRequest {
   std::string ckpt, out;
@@ -181,10 +187,10 @@ struct MergeRequest {
   std::string out;                  // "" with recover: the prefix itself
   bool recover = false, allow_missing = false, move = false, force = false, no_verify = false;
   // Combining (any of these rewrites the data).
-  std::string on_conflict;          // "", "error", "first", "last"
+  std::string on_conflict;          // "" or one of ConflictWords(): "error", "first", "last"
   std::vector<std::string> include, exclude, renames;
   bool drop_optimizer = false, average = false, collapse_replicas = false, no_check = false, dry_run = false;
-  std::string collapse_parallel;    // "", "check", "first"
+  std::string collapse_parallel;    // "" or one of CollapseParallelWords(): "check", "first"
   std::optional<int> expand_parallel;
   ServerSideCopy server_side = ServerSideCopy::kAuto;
 };
@@ -223,7 +229,7 @@ absl::StatusOr<MergeCommandReport> Merge(const MergeRequest& request, const RunO
 
 struct ConvertRequest {
   std::string src, out;
-  std::string to;                        // "", "tf", "safetensors", "npz" ("": from out's name)
+  std::string to;                        // ConvertFormatWords(): "tf", "safetensors", "npz"; "": from out's name
   std::vector<std::string> casts;        // FROM=TO
   std::vector<std::string> include, exclude, renames;
   std::string max_file_size;             // safetensors: BYTES (K/M/G/T suffixes)

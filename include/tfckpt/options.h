@@ -27,8 +27,8 @@ enum class OptionKind {
   kNumber,          // a floating-point number
   kText,            // anything; the command parses it (partition rules, sizes, regexes)
   kPath,            // a file, prefix or URL
-  kChoice,          // one of OptionSpec::choices
-  kOptionalChoice,  // one of choices, or nothing (then default_value): --collapse-parallel[=check]
+  kChoice,          // one of OptionSpec::words(), the words of the parser that takes it
+  kOptionalChoice,  // one of words(), or nothing (then default_value): --collapse-parallel[=check]
   kDuration,        // a whole number of seconds, minutes, hours or days: 90s, 30m, 2h, 7d, 0
 };
 
@@ -46,10 +46,10 @@ struct OptionSpec {
   bool required = false;
   bool positional = false;
   int64_t lo = 0, hi = 0;          // kInt
-  std::string_view choices;        // kChoice, kOptionalChoice: "auto,never,always"
   std::string_view default_value;  // kOptionalChoice: the value of the bare option
   // The words a value begins with, from the parser that reads it (PolicyWords, ...), or
-  // null; completion offers them, or `choices`.
+  // null; completion offers them. A choice's values (ServerSideWords): the parser's words
+  // are the choices, so they are written once, where the value is parsed.
   const std::vector<std::string>& (*words)() = nullptr;
   OptionCompletion completion = OptionCompletion::kNone;
   std::string_view help;      // the sentence --help shows; the man page's entry begins with it
@@ -65,8 +65,8 @@ std::vector<const OptionSpec*> OptionsOf(std::string_view command,
                                          std::span<const OptionSpec> table = OptionTable());
 
 // Checks `value` against the option's kind: InvalidArgument "VALUE: not a whole number from
-// 0 to 1024", "\"VALUE\": not auto, never or always", "VALUE: not a duration such as 90s, 30m,
-// 2h, 7d or 0", ... (a front end puts the option's name before it).
+// 0 to 1024", "\"VALUE\": not auto, never or always" (a choice: OneOf its words), "VALUE: not
+// a duration such as 90s, 30m, 2h, 7d or 0", ... (a front end puts the option's name before it).
 absl::Status CheckOptionValue(const OptionSpec& option, std::string_view value);
 
 // The values a front end was given for one command's options, as text: by option name
@@ -74,19 +74,21 @@ absl::Status CheckOptionValue(const OptionSpec& option, std::string_view value);
 // accumulate in order.
 class OptionValues {
  public:
-  // `spelling`: how the front end names the option in errors ("--jobs", or Python's "jobs").
-  void Add(const OptionSpec& option, std::string value, std::string spelling = "");
+  // `prefix`: what the front end's errors of the option begin with, as it names options:
+  // the command line's "--jobs: " (the default: the name and a colon, as CLI11 writes its
+  // own errors), Python's "jobs " (the keyword, as Python names an argument).
+  void Add(const OptionSpec& option, std::string value, std::string prefix = "");
   bool Has(std::string_view name) const { return values_.count(name) != 0; }
   // The values of `name` (empty when not given).
   const std::vector<std::string>& Of(std::string_view name) const;
   // The value given last for `name`, or "".
   std::string Last(std::string_view name) const;
-  // "NAME " as errors of `name` begin ("--jobs: ", "jobs ").
-  std::string Spelling(std::string_view name) const;
+  // What errors of `name` begin with (Add's prefix).
+  std::string ErrorPrefix(std::string_view name) const;
 
  private:
   std::map<std::string, std::vector<std::string>, std::less<>> values_;
-  std::map<std::string, std::string, std::less<>> spellings_;
+  std::map<std::string, std::string, std::less<>> prefixes_;
 };
 
 // Fills `request` and `run` (jobs, connections, object store options) from `values`, each

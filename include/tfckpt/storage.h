@@ -59,8 +59,12 @@ bool IsUrl(std::string_view path);
 // or fail (a store that refuses is then an error, not a fallback).
 enum class ServerSideCopy { kAuto, kNever, kAlways };
 
-// A mode by its name, "auto", "never" or "always" (the commands' --server-side, man
-// tfckpt-reshard; a scale-out plan's output.server_side); InvalidArgument else.
+// The names of the modes, in ServerSideCopy's order: "auto", "never", "always" (the
+// commands' --server-side takes them: its check, completion, --help and man page).
+const std::vector<std::string>& ServerSideWords();
+// A mode by its name (ServerSideWords; the commands' --server-side, man tfckpt-reshard; a
+// scale-out plan's output.server_side); InvalidArgument "\"VALUE\": not auto, never or
+// always" else.
 absl::StatusOr<ServerSideCopy> ParseServerSide(std::string_view mode);
 // The name ParseServerSide reads.
 std::string_view ServerSideName(ServerSideCopy mode);

@@ -6,7 +6,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -34,6 +36,11 @@ void StrAppend(std::string* out, const A&... a) {
 // one parser of every byte count (options and specs such as max-shard-size:BYTES).
 // nullopt when the text is not a size.
 std::optional<uint64_t> ParseByteSize(std::string_view text);
+
+// The index of `value` among `words`, the words a parser takes (ServerSideWords(), ...);
+// else InvalidArgument "\"VALUE\": not a, b or c". The one check of a choice, so that the
+// option table and the parser refuse a value in the same words.
+absl::StatusOr<size_t> OneOf(std::string_view value, const std::vector<std::string>& words);
 
 // True when `s` is valid UTF-8.
 bool IsValidUtf8(std::string_view s);

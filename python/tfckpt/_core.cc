@@ -523,7 +523,8 @@ py::list GlobPaths(const std::string& pattern, const py::dict& store) {
 // The values of command `command`'s options from the dict __init__.py built (keywords of the
 // option table: bytes for text, lists of bytes, bools, ints, floats; True for an optional
 // choice given bare), as text, for FillRequest: the library checks them as it checks the
-// command line's, and its errors name the keyword.
+// command line's, and its errors begin with the keyword as Python names an argument
+// ("jobs -1: not a whole number ...").
 OptionValues Values(const std::string& command, const py::dict& d) {
   OptionValues values;
   for (const OptionSpec* o : OptionsOf(command)) {
@@ -541,7 +542,7 @@ OptionValues Values(const std::string& command, const py::dict& d) {
       } else {
         text = x.cast<std::string>();
       }
-      values.Add(*o, std::move(text), keyword);
+      values.Add(*o, std::move(text), keyword + " ");
     };
     if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
       for (const py::handle& x : v) add(x);

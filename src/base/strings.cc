@@ -59,4 +59,14 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
+absl::StatusOr<size_t> OneOf(std::string_view value, const std::vector<std::string>& words) {
+  std::string alternatives;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == value) return i;
+    if (i > 0) alternatives += i + 1 == words.size() ? " or " : ", ";
+    alternatives += words[i];
+  }
+  return absl::InvalidArgumentError(StrCat("\"", value, "\": not ", alternatives));
+}
+
 }  // namespace tfckpt

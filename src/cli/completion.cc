@@ -43,16 +43,12 @@ std::vector<std::string> SetWords(const std::string& type_name) {
   return absl::StrSplit(set, ',');
 }
 
-// What a row's value completes to: the words of its parser or its choices, a path, or
+// What a row's value completes to: the words of its parser (a choice's values), a path, or
 // nothing (numbers, regular expressions, names).
 ValueKind KindOf(const OptionSpec& o, std::vector<std::string>* words) {
   switch (o.completion) {
     case OptionCompletion::kWords:
-      if (o.words != nullptr) {
-        *words = o.words();
-      } else {
-        *words = absl::StrSplit(AV(o.choices), ',', absl::SkipEmpty());
-      }
+      if (o.words != nullptr) *words = o.words();
       return ValueKind::kWords;
     case OptionCompletion::kPath: return ValueKind::kPath;
     case OptionCompletion::kFree: return ValueKind::kFree;

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tfckpt/strings.h"
 
@@ -22,6 +23,15 @@ CLI::Validator Checked(const OptionSpec& o) {
 
 std::string Names(const OptionSpec& o) {
   return o.short_name.empty() ? std::string(o.name) : StrCat(o.short_name, ",", o.name);
+}
+
+// What --help shows after the names: "N", "MODE:{auto,never,always}" (a choice's words, as
+// CLI11 shows a set), "check|first" (an optional choice: its words are its value's name).
+std::string TypeName(const OptionSpec& o) {
+  if (o.positional) return "";
+  if (o.kind == OptionKind::kOptionalChoice) return absl::StrJoin(o.words(), "|");
+  if (o.kind == OptionKind::kChoice) return StrCat(o.value_name, ":{", absl::StrJoin(o.words(), ","), "}");
+  return std::string(o.value_name);
 }
 
 CLI::Option* Add(CLI::App* sub, const OptionSpec& o, OptionValues* values) {
@@ -47,9 +57,7 @@ CLI::Option* Add(CLI::App* sub, const OptionSpec& o, OptionValues* values) {
         Names(o), [&o, values](const std::string& v) { values->Add(o, v); }, help);
   }
   if (o.kind == OptionKind::kOptionalChoice) option->expected(0, 1);
-  std::string type(o.positional ? "" : o.value_name);
-  if (!o.choices.empty() && o.kind != OptionKind::kOptionalChoice) StrAppend(&type, ":{", o.choices, "}");
-  option->type_name(type)->check(Checked(o));
+  option->type_name(TypeName(o))->check(Checked(o));
   if (o.required) option->required();
   return option;
 }

@@ -29,9 +29,7 @@ std::string FormatOfName(const std::string& out) {
 absl::StatusOr<std::string> TargetFormat(const ConvertRequest& r) {
   const std::string named = FormatOfName(r.out);
   if (r.to.empty()) return named.empty() ? "tf" : named;
-  if (r.to != "tf" && r.to != "safetensors" && r.to != "npz") {
-    return absl::InvalidArgumentError(StrCat("--to ", r.to, ": not one of tf, safetensors, npz"));
-  }
+  if (absl::Status s = OneOf(r.to, ConvertFormatWords()).status(); !s.ok()) return Annotate(s, "--to");
   if (!named.empty() && named != r.to) {
     return absl::InvalidArgumentError(StrCat("-o ", r.out, ": the name says ", named, " but --to is ", r.to,
                                              " (rename the output or drop --to)"));
@@ -118,6 +116,11 @@ absl::Status ConvertToFile(const ConvertRequest& r, const std::string& out, cons
 }
 
 }  // namespace
+
+const std::vector<std::string>& ConvertFormatWords() {
+  static const auto* words = new std::vector<std::string>{"tf", "safetensors", "npz"};
+  return *words;
+}
 
 absl::StatusOr<ConvertCommandReport> Convert(const ConvertRequest& r, const RunOptions& run) {
   return AsRun<ConvertCommandReport>(run, [&]() -> absl::StatusOr<ConvertCommandReport> {

@@ -13,6 +13,23 @@
 namespace tfckpt {
 namespace {
 
+// The words of --on-conflict and --collapse-parallel and what each asks CombineOptions for:
+// ConflictWords() and CollapseParallelWords() are their first halves.
+constexpr std::pair<std::string_view, CombineOptions::Conflict> kConflicts[] = {
+    {"error", CombineOptions::Conflict::kError},
+    {"first", CombineOptions::Conflict::kFirst},
+    {"last", CombineOptions::Conflict::kLast}};
+constexpr std::pair<std::string_view, CombineOptions::Parallel> kCollapses[] = {
+    {"check", CombineOptions::Parallel::kCheck},
+    {"first", CombineOptions::Parallel::kFirst}};
+
+template <typename T, size_t N>
+const std::vector<std::string>* WordsOf(const std::pair<std::string_view, T> (&modes)[N]) {
+  auto* words = new std::vector<std::string>;
+  for (const auto& [word, mode] : modes) words->emplace_back(word);
+  return words;
+}
+
 bool Combining(const MergeRequest& r) {
   return !r.on_conflict.empty() || !r.include.empty() || !r.exclude.empty() || !r.renames.empty() ||
          r.drop_optimizer || r.average || r.collapse_replicas || !r.collapse_parallel.empty() ||
@@ -46,12 +63,10 @@ absl::Status Combine(const MergeRequest& r, const std::vector<std::string>& inpu
   if (r.average && inputs.size() < 2) return absl::InvalidArgumentError("--average needs at least two inputs to average");
   if (r.no_check && !r.collapse_replicas) return absl::InvalidArgumentError("--no-check needs --collapse-replicas");
   CombineOptions o;
-  if (r.on_conflict == "first") {
-    o.on_conflict = CombineOptions::Conflict::kFirst;
-  } else if (r.on_conflict == "last") {
-    o.on_conflict = CombineOptions::Conflict::kLast;
-  } else if (!r.on_conflict.empty() && r.on_conflict != "error") {
-    return absl::InvalidArgumentError(StrCat("--on-conflict ", r.on_conflict, ": not one of error, first, last"));
+  if (!r.on_conflict.empty()) {
+    absl::StatusOr<size_t> i = OneOf(r.on_conflict, ConflictWords());
+    if (!i.ok()) return Annotate(i.status(), "--on-conflict");
+    o.on_conflict = kConflicts[*i].second;
   }
   o.include = r.include;
   o.exclude = r.exclude;
@@ -61,12 +76,10 @@ absl::Status Combine(const MergeRequest& r, const std::vector<std::string>& inpu
   }
   o.drop_optimizer = r.drop_optimizer;
   o.average = r.average;
-  if (r.collapse_parallel == "check") {
-    o.collapse_parallel = CombineOptions::Parallel::kCheck;
-  } else if (r.collapse_parallel == "first") {
-    o.collapse_parallel = CombineOptions::Parallel::kFirst;
-  } else if (!r.collapse_parallel.empty()) {
-    return absl::InvalidArgumentError(StrCat("--collapse-parallel ", r.collapse_parallel, ": not one of check, first"));
+  if (!r.collapse_parallel.empty()) {
+    absl::StatusOr<size_t> i = OneOf(r.collapse_parallel, CollapseParallelWords());
+    if (!i.ok()) return Annotate(i.status(), "--collapse-parallel");
+    o.collapse_parallel = kCollapses[*i].second;
   }
   o.expand_parallel = r.expand_parallel;
   o.collapse_replicas = r.collapse_replicas;
@@ -181,6 +194,16 @@ absl::StatusOr<MergeCommandReport> MergeRun(const MergeRequest& r) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& ConflictWords() {
+  static const auto* words = WordsOf(kConflicts);
+  return *words;
+}
+
+const std::vector<std::string>& CollapseParallelWords() {
+  static const auto* words = WordsOf(kCollapses);
+  return *words;
+}
 
 absl::StatusOr<MergeCommandReport> Merge(const MergeRequest& request, const RunOptions& run) {
   return AsRun<MergeCommandReport>(run, [&] { return MergeRun(request); });

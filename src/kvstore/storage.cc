@@ -16,21 +16,17 @@
 
 namespace tfckpt {
 
-absl::StatusOr<ServerSideCopy> ParseServerSide(std::string_view mode) {
-  if (mode == "auto") return ServerSideCopy::kAuto;
-  if (mode == "never") return ServerSideCopy::kNever;
-  if (mode == "always") return ServerSideCopy::kAlways;
-  return absl::InvalidArgumentError(StrCat("\"", mode, "\": not auto, never or always"));
+const std::vector<std::string>& ServerSideWords() {
+  static const auto* words = new std::vector<std::string>{"auto", "never", "always"};
+  return *words;
 }
 
-std::string_view ServerSideName(ServerSideCopy mode) {
-  switch (mode) {
-    case ServerSideCopy::kNever: return "never";
-    case ServerSideCopy::kAlways: return "always";
-    case ServerSideCopy::kAuto: break;
-  }
-  return "auto";
+absl::StatusOr<ServerSideCopy> ParseServerSide(std::string_view mode) {
+  TFCKPT_ASSIGN_OR_RETURN(const size_t i, OneOf(mode, ServerSideWords()));
+  return static_cast<ServerSideCopy>(i);
 }
+
+std::string_view ServerSideName(ServerSideCopy mode) { return ServerSideWords().at(static_cast<size_t>(mode)); }
 
 absl::Status ReadableFile::PastEndError(uint64_t offset, uint64_t n) const {
   return absl::DataLossError(StrCat(path(), ": offset ", offset, ": range of ", n,

@@ -4,36 +4,12 @@
 
 #include <cmath>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "options/options_internal.h"
 #include "tfckpt/status.h"
 #include "tfckpt/strings.h"
 
 namespace tfckpt {
-namespace {
-
-// "a, b or c"
-std::string Alternatives(std::string_view choices) {
-  const std::vector<std::string> words = absl::StrSplit(AV(choices), ',');
-  std::string out;
-  for (size_t i = 0; i < words.size(); ++i) {
-    if (i > 0) out += i + 1 == words.size() ? " or " : ", ";
-    out += words[i];
-  }
-  return out;
-}
-
-bool IsChoice(std::string_view choices, std::string_view value) {
-  for (absl::string_view w : absl::StrSplit(AV(choices), ',')) {
-    if (SV(w) == value) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 namespace options_internal {
 
 absl::StatusOr<int64_t> ParseDuration(std::string_view v) {
@@ -70,10 +46,8 @@ absl::Status CheckOptionValue(const OptionSpec& o, std::string_view value) {
     case OptionKind::kChoice:
     case OptionKind::kOptionalChoice:
       // (An optional choice given bare has the value "": its default.)
-      if (IsChoice(o.choices, value) || (o.kind == OptionKind::kOptionalChoice && value.empty())) {
-        return absl::OkStatus();
-      }
-      return absl::InvalidArgumentError(StrCat("\"", value, "\": not ", Alternatives(o.choices)));
+      if (o.kind == OptionKind::kOptionalChoice && value.empty()) return absl::OkStatus();
+      return OneOf(value, o.words()).status();
     case OptionKind::kDuration:
       return options_internal::ParseDuration(value).status();
     case OptionKind::kText:
@@ -91,11 +65,11 @@ std::vector<const OptionSpec*> OptionsOf(std::string_view command, std::span<con
   return out;
 }
 
-void OptionValues::Add(const OptionSpec& option, std::string value, std::string spelling) {
+void OptionValues::Add(const OptionSpec& option, std::string value, std::string prefix) {
   std::vector<std::string>& v = values_[std::string(option.name)];
   if (!option.repeatable) v.clear();
   v.push_back(std::move(value));
-  spellings_[std::string(option.name)] = spelling.empty() ? std::string(option.name) : std::move(spelling);
+  prefixes_[std::string(option.name)] = prefix.empty() ? StrCat(option.name, ": ") : std::move(prefix);
 }
 
 const std::vector<std::string>& OptionValues::Of(std::string_view name) const {
@@ -109,20 +83,19 @@ std::string OptionValues::Last(std::string_view name) const {
   return v.empty() ? "" : v.back();
 }
 
-std::string OptionValues::Spelling(std::string_view name) const {
-  const auto it = spellings_.find(name);
-  const std::string s = it == spellings_.end() ? std::string(name) : it->second;
-  return s.rfind("-", 0) == 0 || s == absl::AsciiStrToUpper(s) ? StrCat(s, ": ") : StrCat(s, " ");
+std::string OptionValues::ErrorPrefix(std::string_view name) const {
+  const auto it = prefixes_.find(name);
+  return it == prefixes_.end() ? StrCat(name, ": ") : it->second;
 }
 
 namespace options_internal {
 namespace {
 
-// The values of `o`, each checked; InvalidArgument "SPELLING: MESSAGE".
+// The values of `o`, each checked; InvalidArgument "PREFIX MESSAGE" ("--jobs: -1: ...").
 absl::Status Checked(const OptionValues& v, const OptionSpec& o) {
   for (const std::string& value : v.Of(o.name)) {
     if (absl::Status s = CheckOptionValue(o, value); !s.ok()) {
-      return absl::InvalidArgumentError(StrCat(v.Spelling(o.name), s.message()));
+      return absl::InvalidArgumentError(StrCat(v.ErrorPrefix(o.name), s.message()));
     }
   }
   return absl::OkStatus();
@@ -159,7 +132,7 @@ absl::Status Set(const OptionValues& v, const OptionSpec& o, int64_t* out) {
     TFCKPT_ASSIGN_OR_RETURN(*out, ParseDuration(v.Last(o.name)));
     return absl::OkStatus();
   }
-  if (!absl::SimpleAtoi(v.Last(o.name), out)) return absl::InvalidArgumentError(StrCat(v.Spelling(o.name), "not a whole number"));
+  if (!absl::SimpleAtoi(v.Last(o.name), out)) return absl::InvalidArgumentError(StrCat(v.ErrorPrefix(o.name), "not a whole number"));
   return absl::OkStatus();
 }
 
@@ -189,8 +162,11 @@ absl::Status Set(const OptionValues& v, const OptionSpec& o, std::optional<doubl
 
 absl::Status Set(const OptionValues& v, const OptionSpec& o, ServerSideCopy* out) {
   if (!v.Has(o.name)) return absl::OkStatus();
-  TFCKPT_RETURN_IF_ERROR(Checked(v, o));
-  TFCKPT_ASSIGN_OR_RETURN(*out, ParseServerSide(v.Last(o.name)));
+  // The parser is the check: its words are the row's (ServerSideWords), and it refuses
+  // others as CheckOptionValue would.
+  absl::StatusOr<ServerSideCopy> mode = ParseServerSide(v.Last(o.name));
+  if (!mode.ok()) return absl::InvalidArgumentError(StrCat(v.ErrorPrefix(o.name), mode.status().message()));
+  *out = *mode;
   return absl::OkStatus();
 }
 

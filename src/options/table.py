@@ -14,13 +14,17 @@ the others):
   commands    the commands that take it, in the order of COMMANDS
   short       "-j"
   kind        flag, int (range (LO, HI); 'inf' for no bound), number, text, path, choice
-              (choices), optional-choice (choices; the bare option means `default`),
-              duration (90s, 30m, 2h, 7d, 0; seconds from Python)
-  value       the value's name in --help and the man page ("N")
+              (one of `words`), optional-choice (one of `words`; the bare option means
+              `default`), duration (90s, 30m, 2h, 7d, 0; seconds from Python)
+  value       the value's name in --help and the man page ("N"; an optional choice's is
+              its words, "check|first")
   repeatable  given once per value (--include A --include B)
   required, positional
   words       the C++ function giving the words a value begins with, from the parser that
-              reads it ("PolicyWords"): completion offers them
+              reads it ("PolicyWords"): completion offers them; a choice's values
+              ("ServerSideWords"), which the table never spells out: the C++ table points at
+              the function, and the man pages and stubs get them from the build's
+              option_words.json (generate.py --words)
   completion  path, free, words or none, when not what the kind implies
   help        the sentence --help shows; the man page's entry begins with it
   doc         what the man page says after it (roff)
@@ -50,14 +54,14 @@ COMMANDS = {
 
 class Option:
     def __init__(self, name, commands, *, kind, short="", value="", repeatable=False, required=False,
-                 positional=False, range=None, choices=None, default="", words=None, completion=None, help,
+                 positional=False, range=None, default="", words=None, completion=None, help,
                  doc=None, member=None, group="", needs=None, excludes=None, python=True, keyword=None,
                  pypositional=False, pykind=None, pytype=None):
         unknown = [c for c in commands if c not in COMMANDS]
         assert not unknown, f"{name}: no command {unknown}"
         self.name, self.commands = name, tuple(commands)
         self.kind, self.short, self.value, self.repeatable = kind, short, value, repeatable
-        self.required, self.positional, self.range, self.choices = required, positional, range, choices
+        self.required, self.positional, self.range = required, positional, range
         self.default, self.words, self.completion, self.help, self.doc = default, words, completion, help, doc
         self.member, self.group, self.needs, self.excludes = member, group, needs, excludes
         self.python, self.keyword, self.pypositional, self.pykind, self.pytype = (python, keyword, pypositional,
@@ -445,8 +449,8 @@ that fails is a note, the output stays).""",
 Option(
     '--on-conflict', ('merge',),
     kind='choice',
-    value='error|first|last',
-    choices=('error', 'first', 'last'),
+    value='RULE',
+    words='ConflictWords',
     help='The same tensor in several inputs: error (default), first, last',
     doc=r"""The same tensor is the same name after renames; the error names both inputs.
 Example: \fBtfckpt merge base/ckpt tuned/ckpt \-o mixed/ckpt \-\-on\-conflict last\fR""",
@@ -529,8 +533,7 @@ Example: \fBtfckpt merge run/ckpt-8 run/ckpt-9 run/ckpt-10 \-o avg/ckpt \-\-aver
 Option(
     '--collapse-parallel', ('merge',),
     kind='optional-choice',
-    value='check|first',
-    choices=('check', 'first'),
+    words='CollapseParallelWords',
     help="""Keep component 0 (X/.ATTRIBUTES/VARIABLE_VALUE) of parallel-device variables and drop parallel_component_1..N-1, TF's names (others are left, with a note); check (default) verifies the values are equal, whatever the slicing""",
     doc=r"""TensorFlow's
 ParallelVariable (tensorflow/python/distribute/parallel_device/saving.py) names the attribute of
@@ -595,8 +598,8 @@ Option(
 Option(
     '--to', ('convert',),
     kind='choice',
-    value='tf|safetensors|npz',
-    choices=('tf', 'safetensors', 'npz'),
+    value='FORMAT',
+    words='ConvertFormatWords',
     help="""Output format, whatever the name of -o (default: from its extension, else tf); an extension that says another format is a usage error""",
     doc=r"""Without it, the extension of \fIDST\fR decides (\fB.safetensors\fR,
 \fB.npz\fR, else TensorFlow). With it, \fB\-\-to\fR decides whatever the name
@@ -692,7 +695,7 @@ Option(
     '--server-side', ('reshard', 'merge', 'convert'),
     kind='choice',
     value='MODE',
-    choices=('auto', 'never', 'always'),
+    words='ServerSideWords',
     help="""Bytes that move unchanged between objects of one s3:// store (same endpoint and credentials) are copied inside it (UploadPartCopy), not through this machine: auto (default; client-side where it cannot, or when the store refuses: a note), never, always (an error when it cannot). gs:// is always client-side""",
     doc={c: _SERVER_SIDE_HEAD + what + _SERVER_SIDE_TAIL for c, what in {
         'reshard': r"""through this machine: cuts on axis 0, unpartitioning on axis 0 and tensors moved between data files by a policy (pieces cut on other axes are gathered here). Each output object is
