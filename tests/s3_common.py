@@ -1,9 +1,9 @@
 """What the suites against the test S3 server share (tests/s3_server.sh starts it and sets
 S3_TEST_*): tfckpt's environment as a user would set it (and the keys for gs:// and moto),
 the store's objects read back (get, listing, uploads), and the fault proxy's controls.
-Importing this sets AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-AWS_REGION in os.environ (the server directly) and removes the AWS variables that would
-change them."""
+Importing this removes the AWS and Google variables that would change them from os.environ
+(cloud_common.AWS_VARIABLES), then sets AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY and AWS_REGION there (the server directly)."""
 import http.client
 import json
 import os
@@ -11,6 +11,7 @@ import subprocess
 import sys
 import urllib.parse
 
+from cloud_common import AWS_VARIABLES
 from harness import work_dir
 
 S3_PUT = sys.argv[4]
@@ -26,12 +27,11 @@ PROXY = {**DIRECT, "AWS_ENDPOINT_URL": os.environ["S3_TEST_PROXY_ENDPOINT"]}
 GS_KEYS = {"GS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"], "GS_SECRET_ACCESS_KEY": os.environ["S3_TEST_SECRET"]}
 # moto's keys (tests/moto_server.sh; moto takes any), for the suites that run against it too.
 MOTO_KEYS = {"AWS_ACCESS_KEY_ID": "moto-key", "AWS_SECRET_ACCESS_KEY": "moto-secret", "AWS_REGION": "us-east-1"}
-os.environ.update(DIRECT)
-for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL_S3",
-             "AWS_DEFAULT_REGION", "AWS_NO_SIGN_REQUEST", "AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
-             "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "GOOGLE_APPLICATION_CREDENTIALS",
-             "GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", "GS_ACCESS_KEY_ID", "GS_SECRET_ACCESS_KEY"):
+# None of the variables that change how credentials, regions and endpoints resolve but these
+# (the list the credential tests start without, tests/cloud_common.py).
+for name in AWS_VARIABLES:
     os.environ.pop(name, None)
+os.environ.update(DIRECT)
 # Hermetic: none of the user's files, and never a metadata service off loopback (a test that
 # wants one names its own).
 os.environ.update({"AWS_CONFIG_FILE": "/nonexistent/tfckpt-test/aws-config",
