@@ -15,13 +15,11 @@ import sys
 
 from cli_common import *
 from fault_points import HANG, paused_at
-from harness import work_dir
 from s3_common import *
 
 GEN = sys.argv[5]
 BUCKET = f"tfckpt-copy-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
-WORK = work_dir("tfckpt-s3c-")
 s3_put("mb", ROOT)
 
 
@@ -56,20 +54,6 @@ def files_of(prefix):
 def total_size(prefix):
     d = os.path.dirname(prefix)
     return sum(os.path.getsize(os.path.join(d, f)) for f in files_of(prefix))
-
-
-def same_bytes(remote_prefix, local_prefix):
-    """The objects of remote_prefix are local_prefix's files, byte for byte, and nothing else
-    is there (no object, no upload in progress)."""
-    stem = os.path.basename(local_prefix)
-    local = files_of(local_prefix)
-    remote_stem = remote_prefix.split("/", 3)[3]
-    objects = listing(remote_prefix + ".")
-    assert sorted(k[len(remote_stem):] for k in objects) == [f[len(stem):] for f in local], (objects, local)
-    for f in local:
-        with open(os.path.join(os.path.dirname(local_prefix), f), "rb") as h:
-            assert get(remote_prefix + f[len(stem):]) == h.read(), f
-    assert uploads(remote_prefix) == [], uploads(remote_prefix)
 
 
 def reshard_json(*args, code=0, env=None):

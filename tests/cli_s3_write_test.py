@@ -18,7 +18,6 @@ import zipfile
 
 from cli_common import *
 from fault_points import HANG, paused_at
-from harness import work_dir
 from s3_common import *
 
 GEN = sys.argv[5]
@@ -26,7 +25,6 @@ BUCKET = f"tfckpt-write-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
 
 T2T = "t2t_transformer_2shards/model.ckpt-1"
-WORK = work_dir("tfckpt-s3w-")
 s3_put("mb", ROOT)
 
 
@@ -44,24 +42,6 @@ def remote_big():
     if not listing(f"{ROOT}/in/"):
         s3_put("tree", os.path.dirname(big()), f"{ROOT}/in/")
     return f"{ROOT}/in/m"
-
-
-def key_of(url):
-    return url.split("/", 3)[3]
-
-
-def same_bytes(remote_prefix, local_prefix):
-    """The objects under remote_prefix. are the files of local_prefix., byte for byte (and no
-    other object is there, no upload is in progress)."""
-    local_dir, stem = os.path.split(local_prefix)
-    local = sorted(f for f in os.listdir(local_dir) if f.startswith(os.path.basename(local_prefix) + "."))
-    objects = listing(remote_prefix + ".")
-    remote_stem = key_of(remote_prefix)
-    assert sorted(k[len(remote_stem):] for k in objects) == [f[len(stem):] for f in local], (objects, local)
-    for f in local:
-        with open(os.path.join(local_dir, f), "rb") as h:
-            assert get(remote_prefix + f[len(stem):]) == h.read(), f
-    assert uploads(remote_prefix) == [], uploads(remote_prefix)
 
 
 @test(needs_data=True)

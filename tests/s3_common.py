@@ -39,25 +39,30 @@ os.environ.update({"AWS_CONFIG_FILE": "/nonexistent/tfckpt-test/aws-config",
                    "AWS_EC2_METADATA_DISABLED": "true", "CLOUDSDK_CONFIG": "/nonexistent/tfckpt-test/gcloud"})
 
 
-def s3_put(*args):
-    """tests/s3_put ARGS (the library's client); its standard output."""
-    return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True).stdout
+# The suite's scratch directory (removed when it exits).
+WORK = work_dir("tfckpt-s3-")
 
 
-# Where get() puts what it downloads (made on first use).
-_scratch = []
+def s3_put(*args, env=None):
+    """tests/s3_put ARGS (the library's client), with `env` over os.environ (another store's
+    endpoint and keys); its standard output."""
+    return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True,
+                          env={**os.environ, **env} if env else None).stdout
 
 
-def get(url, path=None):
-    """The bytes of the object at url (tests/s3_put get), downloaded to path (by default a
-    scratch file, overwritten by the next get)."""
+def get(url, path=None, env=None):
+    """The bytes of the object at url (tests/s3_put get), downloaded to path (by default
+    WORK/got, overwritten by the next get)."""
     if path is None:
-        if not _scratch:
-            _scratch.append(work_dir("tfckpt-s3get-"))
-        path = os.path.join(_scratch[0], "got")
-    s3_put("get", url, path)
+        path = os.path.join(WORK, "got")
+    s3_put("get", url, path, env=env)
     with open(path, "rb") as f:
         return f.read()
+
+
+def key_of(url):
+    """The object key of an s3:// (or gs://) URL."""
+    return url.split("/", 3)[3]
 
 
 def proxy_control(what, timeout=600):
@@ -107,13 +112,14 @@ def release_held():
     proxy_control("release")
 
 
-def proxy_log():
-    with open(os.environ["S3_TEST_PROXY_LOG"]) as f:
+def proxy_log(path=None):
+    """The lines of a fault proxy's request log (by default S3_TEST_PROXY_LOG's)."""
+    with open(path or os.environ["S3_TEST_PROXY_LOG"]) as f:
         return f.read().splitlines()
 
 
-def clear_proxy_log():
-    open(os.environ["S3_TEST_PROXY_LOG"], "w").close()
+def clear_proxy_log(path=None):
+    open(path or os.environ["S3_TEST_PROXY_LOG"], "w").close()
 
 
 def uploads_begun_and_unfinished(log):
@@ -126,15 +132,29 @@ def uploads_begun_and_unfinished(log):
     return begun, sorted(begun - aborted - completed)
 
 
-def listing(prefix):
+def listing(prefix, env=None):
     """{key: size} of the objects under the URL prefix (tests/s3_put ls)."""
     out = {}
-    for line in s3_put("ls", prefix).splitlines():
+    for line in s3_put("ls", prefix, env=env).splitlines():
         key, size = line.rsplit(" ", 1)
         out[key] = int(size)
     return out
 
 
-def uploads(prefix):
+def uploads(prefix, env=None):
     """The keys of the multipart uploads in progress under the URL prefix."""
-    return s3_put("uploads", prefix).split()
+    return s3_put("uploads", prefix, env=env).split()
+
+
+def same_bytes(remote_prefix, local_prefix, env=None):
+    """The objects REMOTE_PREFIX.* are the files LOCAL_PREFIX.*, byte for byte (and no other
+    object is there, no upload is in progress)."""
+    local_dir, stem = os.path.split(local_prefix)
+    local = sorted(f for f in os.listdir(local_dir) if f.startswith(stem + "."))
+    objects = listing(remote_prefix + ".", env=env)
+    remote_stem = key_of(remote_prefix)
+    assert sorted(k[len(remote_stem):] for k in objects) == [f[len(stem):] for f in local], (objects, local)
+    for f in local:
+        with open(os.path.join(local_dir, f), "rb") as h:
+            assert get(remote_prefix + f[len(stem):], env=env) == h.read(), f
+    assert uploads(remote_prefix, env=env) == [], uploads(remote_prefix, env=env)
