@@ -47,6 +47,13 @@ def example(d):
     return prefix
 
 
+def fixture(d, name, *kind):
+    """make_fixture KIND... D/NAME; returns the prefix."""
+    prefix = os.path.join(d, name)
+    subprocess.run([MAKE_FIXTURE, *kind, prefix], check=True)
+    return prefix
+
+
 def copy_ckpt(src_prefix, dst_dir):
     """Copies PREFIX.index and PREFIX.data-* into dst_dir; returns the new prefix."""
     base = os.path.basename(src_prefix)
