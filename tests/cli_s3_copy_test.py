@@ -17,7 +17,6 @@ from cli_common import *
 from fault_points import HANG, paused_at
 from s3_common import *
 
-GEN = sys.argv[5]
 BUCKET = f"tfckpt-copy-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
 s3_put("mb", ROOT)
@@ -25,18 +24,12 @@ s3_put("mb", ROOT)
 
 def tables():
     """An 84 MiB checkpoint in 4 data files, partitioned tables (gen_checkpoint tables)."""
-    prefix = os.path.join(WORK, "tables", "m")
-    if not os.path.exists(prefix + ".index"):
-        subprocess.run([GEN, "tables", prefix, "40", "2", "4"], check=True, timeout=300, capture_output=True)
-    return prefix
+    return generated("tables", "tables", "40", "2", "4")
 
 
 def big_tables():
     """A 256 MiB checkpoint of two [65536, 512] float32 tables, unpartitioned, in one data file."""
-    prefix = os.path.join(WORK, "big", "d")
-    if not os.path.exists(prefix + ".index"):
-        subprocess.run([GEN, "one-file", prefix, "2", "65536", "512", "1"], check=True, timeout=300, capture_output=True)
-    return prefix
+    return generated("big", "one-file", "2", "65536", "512", "1", stem="d")
 
 
 def uploaded(local_prefix, remote_dir):

@@ -26,7 +26,6 @@ from fault_points import HANG, paused_at
 import s3_common
 from s3_common import *
 
-GEN = sys.argv[5]
 MIB = 1 << 20
 PART_MIN = 5 * MIB  # S3's smallest part but the last
 T2T = "t2t_transformer_2shards/model.ckpt-1"
@@ -124,19 +123,12 @@ def run_in(store, *args, code=None, env=None):
 # ---------------------------------------------------------------------------------------------
 # The checkpoints: made once on local files, uploaded once to each store.
 
-def gen(name, *args):
-    prefix = os.path.join(WORK, "gen", name, "m")
-    if not os.path.exists(prefix + ".index"):
-        subprocess.run([GEN, *args[:1], prefix, *args[1:]], check=True, timeout=300, capture_output=True)
-    return prefix
-
-
 def table():
     """One float32 table [86016, 128], 42 MiB, partitioned in 2 row slices over 2 data files of 4
     slices (fixed:4, 10.5 MiB each): fixed:8 cuts pieces of 5.25 MiB, above S3's smallest part."""
     prefix = os.path.join(WORK, "table", "m")
     if not os.path.exists(prefix + ".index"):
-        run("reshard", gen("one", "one-file", "1", "86016", "128", "2"), "-o", prefix, "--partition", "fixed:4",
+        run("reshard", generated("gen/one", "one-file", "1", "86016", "128", "2"), "-o", prefix, "--partition", "fixed:4",
             "--policy", "shards:2", code=0, timeout=RUN_TIMEOUT)
     return prefix
 
@@ -147,7 +139,7 @@ def save():
     own data file; (the directory, the prefix to recover)."""
     d = os.path.join(WORK, "save")
     if not os.path.isdir(d):
-        src = gen("small", "one-file", "1", "24576", "128", "1")
+        src = generated("gen/small", "one-file", "1", "24576", "128", "1")
         parts = os.path.join(d, "ckpt-1_temp")
         run("merge", src, "-o", os.path.join(parts, "part-00000-of-00002"), code=0, timeout=RUN_TIMEOUT)
         run("merge", src, "-o", os.path.join(parts, "part-00001-of-00002"), "--rename", "^embedding_0/=embedding_1/",

@@ -20,7 +20,6 @@ from cli_common import *
 from fault_points import HANG, paused_at
 from s3_common import *
 
-GEN = sys.argv[5]
 BUCKET = f"tfckpt-write-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
 
@@ -31,10 +30,7 @@ s3_put("mb", ROOT)
 def big():
     """An 84 MiB checkpoint in 4 data files of 20-24 MiB (parts of 8 MiB: multipart uploads),
     with partitioned tables."""
-    prefix = os.path.join(WORK, "big", "m")
-    if not os.path.exists(prefix + ".index"):
-        subprocess.run([GEN, "tables", prefix, "40", "2", "4"], check=True, timeout=300, capture_output=True)
-    return prefix
+    return generated("big", "tables", "40", "2", "4")
 
 
 def remote_big():
@@ -188,10 +184,7 @@ def a_force_to_other_names_keeps_an_index_at_every_point():
 
 def small():
     """A 24 MiB checkpoint in 2 data files (reshard to 2: multipart uploads of 12 MiB)."""
-    prefix = os.path.join(WORK, "small", "m")
-    if not os.path.exists(prefix + ".index"):
-        subprocess.run([GEN, "tables", prefix, "24", "2", "2"], check=True, timeout=300, capture_output=True)
-    return prefix
+    return generated("small", "tables", "24", "2", "2")
 
 
 @test(needs_data=True)

@@ -15,6 +15,8 @@ from cloud_common import AWS_VARIABLES
 from harness import work_dir
 
 S3_PUT = sys.argv[4]
+# bench/gen_checkpoint, for the suites meson gives it (their fifth argument).
+GEN = sys.argv[5] if len(sys.argv) > 5 else None
 DIRECT = {
     "AWS_ENDPOINT_URL": os.environ["S3_TEST_ENDPOINT"],
     "AWS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"],
@@ -58,6 +60,14 @@ def get(url, path=None, env=None):
     s3_put("get", url, path, env=env)
     with open(path, "rb") as f:
         return f.read()
+
+
+def generated(name, kind, *args, stem="m"):
+    """gen_checkpoint KIND WORK/NAME/STEM ARGS..., once; its prefix."""
+    prefix = os.path.join(WORK, name, stem)
+    if not os.path.exists(prefix + ".index"):
+        subprocess.run([GEN, kind, prefix, *args], check=True, timeout=300, capture_output=True)
+    return prefix
 
 
 def key_of(url):
