@@ -92,3 +92,18 @@ keep_best() {
   fi
   rss[$label]=$m
 }
+
+# rounds N LABEL...: N interleaved rounds of one `timed` run per LABEL, of the command the
+# caller's function `command_of LABEL` puts in the array `cmd`; the best of each kept in the
+# caller's `best` and `rss` (keep_best).
+rounds() {
+  local n=$1 i label r
+  shift
+  for ((i = 0; i < n; i++)); do
+    for label in "$@"; do
+      command_of "$label"
+      r=$(timed "${cmd[@]}")
+      keep_best "$label" "$r"
+    done
+  done
+}
