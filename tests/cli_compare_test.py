@@ -6,8 +6,6 @@ Usage: cli_compare_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE"""
 
 from cli_common import *  # noqa: F401,F403
 
-T2T = "t2t_transformer_2shards/model.ckpt-1"
-
 
 def validate_doc(*args, code):
     return json.loads(run("validate", *args, "--json", code=code).stdout)

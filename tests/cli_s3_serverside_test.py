@@ -28,7 +28,6 @@ from s3_common import *
 
 MIB = 1 << 20
 PART_MIN = 5 * MIB  # S3's smallest part but the last
-T2T = "t2t_transformer_2shards/model.ckpt-1"
 BUCKET = f"tfckpt-serverside-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
 RUN_TIMEOUT = 600  # a bound on hangs (42 MiB through a Python proxy on two busy cores), never a measurement

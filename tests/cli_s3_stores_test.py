@@ -23,7 +23,6 @@ from s3_common import *
 from cloud_common import Stub, closed_endpoint, write
 
 STUB = Stub(WORK)
-T2T = "t2t_transformer_2shards/model.ckpt-1"
 BUCKET = f"tfckpt-stores-{os.getpid()}"
 
 # The two stores, through their fault proxies, as a user would name them.

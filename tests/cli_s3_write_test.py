@@ -23,7 +23,6 @@ from s3_common import *
 BUCKET = f"tfckpt-write-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
 
-T2T = "t2t_transformer_2shards/model.ckpt-1"
 s3_put("mb", ROOT)
 
 
@@ -35,9 +34,7 @@ def big():
 
 def remote_big():
     """big() uploaded as it is, once: its prefix in the store."""
-    if not listing(f"{ROOT}/in/"):
-        s3_put("tree", os.path.dirname(big()), f"{ROOT}/in/")
-    return f"{ROOT}/in/m"
+    return tree_uploaded(big(), f"{ROOT}/in")
 
 
 @test(needs_data=True)
