@@ -70,6 +70,14 @@ def generated(name, kind, *args, stem="m"):
     return prefix
 
 
+def tree_uploaded(local_prefix, remote_dir):
+    """The directory of local_prefix uploaded as it is to remote_dir/ (once: when nothing is
+    there yet); the checkpoint's prefix there."""
+    if not listing(remote_dir + "/"):
+        s3_put("tree", os.path.dirname(local_prefix), remote_dir + "/")
+    return remote_dir + "/" + os.path.basename(local_prefix)
+
+
 def key_of(url):
     """The object key of an s3:// (or gs://) URL."""
     return url.split("/", 3)[3]
