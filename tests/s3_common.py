@@ -1,6 +1,8 @@
 """What the suites against the test S3 server share (tests/s3_server.sh starts it and sets
 S3_TEST_*): tfckpt's environment as a user would set it (and the keys for gs:// and moto),
-the store's objects read back (get, listing, uploads), and the fault proxy's controls.
+the suite's WORK and the checkpoints generated there, the store's objects uploaded and read
+back (tree_uploaded, get, listing, uploads, same_bytes; env= names another store), and the
+fault proxy's controls and log.
 Importing this removes the AWS and Google variables that would change them from os.environ
 (cloud_common.AWS_VARIABLES), then sets AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY and AWS_REGION there (the server directly)."""
