@@ -33,11 +33,13 @@ under_s3_server() {
 }
 
 # s3_server_env: tfckpt's environment as a user would set it (as tests/s3_common.py does),
-# the server of tests/s3_server.sh directly, with its keys.
+# the server of tests/s3_server.sh directly, with its keys; none of the user's AWS files and
+# no EC2 metadata service.
 s3_server_env() {
   export AWS_ENDPOINT_URL=$S3_TEST_ENDPOINT AWS_ACCESS_KEY_ID=$S3_TEST_ACCESS_KEY
   export AWS_SECRET_ACCESS_KEY=$S3_TEST_SECRET AWS_REGION=$S3_TEST_REGION
   unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
+  export AWS_CONFIG_FILE=/nonexistent AWS_SHARED_CREDENTIALS_FILE=/nonexistent AWS_EC2_METADATA_DISABLED=true
 }
 
 # best_of N CMD...: the best wall time of N runs, in seconds.
@@ -89,4 +91,19 @@ keep_best() {
     best[$label]=$t
   fi
   rss[$label]=$m
+}
+
+# rounds N LABEL...: N interleaved rounds of one `timed` run per LABEL, of the command the
+# caller's function `command_of LABEL` puts in the array `cmd`; the best of each kept in the
+# caller's `best` and `rss` (keep_best).
+rounds() {
+  local n=$1 i label r
+  shift
+  for ((i = 0; i < n; i++)); do
+    for label in "$@"; do
+      command_of "$label"
+      r=$(timed "${cmd[@]}")
+      keep_best "$label" "$r"
+    done
+  done
 }

@@ -17,17 +17,15 @@ echo "checkpoint: $bytes bytes in 4 data files"
 rounds=${ROUNDS:-2}
 declare -A best rss
 labels=("cp" "safetensors" "npz" "cast-bf16")
-for ((i = 0; i < rounds; i++)); do
-  for label in "${labels[@]}"; do
-    case $label in
-      cp) r=$(timed sh -c "cp $work/in.data-* $work/out/") ;;
-      safetensors) r=$(timed build/src/tfckpt convert "$work/in" -o "$work/out/m.safetensors" -q) ;;
-      npz) r=$(timed build/src/tfckpt convert "$work/in" -o "$work/out/m.npz" -q) ;;
-      cast-bf16) r=$(timed build/src/tfckpt convert "$work/in" -o "$work/out/bf" --cast float32=bfloat16 -q) ;;
-    esac
-    keep_best "$label" "$r"
-  done
-done
+command_of() {
+  case $1 in
+    cp) cmd=(sh -c "cp $work/in.data-* $work/out/") ;;
+    safetensors) cmd=(build/src/tfckpt convert "$work/in" -o "$work/out/m.safetensors" -q) ;;
+    npz) cmd=(build/src/tfckpt convert "$work/in" -o "$work/out/m.npz" -q) ;;
+    cast-bf16) cmd=(build/src/tfckpt convert "$work/in" -o "$work/out/bf" --cast float32=bfloat16 -q) ;;
+  esac
+}
+rounds "$rounds" "${labels[@]}"  # (common.sh)
 for label in "${labels[@]}"; do
   python3 -c "print(f'{\"$label\":>12}: best {${best[$label]}:.2f} s = {${best[$label]} / ${best[cp]}:.2f} x cp, {$bytes / ${best[$label]} / 1e9:.2f} GB/s of input, peak RSS ${rss[$label]} MiB')"
 done

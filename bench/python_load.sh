@@ -19,15 +19,14 @@ prelude "${2:-}"
 py=/usr/bin/python3
 export PYTHONPATH=$PWD/build/python
 
-build/bench/gen_checkpoint tables "$work/big" "$mib" 2 4
-bytes=$(cat "$work"/big.data-* | wc -c)
-echo "checkpoint: $bytes bytes in $(ls "$work"/big.data-* | wc -l) data files"
-cat "$work"/big.data-* >/dev/null
+tables_input "$mib" 2  # $work/in, $bytes (common.sh)
+echo "checkpoint: $bytes bytes in $(ls "$work"/in.data-* | wc -l) data files"
+cat "$work"/in.data-* >/dev/null
 # In one interpreter (imports done), interleaved rounds of numpy.fromfile of the data files,
 # tfckpt.load and tfckpt.load(mmap=True), best of 6 each: the machine is shared, and its load
 # changes faster than a run of one side after the other would notice. Then the same as whole
 # processes (interpreter start and imports included: numpy alone against numpy and tfckpt).
-$py - "$work/big" "$bytes" <<'PY'
+$py - "$work/in" "$bytes" <<'PY'
 import glob, sys, time
 import numpy as np
 import tfckpt
@@ -49,7 +48,7 @@ for k, t in best.items():
     print(f"in the interpreter: {k}: {t:.3f} s ({b / t / 1e9:.2f} GB/s), ratio {t_np / t:.2f}"
           + (" (target >= 0.8)" if k == "tfckpt.load" else ""))
 PY
-read -r t_np t_load < <(python3 - "$py" "$work/big" <<'PY'
+read -r t_np t_load < <(python3 - "$py" "$work/in" <<'PY'
 import subprocess, sys, time
 py, prefix = sys.argv[1:3]
 cmds = [[py, "-c", f"import glob, numpy as np\nfor f in sorted(glob.glob('{prefix}.data-*')): "
@@ -65,7 +64,7 @@ for _ in range(5):
 print(" ".join(f"{x:.3f}" for x in best))
 PY
 )
-rss=$(peak_rss_kib $py -c "import tfckpt; tfckpt.load('$work/big')")
+rss=$(peak_rss_kib $py -c "import tfckpt; tfckpt.load('$work/in')")
 base=$(peak_rss_kib $py -c "import numpy, tfckpt")
 python3 - "$bytes" "$t_np" "$t_load" "$rss" "$base" <<'PY'
 import sys
@@ -76,8 +75,8 @@ print(f"tfckpt.load peak RSS {rss / 1024:.0f} MiB = {(rss - base) * 1024 / b:.3f
       f"(+ {base / 1024:.0f} MiB for the interpreter, numpy and tfckpt; target <= 1.1x)")
 PY
 
-cat "$work"/big.data-* >/dev/null
-$py - "$work/big" <<'PY'
+cat "$work"/in.data-* >/dev/null
+$py - "$work/in" <<'PY'
 import os, signal, sys, threading, time
 import tfckpt
 prefix = sys.argv[1]

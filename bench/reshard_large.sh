@@ -17,16 +17,15 @@ echo "checkpoint: $bytes bytes in 4 data files; EXTRA=${EXTRA:-}"
 rounds=${ROUNDS:-3}
 declare -A best rss
 labels=("cp" "fixed:8" "fixed:3@1" "none")
-for ((i = 0; i < rounds; i++)); do
-  for label in "${labels[@]}"; do
-    if [ "$label" = cp ]; then
-      r=$(timed sh -c "cp $work/in.data-* $work/out/")
-    else
-      r=$(timed build/src/tfckpt reshard "$work/in" -o "$work/out/r" --partition "$label" -q ${EXTRA:-})
-    fi
-    keep_best "$label" "$r"
-  done
-done
+command_of() {
+  if [ "$1" = cp ]; then
+    cmd=(sh -c "cp $work/in.data-* $work/out/")
+  else
+    # shellcheck disable=SC2206  # EXTRA is a list of flags
+    cmd=(build/src/tfckpt reshard "$work/in" -o "$work/out/r" --partition "$1" -q ${EXTRA:-})
+  fi
+}
+rounds "$rounds" "${labels[@]}"  # (common.sh)
 for label in "${labels[@]}"; do
   python3 -c "print(f'{\"$label\":>10}: best {${best[$label]}:.2f} s = {${best[$label]} / ${best[cp]}:.2f} x cp, peak RSS ${rss[$label]} MiB')"
 done

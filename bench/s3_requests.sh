@@ -16,8 +16,7 @@ s3_put=$build/tests/s3_put
 data=${TFCKPT_TESTDATA:-../shared/testdata/tf}
 [ -d "$data" ] || { echo "s3_requests: $data is missing" >&2; exit 1; }
 
-s3_server_env  # the server directly (common.sh)
-export AWS_CONFIG_FILE=/nonexistent AWS_SHARED_CREDENTIALS_FILE=/nonexistent AWS_EC2_METADATA_DISABLED=true
+s3_server_env  # the server directly, no AWS files (common.sh)
 url=s3://tfckpt-requests
 "$s3_put" mb "$url" >/dev/null
 "$s3_put" tree "$data/keras_tf2_adam_2shards" "$url/keras/" >/dev/null

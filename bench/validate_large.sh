@@ -8,13 +8,12 @@ cd "$(dirname "$0")/.."
 . bench/common.sh
 mib=${1:-512}
 prelude "${2:-}"
-build/bench/gen_checkpoint tables "$work/big" "$mib" 4 4
-bytes=$(cat "$work"/big.data-* | wc -c)
-echo "checkpoint: $bytes bytes in $(ls "$work"/big.data-* | wc -l) data files"
-cat "$work"/big.data-* >/dev/null  # warm the page cache
-t_cat=$(best_of 3 sh -c "cat $work/big.data-* > /dev/null")
-t_val=$(best_of 3 build/src/tfckpt validate "$work/big")
-rss=$(peak_rss_kib build/src/tfckpt validate "$work/big")
+tables_input "$mib" 4  # $work/in, $bytes (common.sh)
+echo "checkpoint: $bytes bytes in $(ls "$work"/in.data-* | wc -l) data files"
+cat "$work"/in.data-* >/dev/null  # warm the page cache
+t_cat=$(best_of 3 sh -c "cat $work/in.data-* > /dev/null")
+t_val=$(best_of 3 build/src/tfckpt validate "$work/in")
+rss=$(peak_rss_kib build/src/tfckpt validate "$work/in")
 ratio=$(python3 -c "print(f'{$t_val / $t_cat:.2f}')")
 gbs=$(python3 -c "print(f'{$bytes / $t_val / 1e9:.2f}')")
 echo "cat: ${t_cat} s; validate: ${t_val} s (${gbs} GB/s); ratio ${ratio}; validate peak RSS ${rss} KiB"

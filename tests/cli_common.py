@@ -14,6 +14,8 @@ import tempfile
 from harness import HAVE_DATA, TESTDATA, TESTS, main, test  # noqa: F401 (re-exported to the test files)
 
 TFCKPT, MAKE_EXAMPLE, MAKE_FIXTURE = sys.argv[1:4]
+# A real checkpoint of the test data (TFCKPT_TESTDATA): float32, 2 data files.
+T2T = "t2t_transformer_2shards/model.ckpt-1"
 
 
 def run(*args, code=None, timeout=120, env=None):
@@ -44,6 +46,13 @@ def example(d):
     prefix = os.path.join(d, "in", "model")
     os.makedirs(os.path.dirname(prefix))
     subprocess.run([MAKE_EXAMPLE, prefix], check=True, capture_output=True)
+    return prefix
+
+
+def fixture(d, name, *kind):
+    """make_fixture KIND... D/NAME; returns the prefix."""
+    prefix = os.path.join(d, name)
+    subprocess.run([MAKE_FIXTURE, *kind, prefix], check=True)
     return prefix
 
 

@@ -6,8 +6,6 @@ Usage: cli_compare_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE"""
 
 from cli_common import *  # noqa: F401,F403
 
-T2T = "t2t_transformer_2shards/model.ckpt-1"
-
 
 def validate_doc(*args, code):
     return json.loads(run("validate", *args, "--json", code=code).stdout)
@@ -15,12 +13,6 @@ def validate_doc(*args, code):
 
 def tensor_names(prefix):
     return {t["name"] for t in json.loads(run("inspect", prefix, "--json", code=0).stdout)["tensors"]}
-
-
-def fixture(d, *args):
-    prefix = os.path.join(d, args[-1])
-    subprocess.run([MAKE_FIXTURE, *args[:-1], prefix], check=True)
-    return prefix
 
 
 def bfloat16_copy(d):
@@ -38,7 +30,7 @@ def merge_notes(p):
 @test()
 def expand_parallel_below_two_is_a_usage_error():
     with tempfile.TemporaryDirectory() as d:
-        single = fixture(d, "parallel", "single", "single")
+        single = fixture(d, "single", "parallel", "single")
         for n in ("0", "1", "-3"):
             out = os.path.join(d, "out" + n)
             p = run("merge", single, "-o", out, "--expand-parallel", n, code=2)
@@ -50,7 +42,7 @@ def expand_parallel_below_two_is_a_usage_error():
 def collapse_parallel_takes_tensorflows_names_only():
     # TF's ParallelVariable saves component 0 as VARIABLE_VALUE, then parallel_component_1..N-1.
     with tempfile.TemporaryDirectory() as d:
-        same = fixture(d, "parallel", "same", "same")
+        same = fixture(d, "same", "parallel", "same")
         k = "dense/kernel/.ATTRIBUTES/"
         b = "dense/bias/.ATTRIBUTES/"
         # kernel: component 1 zero-padded (so component 2 has no 1); bias: component 2 named 0.
@@ -87,7 +79,7 @@ def collapse_replicas_takes_a_lone_replica():
     # (saveable_object_util.op_list_to_dict converts it to replica 0's variable): "w/0"
     # collapses to "w", with a note.
     with tempfile.TemporaryDirectory() as d:
-        same = fixture(d, "replicas", "same", "rep")
+        same = fixture(d, "rep", "replicas", "same")
         lone = os.path.join(d, "lone")
         run("merge", same, "-o", lone, "--exclude", "^w/[12]$", code=0)
         out = os.path.join(d, "out")
@@ -99,9 +91,9 @@ def collapse_replicas_takes_a_lone_replica():
 @test()
 def collapse_compares_values_whatever_the_slicing():
     with tempfile.TemporaryDirectory() as d:
-        same = fixture(d, "parallel", "same", "same")
-        single = fixture(d, "parallel", "single", "single")
-        differ = fixture(d, "parallel", "differ", "differ")
+        same = fixture(d, "same", "parallel", "same")
+        single = fixture(d, "single", "parallel", "single")
+        differ = fixture(d, "differ", "parallel", "differ")
         # Component 1 in 2 row slices, component 0 whole: equal values, collapsed.
         for src in (same, differ):
             run("reshard", src, "-o", src + "_r", "--partition", "parallel_component_1$=fixed:2", "--partition", "none",
@@ -116,7 +108,7 @@ def collapse_compares_values_whatever_the_slicing():
         assert "parallel_component_1" not in p.stderr, p.stderr
         assert "slicing" not in p.stderr, p.stderr
         # Replicas: w/1 in 2 slices, v/1 whole (v/0 stays in 2 slices).
-        rep = fixture(d, "replicas", "same", "rep")
+        rep = fixture(d, "rep", "replicas", "same")
         run("reshard", rep, "-o", rep + "_r", "--partition", "^w/1$=fixed:2", "--partition", "^v/1$=none", code=0)
         p = run("merge", rep + "_r", "-o", os.path.join(d, "r"), "--collapse-replicas", code=0)
         names = tensor_names(os.path.join(d, "r"))
@@ -148,7 +140,7 @@ def cast_checkpoint_validates_against_its_source_with_a_tolerance():
 @test()
 def strict_flags_empty_unreferenced_data_files():
     with tempfile.TemporaryDirectory() as d:
-        src = fixture(d, "family", "whole", "whole")
+        src = fixture(d, "whole", "family", "whole")
         n = len(tensor_names(src))
         out = os.path.join(d, "spread")
         run("reshard", src, "-o", out, "--policy", f"shards:{n + 2}", code=0)
@@ -165,8 +157,8 @@ def strict_flags_empty_unreferenced_data_files():
 @test()
 def report_lists_each_differing_tensor():
     with tempfile.TemporaryDirectory() as d:
-        base = fixture(d, "family", "base", "base")
-        changed = fixture(d, "family", "changed", "changed")
+        base = fixture(d, "base", "family", "base")
+        changed = fixture(d, "changed", "family", "changed")
         p = run("validate", changed, "--against", base, "--report", code=1)
         lines = [l for l in p.stdout.splitlines() if l.startswith("differ ")]
         assert lines == ["differ  model/part/.ATTRIBUTES/VARIABLE_VALUE: 1 of 30 elements; max |new - old| 77.5 "

@@ -24,13 +24,6 @@ def json_failure(*args, code, id=None):
     return doc
 
 
-def fixture(d, name, *kind):
-    """make_fixture KIND... D/NAME; returns the prefix."""
-    prefix = os.path.join(d, name)
-    subprocess.run([MAKE_FIXTURE, *kind, prefix], check=True)
-    return prefix
-
-
 def json_ok(*args, code=0):
     doc = json.loads(run(*args, "--json", code=code).stdout)
     assert doc["ok"] is True and "error" not in doc, doc

@@ -6,13 +6,6 @@ TFCKPT MAKE_EXAMPLE MAKE_FIXTURE"""
 from cli_common import *
 
 
-def fixture(d, name, *kind):
-    """make_fixture KIND... D/NAME; returns the prefix."""
-    prefix = os.path.join(d, name)
-    subprocess.run([MAKE_FIXTURE, *kind, prefix], check=True)
-    return prefix
-
-
 def written(d, name):
     return [n for n in os.listdir(d) if n.startswith(name)]
 

@@ -10,12 +10,6 @@ from cli_common import *
 AFTER = "After executing the checkpoint sharding callback, "
 
 
-def fixture(d, name, *kind):
-    prefix = os.path.join(d, name)
-    subprocess.run([MAKE_FIXTURE, *kind, prefix], check=True)
-    return prefix
-
-
 def dry_json(*args):
     return json.loads(run("reshard", *args, "--dry-run", "--json", code=0).stdout)
 

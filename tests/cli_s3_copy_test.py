@@ -15,37 +15,21 @@ import sys
 
 from cli_common import *
 from fault_points import HANG, paused_at
-from harness import work_dir
 from s3_common import *
 
-GEN = sys.argv[5]
 BUCKET = f"tfckpt-copy-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
-WORK = work_dir("tfckpt-s3c-")
 s3_put("mb", ROOT)
 
 
 def tables():
     """An 84 MiB checkpoint in 4 data files, partitioned tables (gen_checkpoint tables)."""
-    prefix = os.path.join(WORK, "tables", "m")
-    if not os.path.exists(prefix + ".index"):
-        subprocess.run([GEN, "tables", prefix, "40", "2", "4"], check=True, timeout=300, capture_output=True)
-    return prefix
+    return generated("tables", "tables", "40", "2", "4")
 
 
 def big_tables():
     """A 256 MiB checkpoint of two [65536, 512] float32 tables, unpartitioned, in one data file."""
-    prefix = os.path.join(WORK, "big", "d")
-    if not os.path.exists(prefix + ".index"):
-        subprocess.run([GEN, "one-file", prefix, "2", "65536", "512", "1"], check=True, timeout=300, capture_output=True)
-    return prefix
-
-
-def uploaded(local_prefix, remote_dir):
-    """local_prefix's files uploaded under remote_dir (once); the remote prefix."""
-    if not listing(remote_dir + "/"):
-        s3_put("tree", os.path.dirname(local_prefix), remote_dir + "/")
-    return remote_dir + "/" + os.path.basename(local_prefix)
+    return generated("big", "one-file", "2", "65536", "512", "1", stem="d")
 
 
 def files_of(prefix):
@@ -58,20 +42,6 @@ def total_size(prefix):
     return sum(os.path.getsize(os.path.join(d, f)) for f in files_of(prefix))
 
 
-def same_bytes(remote_prefix, local_prefix):
-    """The objects of remote_prefix are local_prefix's files, byte for byte, and nothing else
-    is there (no object, no upload in progress)."""
-    stem = os.path.basename(local_prefix)
-    local = files_of(local_prefix)
-    remote_stem = remote_prefix.split("/", 3)[3]
-    objects = listing(remote_prefix + ".")
-    assert sorted(k[len(remote_stem):] for k in objects) == [f[len(stem):] for f in local], (objects, local)
-    for f in local:
-        with open(os.path.join(os.path.dirname(local_prefix), f), "rb") as h:
-            assert get(remote_prefix + f[len(stem):]) == h.read(), f
-    assert uploads(remote_prefix) == [], uploads(remote_prefix)
-
-
 def reshard_json(*args, code=0, env=None):
     p = run("reshard", *args, "--json", code=code, env=env, timeout=600)
     return json.loads(p.stdout)
@@ -80,7 +50,7 @@ def reshard_json(*args, code=0, env=None):
 @test()
 def an_axis0_reshard_uploads_at_most_1_percent_of_the_checkpoint_plus_the_index():
     src = big_tables()
-    remote = uploaded(src, f"{ROOT}/big")
+    remote = tree_uploaded(src, f"{ROOT}/big")
     whole = total_size(src)
     args = ["--partition", "embedding=fixed:3", "--policy", "shards:3"]
     local = os.path.join(WORK, "dlocal", "r")
@@ -99,7 +69,7 @@ def an_axis0_reshard_uploads_at_most_1_percent_of_the_checkpoint_plus_the_index(
 @test()
 def axis0_reshards_unpartitioning_and_policies_copy_inside_the_store_byte_identical():
     src = tables()
-    remote = uploaded(src, f"{ROOT}/in")
+    remote = tree_uploaded(src, f"{ROOT}/in")
     whole = total_size(src)
     for n, args in enumerate((["--partition", "fixed:3", "--policy", "shards:3"],
                               ["--partition", "none", "--policy", "single"],
@@ -135,7 +105,7 @@ def local_runs_report_no_transfer_and_always_needs_one_store():
     p = run("reshard", src, "-o", os.path.join(WORK, "loc2", "r"), code=0)
     assert "transfer:" not in p.stdout, p.stdout
     # always: a run that cannot copy inside the store is a usage error, one line saying why.
-    remote = uploaded(src, f"{ROOT}/in")
+    remote = tree_uploaded(src, f"{ROOT}/in")
     one_error_line(run("reshard", remote, "-o", os.path.join(WORK, "loc3", "r"), "--server-side", "always", code=2),
                    "--server-side always", "not in an object store")
     one_error_line(run("reshard", src, "-o", f"{ROOT}/always/r", "--server-side", "always", code=2),
@@ -164,7 +134,7 @@ def a_corrupt_input_piece_copied_inside_the_store_fails_the_run_and_leaves_nothi
     # (Locally the verification's mismatch of a checksum: exit 1, nothing written.)
     local = run("reshard", bad, "-o", os.path.join(WORK, "badlocal", "r"), *args, timeout=600)
     assert local.returncode in (1, 3), (local.returncode, local.stderr)
-    remote = uploaded(bad, f"{ROOT}/badin")
+    remote = tree_uploaded(bad, f"{ROOT}/badin")
     out = f"{ROOT}/badout/r"
     p = run("reshard", remote, "-o", out, *args, timeout=600)
     assert p.returncode == local.returncode, (p.returncode, local.returncode, p.stderr)
@@ -178,7 +148,7 @@ def a_corrupt_input_piece_copied_inside_the_store_fails_the_run_and_leaves_nothi
 @test()
 def interrupted_after_a_part_was_copied_leaves_nothing():
     src = tables()
-    remote = uploaded(src, f"{ROOT}/in")
+    remote = tree_uploaded(src, f"{ROOT}/in")
     out = f"{ROOT}/intr/r"
     proc = paused_at(TFCKPT, ["reshard", remote, "-o", out, "--partition", "fixed:3"], "part-copied#2")
     proc.send_signal(signal.SIGINT)

@@ -23,14 +23,11 @@ import http.client
 
 from cli_common import *
 from fault_points import HANG, paused_at
-from harness import work_dir
+import s3_common
 from s3_common import *
 
-GEN = sys.argv[5]
 MIB = 1 << 20
 PART_MIN = 5 * MIB  # S3's smallest part but the last
-WORK = work_dir("tfckpt-s3ss-")
-T2T = "t2t_transformer_2shards/model.ckpt-1"
 BUCKET = f"tfckpt-serverside-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
 RUN_TIMEOUT = 600  # a bound on hangs (42 MiB through a Python proxy on two busy cores), never a measurement
@@ -52,34 +49,25 @@ for _name, _store in STORES.items():
 # ---------------------------------------------------------------------------------------------
 # The stores: objects, uploads, the proxy's controls.
 
+# s3_common's readers of the store, against `store` (directly).
 def put(store, *args):
-    """tests/s3_put ARGS against `store` (directly); its standard output."""
-    return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True,
-                          env={**os.environ, **store["direct"]}).stdout
+    return s3_put(*args, env=store["direct"])
 
 
 def listing(store, prefix):
-    """{key: size} of the objects under the URL prefix."""
-    out = {}
-    for line in put(store, "ls", prefix).splitlines():
-        key, size = line.rsplit(" ", 1)
-        out[key] = int(size)
-    return out
+    return s3_common.listing(prefix, env=store["direct"])
 
 
 def uploads(store, prefix):
-    return put(store, "uploads", prefix).split()
+    return s3_common.uploads(prefix, env=store["direct"])
 
 
 def get(store, url):
-    path = os.path.join(WORK, "got")
-    put(store, "get", url, path)
-    with open(path, "rb") as f:
-        return f.read()
+    return s3_common.get(url, env=store["direct"])
 
 
-def key_of(url):
-    return url.split("/", 3)[3]
+def same_bytes(store, remote_prefix, local_prefix):
+    s3_common.same_bytes(remote_prefix, local_prefix, env=store["direct"])
 
 
 def control(store, what):
@@ -119,12 +107,11 @@ def requests(store):
 
 
 def log_of(store):
-    with open(store["log"]) as f:
-        return f.read().splitlines()
+    return proxy_log(store["log"])
 
 
 def clear_log(store):
-    open(store["log"], "w").close()
+    clear_proxy_log(store["log"])
 
 
 def run_in(store, *args, code=None, env=None):
@@ -135,19 +122,12 @@ def run_in(store, *args, code=None, env=None):
 # ---------------------------------------------------------------------------------------------
 # The checkpoints: made once on local files, uploaded once to each store.
 
-def gen(name, *args):
-    prefix = os.path.join(WORK, "gen", name, "m")
-    if not os.path.exists(prefix + ".index"):
-        subprocess.run([GEN, *args[:1], prefix, *args[1:]], check=True, timeout=300, capture_output=True)
-    return prefix
-
-
 def table():
     """One float32 table [86016, 128], 42 MiB, partitioned in 2 row slices over 2 data files of 4
     slices (fixed:4, 10.5 MiB each): fixed:8 cuts pieces of 5.25 MiB, above S3's smallest part."""
     prefix = os.path.join(WORK, "table", "m")
     if not os.path.exists(prefix + ".index"):
-        run("reshard", gen("one", "one-file", "1", "86016", "128", "2"), "-o", prefix, "--partition", "fixed:4",
+        run("reshard", generated("gen/one", "one-file", "1", "86016", "128", "2"), "-o", prefix, "--partition", "fixed:4",
             "--policy", "shards:2", code=0, timeout=RUN_TIMEOUT)
     return prefix
 
@@ -158,7 +138,7 @@ def save():
     own data file; (the directory, the prefix to recover)."""
     d = os.path.join(WORK, "save")
     if not os.path.isdir(d):
-        src = gen("small", "one-file", "1", "24576", "128", "1")
+        src = generated("gen/small", "one-file", "1", "24576", "128", "1")
         parts = os.path.join(d, "ckpt-1_temp")
         run("merge", src, "-o", os.path.join(parts, "part-00000-of-00002"), code=0, timeout=RUN_TIMEOUT)
         run("merge", src, "-o", os.path.join(parts, "part-00001-of-00002"), "--rename", "^embedding_0/=embedding_1/",
@@ -247,20 +227,6 @@ def transfer(p):
 
 def notes_of(p):
     return json.dumps(json.loads(p.stdout).get("notes", []))
-
-
-def same_bytes(store, remote_prefix, local_prefix):
-    """The objects REMOTE_PREFIX.* are the files LOCAL_PREFIX.*, byte for byte (no other object
-    there, no upload in progress)."""
-    local_dir, stem = os.path.split(local_prefix)
-    local = sorted(f for f in os.listdir(local_dir) if f.startswith(stem + "."))
-    objects = listing(store, remote_prefix + ".")
-    remote_stem = key_of(remote_prefix)
-    assert sorted(k[len(remote_stem):] for k in objects) == [f[len(stem):] for f in local], (objects, local)
-    for f in local:
-        with open(os.path.join(local_dir, f), "rb") as h:
-            assert get(store, remote_prefix + f[len(stem):]) == h.read(), f
-    assert uploads(store, remote_prefix) == [], uploads(store, remote_prefix)
 
 
 def same_files(store, remote_dir, local_dir):

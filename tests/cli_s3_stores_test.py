@@ -21,11 +21,8 @@ import time
 from cli_common import *
 from s3_common import *
 from cloud_common import Stub, closed_endpoint, write
-from harness import work_dir
 
-WORK = work_dir("tfckpt-stores-")
 STUB = Stub(WORK)
-T2T = "t2t_transformer_2shards/model.ckpt-1"
 BUCKET = f"tfckpt-stores-{os.getpid()}"
 
 # The two stores, through their fault proxies, as a user would name them.
@@ -41,17 +38,15 @@ NO_KEYS = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
 
 def put(store, *args):
     """tests/s3_put ARGS against `store` (with its static keys)."""
-    return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True,
-                          env={**os.environ, **store["env"]}).stdout
+    return s3_put(*args, env=store["env"])
 
 
 def log_of(store):
-    with open(store["log"]) as f:
-        return f.read().splitlines()
+    return proxy_log(store["log"])
 
 
 def clear(store):
-    open(store["log"], "w").close()
+    clear_proxy_log(store["log"])
 
 
 def faults(store, *lines):
@@ -83,9 +78,7 @@ def same_objects(store, remote_prefix, local_prefix):
     listed = {line.rsplit(" ", 1)[0] for line in put(store, "ls", remote_prefix + ".").splitlines()}
     assert {k.rsplit("/", 1)[1] for k in listed} == set(want), (listed, sorted(want))
     for name, blob in want.items():
-        got = os.path.join(WORK, "got")
-        put(store, "get", remote_prefix.rsplit("/", 1)[0] + "/" + name, got)
-        assert open(got, "rb").read() == blob, name
+        assert get(remote_prefix.rsplit("/", 1)[0] + "/" + name, env=store["env"]) == blob, name
 
 
 @test(needs_data=True)

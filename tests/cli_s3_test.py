@@ -21,7 +21,6 @@ from cloud_common import closed_endpoint  # a loopback port nobody listens on
 BUCKET = f"tfckpt-cli-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
 
-T2T = "t2t_transformer_2shards/model.ckpt-1"
 T2T_DATA1 = "model.ckpt-1.data-00001-of-00002"
 
 

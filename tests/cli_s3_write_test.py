@@ -18,50 +18,23 @@ import zipfile
 
 from cli_common import *
 from fault_points import HANG, paused_at
-from harness import work_dir
 from s3_common import *
 
-GEN = sys.argv[5]
 BUCKET = f"tfckpt-write-{os.getpid()}"
 ROOT = f"s3://{BUCKET}"
 
-T2T = "t2t_transformer_2shards/model.ckpt-1"
-WORK = work_dir("tfckpt-s3w-")
 s3_put("mb", ROOT)
 
 
 def big():
     """An 84 MiB checkpoint in 4 data files of 20-24 MiB (parts of 8 MiB: multipart uploads),
     with partitioned tables."""
-    prefix = os.path.join(WORK, "big", "m")
-    if not os.path.exists(prefix + ".index"):
-        subprocess.run([GEN, "tables", prefix, "40", "2", "4"], check=True, timeout=300, capture_output=True)
-    return prefix
+    return generated("big", "tables", "40", "2", "4")
 
 
 def remote_big():
     """big() uploaded as it is, once: its prefix in the store."""
-    if not listing(f"{ROOT}/in/"):
-        s3_put("tree", os.path.dirname(big()), f"{ROOT}/in/")
-    return f"{ROOT}/in/m"
-
-
-def key_of(url):
-    return url.split("/", 3)[3]
-
-
-def same_bytes(remote_prefix, local_prefix):
-    """The objects under remote_prefix. are the files of local_prefix., byte for byte (and no
-    other object is there, no upload is in progress)."""
-    local_dir, stem = os.path.split(local_prefix)
-    local = sorted(f for f in os.listdir(local_dir) if f.startswith(os.path.basename(local_prefix) + "."))
-    objects = listing(remote_prefix + ".")
-    remote_stem = key_of(remote_prefix)
-    assert sorted(k[len(remote_stem):] for k in objects) == [f[len(stem):] for f in local], (objects, local)
-    for f in local:
-        with open(os.path.join(local_dir, f), "rb") as h:
-            assert get(remote_prefix + f[len(stem):]) == h.read(), f
-    assert uploads(remote_prefix) == [], uploads(remote_prefix)
+    return tree_uploaded(big(), f"{ROOT}/in")
 
 
 @test(needs_data=True)
@@ -208,10 +181,7 @@ def a_force_to_other_names_keeps_an_index_at_every_point():
 
 def small():
     """A 24 MiB checkpoint in 2 data files (reshard to 2: multipart uploads of 12 MiB)."""
-    prefix = os.path.join(WORK, "small", "m")
-    if not os.path.exists(prefix + ".index"):
-        subprocess.run([GEN, "tables", prefix, "24", "2", "2"], check=True, timeout=300, capture_output=True)
-    return prefix
+    return generated("small", "tables", "24", "2", "2")
 
 
 @test(needs_data=True)

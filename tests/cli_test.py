@@ -5,6 +5,7 @@ output and exit codes. Usage: cli_test.py TFCKPT MAKE_EXAMPLE MAKE_FIXTURE"""
 import re
 
 from cli_common import *  # noqa: F401,F403  (run, data, test, TESTS, ... shared by every CLI test file)
+from harness import tree_digest
 
 
 @test()
@@ -828,16 +829,6 @@ def reshard_real_checkpoints():
 
 # ---------------------------------------------------------------------------------------
 # merge
-
-
-def tree_digest(d):
-    import hashlib
-    out = {}
-    for root, _, files in os.walk(d):
-        for f in files:
-            p = os.path.join(root, f)
-            out[os.path.relpath(p, d)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
-    return out
 
 
 @test()

@@ -4,7 +4,6 @@ interrupted commit, a full disk, and outputs that would overwrite inputs.
 
 Usage: crash_safety_test.py TFCKPT GEN_CHECKPOINT
 """
-import hashlib
 import json
 import os
 import re
@@ -17,17 +16,9 @@ import tempfile
 import types
 
 from fault_points import HANG, paused_at, read_line
-from harness import run_tests
+from harness import TESTS, run_tests, test, tree_digest
 
 TFCKPT, GEN = sys.argv[1], sys.argv[2]
-TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
-
-
 def run(*args, code=None, env=None, preexec_fn=None, timeout=300):
     p = subprocess.run([TFCKPT, *args], capture_output=True, text=True, env=env, preexec_fn=preexec_fn,
                        timeout=timeout)
@@ -43,17 +34,6 @@ def one_error_line(p, *needles):
         assert n in lines[0], f"{n!r} not in {lines[0]!r}"
 
 
-def digest(d):
-    """sha256 of every file under d, by relative path."""
-    out = {}
-    for root, _, files in os.walk(d):
-        for f in files:
-            p = os.path.join(root, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, d)] = hashlib.sha256(fh.read()).hexdigest()
-    return out
-
-
 def temporaries(d):
     return [f for f in os.listdir(d) if ".tmp-tfckpt-" in f]
 
@@ -66,7 +46,7 @@ def make_input(d, mib=24, tables=4, slices=4):
     subprocess.run([GEN, "tables", os.path.join(src, "model"), str(mib), str(tables), str(slices)], check=True,
                    capture_output=True)
     out_dir = os.path.join(d, "out")
-    return types.SimpleNamespace(src=src, prefix=os.path.join(src, "model"), before=digest(src), out_dir=out_dir,
+    return types.SimpleNamespace(src=src, prefix=os.path.join(src, "model"), before=tree_digest(src), out_dir=out_dir,
                                  out=os.path.join(out_dir, "model"))
 
 
@@ -90,7 +70,7 @@ KILL_POINTS = [("temporary-created", "absent"), ("piece-written#1", "absent"), (
                ("index-committed", "complete")]
 
 
-@test
+@test()
 def sigkill_at_every_point_of_a_multi_file_reshard():
     with tempfile.TemporaryDirectory() as d:
         i = make_input(d, mib=16)
@@ -101,7 +81,7 @@ def sigkill_at_every_point_of_a_multi_file_reshard():
             p.communicate(timeout=HANG)
             assert p.returncode == -signal.SIGKILL, (point, p.returncode)
             assert check_destination(out_dir, prefix, src_prefix) == want, point
-            assert digest(src) == before, "the input changed"
+            assert tree_digest(src) == before, "the input changed"
             # The next run completes (cleaning up what the killed one left), or is refused
             # because the killed run had finished.
             again = run("reshard", src_prefix, "-o", prefix, *RESHARD)
@@ -114,7 +94,7 @@ def sigkill_at_every_point_of_a_multi_file_reshard():
             shutil.rmtree(out_dir)
 
 
-@test
+@test()
 def a_commit_killed_between_data_and_index_is_cleaned_up():
     with tempfile.TemporaryDirectory() as d:
         i = make_input(d, mib=2)
@@ -132,10 +112,10 @@ def a_commit_killed_between_data_and_index_is_cleaned_up():
         run("reshard", src_prefix, "-o", prefix, *RESHARD, code=0)
         run("validate", prefix, "--against", src_prefix, code=0)
         assert temporaries(out_dir) == []
-        assert digest(src) == before
+        assert tree_digest(src) == before
 
 
-@test
+@test()
 def a_failed_run_removes_its_temporaries_and_a_live_writers_are_left_alone():
     with tempfile.TemporaryDirectory() as d:
         i = make_input(d, mib=1)
@@ -166,7 +146,7 @@ def limit_file_size():
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 
 
-@test
+@test()
 def a_full_disk_gives_no_space_exit_3_and_no_output():
     """Both ways to run out of room: a 1 MiB tmpfs (where we may mount) and a 1 MiB
     file-size limit (RLIMIT_FSIZE, always)."""
@@ -200,7 +180,7 @@ def a_full_disk_gives_no_space_exit_3_and_no_output():
                 subprocess.run(["umount", mnt])
 
 
-@test
+@test()
 def outputs_that_would_overwrite_inputs_are_refused():
     with tempfile.TemporaryDirectory() as d:
         i = make_input(d, mib=1)
@@ -231,7 +211,7 @@ def outputs_that_would_overwrite_inputs_are_refused():
         run("convert", src_prefix, "-o", st, code=0)
         os.symlink(st, os.path.join(d, "alias.safetensors"))
         one_error_line(run("convert", os.path.join(d, "alias.safetensors"), "-o", st, "--force", code=2), "input")
-        assert digest(src) == before
+        assert tree_digest(src) == before
 
 
 # Interrupts: SIGINT / SIGTERM / SIGHUP at several points of reshard, merge and convert.
@@ -277,7 +257,7 @@ def finished_despite(args, point, sig):
 SIGS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
 
-@test
+@test()
 def a_signal_at_any_point_leaves_no_temporaries_and_nothing_under_the_final_name():
     with tempfile.TemporaryDirectory() as d:
         i = make_input(d, mib=16, tables=4, slices=4)
@@ -304,7 +284,7 @@ def a_signal_at_any_point_leaves_no_temporaries_and_nothing_under_the_final_name
         ]
         for k, (args, point) in enumerate(cases):
             interrupted_at(args, out_dir, point, SIGS[k % 3])
-            assert digest(i.src) == i.before, "the input changed"
+            assert tree_digest(i.src) == i.before, "the input changed"
         # Past the point of no return (the new index committed; with --force, the old index
         # removed) the run finishes: a complete, verified output.
         for k, (args, point) in enumerate([(reshard, "index-committed"), ([*reshard, "--force"], "old-index-removed"),
@@ -315,7 +295,7 @@ def a_signal_at_any_point_leaves_no_temporaries_and_nothing_under_the_final_name
         shutil.rmtree(out_dir)
 
 
-@test
+@test()
 def an_interrupted_move_either_finishes_or_leaves_the_inputs_whole():
     """merge --move and --recover --move rename the inputs' data files: a signal before the
     first rename stops the run with the inputs whole and nothing at the output (exit 128 +
@@ -341,7 +321,7 @@ def an_interrupted_move_either_finishes_or_leaves_the_inputs_whole():
                 args, out, inputs = ["merge", os.path.join(work, "in", "model"), "-o",
                                      os.path.join(work, "out", "m"), "--move"], os.path.join(work, "out", "m"), \
                     os.path.join(work, "in")
-            before = digest(inputs)
+            before = tree_digest(inputs)
             if want == "finished":
                 finished_despite(args, point, sig)
                 run("validate", out, "--against", i.prefix, code=0)
@@ -354,11 +334,11 @@ def an_interrupted_move_either_finishes_or_leaves_the_inputs_whole():
                                                                    os.path.basename(f).startswith(
                                                                        os.path.basename(out) + ".data")], \
                     (args, point, stage_files(work))
-                assert digest(inputs) == before, (args, point, "the inputs were touched")
+                assert tree_digest(inputs) == before, (args, point, "the inputs were touched")
             assert not temporaries_under(work), temporaries_under(work)
 
 
-@test
+@test()
 def an_interrupted_finalize_either_finishes_or_can_be_run_again():
     """reshard --finalize renames the tasks' data files into place: a signal before the first
     rename stops it with every part still there (a second --finalize completes); from the
@@ -386,7 +366,7 @@ def an_interrupted_finalize_either_finishes_or_can_be_run_again():
             assert not temporaries_under(os.path.dirname(out))
 
 
-@test
+@test()
 def an_interrupted_json_run_prints_the_error_document():
     with tempfile.TemporaryDirectory() as d:
         i = make_input(d, mib=16, tables=4, slices=4)
@@ -399,7 +379,7 @@ def an_interrupted_json_run_prints_the_error_document():
                                                   "key": None, "offset": None}}, doc
 
 
-@test
+@test()
 def a_second_signal_ends_the_run_at_once():
     """The first signal asks the run to stop; a second one, while the run is still unwinding
     (held here in the fault hook, which ignores the first), ends the process at once with
@@ -423,7 +403,7 @@ def a_second_signal_ends_the_run_at_once():
 
 
 def main():
-    return run_tests([(fn, False) for fn in TESTS], "crash_safety")
+    return run_tests(TESTS, "crash_safety")
 
 if __name__ == "__main__":
     sys.exit(main())

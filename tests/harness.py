@@ -1,8 +1,9 @@
 """The small test runner shared by the Python test files (cli_*_test.py, crash_safety_test.py,
 python_test.py): a registry (@test), the real test data, and a runner that prints one line
 per test and 'LABEL: N passed, N failed, N skipped'; and the helpers more than one of them
-uses (raises, readme_example, work_dir)."""
+uses (raises, readme_example, work_dir, tree_digest)."""
 import atexit
+import hashlib
 import os
 import shutil
 import signal
@@ -98,6 +99,17 @@ def readme_example(make_example, d):
     prefix = os.path.join(d, "model.ckpt")
     subprocess.run([make_example, prefix], check=True, capture_output=True)
     return prefix
+
+
+def tree_digest(d):
+    """{path relative to d: sha256} of every file under d."""
+    out = {}
+    for root, _, files in os.walk(d):
+        for f in files:
+            p = os.path.join(root, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, d)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
 
 
 def work_dir(prefix):

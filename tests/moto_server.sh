@@ -27,11 +27,7 @@ stop_servers() {
   kill_and_wait "${pids[@]}"
   pids=()
 }
-stop_all() {
-  stop_servers
-  rm -rf "$work"
-}
-trap stop_all EXIT
+trap stop_all EXIT  # (server_lib.sh)
 
 # Starts moto and the fault proxy on a free port picked now; fails when moto does not answer
 # on its own port within 120 s (moto imports a lot, on two busy cores), or exits (its port was

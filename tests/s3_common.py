@@ -1,9 +1,11 @@
 """What the suites against the test S3 server share (tests/s3_server.sh starts it and sets
 S3_TEST_*): tfckpt's environment as a user would set it (and the keys for gs:// and moto),
-the store's objects read back (get, listing, uploads), and the fault proxy's controls.
-Importing this sets AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-AWS_REGION in os.environ (the server directly) and removes the AWS variables that would
-change them."""
+the suite's WORK and the checkpoints generated there, the store's objects uploaded and read
+back (tree_uploaded, get, listing, uploads, same_bytes; env= names another store), and the
+fault proxy's controls and log.
+Importing this removes the AWS and Google variables that would change them from os.environ
+(cloud_common.AWS_VARIABLES), then sets AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY and AWS_REGION there (the server directly)."""
 import http.client
 import json
 import os
@@ -11,9 +13,12 @@ import subprocess
 import sys
 import urllib.parse
 
+from cloud_common import AWS_VARIABLES
 from harness import work_dir
 
 S3_PUT = sys.argv[4]
+# bench/gen_checkpoint, for the suites meson gives it (their fifth argument).
+GEN = sys.argv[5] if len(sys.argv) > 5 else None
 DIRECT = {
     "AWS_ENDPOINT_URL": os.environ["S3_TEST_ENDPOINT"],
     "AWS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"],
@@ -26,12 +31,11 @@ PROXY = {**DIRECT, "AWS_ENDPOINT_URL": os.environ["S3_TEST_PROXY_ENDPOINT"]}
 GS_KEYS = {"GS_ACCESS_KEY_ID": os.environ["S3_TEST_ACCESS_KEY"], "GS_SECRET_ACCESS_KEY": os.environ["S3_TEST_SECRET"]}
 # moto's keys (tests/moto_server.sh; moto takes any), for the suites that run against it too.
 MOTO_KEYS = {"AWS_ACCESS_KEY_ID": "moto-key", "AWS_SECRET_ACCESS_KEY": "moto-secret", "AWS_REGION": "us-east-1"}
-os.environ.update(DIRECT)
-for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL_S3",
-             "AWS_DEFAULT_REGION", "AWS_NO_SIGN_REQUEST", "AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
-             "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "GOOGLE_APPLICATION_CREDENTIALS",
-             "GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", "GS_ACCESS_KEY_ID", "GS_SECRET_ACCESS_KEY"):
+# None of the variables that change how credentials, regions and endpoints resolve but these
+# (the list the credential tests start without, tests/cloud_common.py).
+for name in AWS_VARIABLES:
     os.environ.pop(name, None)
+os.environ.update(DIRECT)
 # Hermetic: none of the user's files, and never a metadata service off loopback (a test that
 # wants one names its own).
 os.environ.update({"AWS_CONFIG_FILE": "/nonexistent/tfckpt-test/aws-config",
@@ -39,25 +43,46 @@ os.environ.update({"AWS_CONFIG_FILE": "/nonexistent/tfckpt-test/aws-config",
                    "AWS_EC2_METADATA_DISABLED": "true", "CLOUDSDK_CONFIG": "/nonexistent/tfckpt-test/gcloud"})
 
 
-def s3_put(*args):
-    """tests/s3_put ARGS (the library's client); its standard output."""
-    return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True).stdout
+# The suite's scratch directory (removed when it exits).
+WORK = work_dir("tfckpt-s3-")
 
 
-# Where get() puts what it downloads (made on first use).
-_scratch = []
+def s3_put(*args, env=None):
+    """tests/s3_put ARGS (the library's client), with `env` over os.environ (another store's
+    endpoint and keys); its standard output."""
+    return subprocess.run([S3_PUT, *args], check=True, timeout=300, capture_output=True, text=True,
+                          env={**os.environ, **env} if env else None).stdout
 
 
-def get(url, path=None):
-    """The bytes of the object at url (tests/s3_put get), downloaded to path (by default a
-    scratch file, overwritten by the next get)."""
+def get(url, path=None, env=None):
+    """The bytes of the object at url (tests/s3_put get), downloaded to path (by default
+    WORK/got, overwritten by the next get)."""
     if path is None:
-        if not _scratch:
-            _scratch.append(work_dir("tfckpt-s3get-"))
-        path = os.path.join(_scratch[0], "got")
-    s3_put("get", url, path)
+        path = os.path.join(WORK, "got")
+    s3_put("get", url, path, env=env)
     with open(path, "rb") as f:
         return f.read()
+
+
+def generated(name, kind, *args, stem="m"):
+    """gen_checkpoint KIND WORK/NAME/STEM ARGS..., once; its prefix."""
+    prefix = os.path.join(WORK, name, stem)
+    if not os.path.exists(prefix + ".index"):
+        subprocess.run([GEN, kind, prefix, *args], check=True, timeout=300, capture_output=True)
+    return prefix
+
+
+def tree_uploaded(local_prefix, remote_dir):
+    """The directory of local_prefix uploaded as it is to remote_dir/ (once: when nothing is
+    there yet); the checkpoint's prefix there."""
+    if not listing(remote_dir + "/"):
+        s3_put("tree", os.path.dirname(local_prefix), remote_dir + "/")
+    return remote_dir + "/" + os.path.basename(local_prefix)
+
+
+def key_of(url):
+    """The object key of an s3:// (or gs://) URL."""
+    return url.split("/", 3)[3]
 
 
 def proxy_control(what, timeout=600):
@@ -107,13 +132,14 @@ def release_held():
     proxy_control("release")
 
 
-def proxy_log():
-    with open(os.environ["S3_TEST_PROXY_LOG"]) as f:
+def proxy_log(path=None):
+    """The lines of a fault proxy's request log (by default S3_TEST_PROXY_LOG's)."""
+    with open(path or os.environ["S3_TEST_PROXY_LOG"]) as f:
         return f.read().splitlines()
 
 
-def clear_proxy_log():
-    open(os.environ["S3_TEST_PROXY_LOG"], "w").close()
+def clear_proxy_log(path=None):
+    open(path or os.environ["S3_TEST_PROXY_LOG"], "w").close()
 
 
 def uploads_begun_and_unfinished(log):
@@ -126,15 +152,29 @@ def uploads_begun_and_unfinished(log):
     return begun, sorted(begun - aborted - completed)
 
 
-def listing(prefix):
+def listing(prefix, env=None):
     """{key: size} of the objects under the URL prefix (tests/s3_put ls)."""
     out = {}
-    for line in s3_put("ls", prefix).splitlines():
+    for line in s3_put("ls", prefix, env=env).splitlines():
         key, size = line.rsplit(" ", 1)
         out[key] = int(size)
     return out
 
 
-def uploads(prefix):
+def uploads(prefix, env=None):
     """The keys of the multipart uploads in progress under the URL prefix."""
-    return s3_put("uploads", prefix).split()
+    return s3_put("uploads", prefix, env=env).split()
+
+
+def same_bytes(remote_prefix, local_prefix, env=None):
+    """The objects REMOTE_PREFIX.* are the files LOCAL_PREFIX.*, byte for byte (and no other
+    object is there, no upload is in progress)."""
+    local_dir, stem = os.path.split(local_prefix)
+    local = sorted(f for f in os.listdir(local_dir) if f.startswith(stem + "."))
+    objects = listing(remote_prefix + ".", env=env)
+    remote_stem = key_of(remote_prefix)
+    assert sorted(k[len(remote_stem):] for k in objects) == [f[len(stem):] for f in local], (objects, local)
+    for f in local:
+        with open(os.path.join(local_dir, f), "rb") as h:
+            assert get(remote_prefix + f[len(stem):], env=env) == h.read(), f
+    assert uploads(remote_prefix, env=env) == [], uploads(remote_prefix, env=env)

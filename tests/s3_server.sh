@@ -48,11 +48,7 @@ stop_servers() {
   pidfiles=()
   rm -rf "$work/etc" "$work/node" "$work/log" "$work"/*.pid "$work/fault_proxy.port" "$work/listening.log"
 }
-stop_all() {
-  stop_servers
-  rm -rf "$work"
-}
-trap stop_all EXIT
+trap stop_all EXIT  # (server_lib.sh)
 
 # Starts the servers on free ports picked now; fails when one of them does not listen on its
 # own port within 60 s (the caller then stops what was started and tries again). (The body

@@ -14,6 +14,12 @@ skip() {
   exit 77
 }
 
+# stop_servers, then removes $work: the scripts' EXIT trap.
+stop_all() {
+  stop_servers
+  rm -rf "$work"
+}
+
 # Stops the processes PID...: SIGTERM, up to 5 s for them to exit, then SIGKILL; reaps them.
 kill_and_wait() {
   local p _ alive
