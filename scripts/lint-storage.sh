@@ -19,37 +19,32 @@ cd "$root"
 calls='open|openat|creat|fopen|mmap|munmap|madvise|pread|pwrite|rename|renameat|link|unlink|unlinkat|stat|lstat|fstat|mkdir|rmdir|opendir|glob|realpath|truncate|copy_file_range|posix_fadvise|sync_file_range'
 pattern="(^|[^A-Za-z0-9_.>])(${calls})\(|std::filesystem|(^|[^A-Za-z0-9_])fs::|<filesystem>|(^|[^A-Za-z0-9_])(i|o)?fstream\b"
 
+# Prints FILE:LINE: the code for each line matching the extended regex $1 in the sources of
+# src/ and python/tfckpt/ outside the folder $2 (// comments dropped, line numbers kept);
+# returns 1 when there is any.
+scan() {
+  local found=0 file hits hit
+  while IFS= read -r -d '' file; do
+    hits=$(sed -e 's|//.*$||' "$file" | grep -nE "$1" || true)
+    if [ -n "$hits" ]; then
+      while IFS= read -r hit; do
+        echo "$file:$hit"
+      done <<<"$hits"
+      found=1
+    fi
+  done < <(find src python/tfckpt -type f \( -name '*.cc' -o -name '*.h' -o -name '*.cpp' \) \
+             -not -path "$2/*" -print0 2>/dev/null | sort -z)
+  return "$found"
+}
+
 status=0
-while IFS= read -r -d '' file; do
-  # Drop // comments (line numbers stay), then look for the calls.
-  hits=$(sed -e 's|//.*$||' "$file" | grep -nE "$pattern" || true)
-  if [ -n "$hits" ]; then
-    while IFS= read -r hit; do
-      echo "$file:$hit"
-    done <<<"$hits"
-    status=1
-  fi
-done < <(find src python/tfckpt -type f \( -name '*.cc' -o -name '*.h' -o -name '*.cpp' \) \
-           -not -path 'src/kvstore/local/*' -print0 2>/dev/null | sort -z)
-
-if [ "$status" -ne 0 ]; then
+if ! scan "$pattern" src/kvstore/local; then
   echo "lint-storage: file system calls outside src/kvstore/local/: go through Storage (include/tfckpt/storage.h)" >&2
+  status=1
 fi
-
 # A path is resolved to its store once, where it comes in (Location::Of), and passed down as
 # a Location: Storage::For, which resolves a path again, is the stores' own (src/kvstore/).
-resolved=0
-while IFS= read -r -d '' file; do
-  hits=$(sed -e 's|//.*$||' "$file" | grep -nE '(^|[^A-Za-z0-9_])Storage::For\(' || true)
-  if [ -n "$hits" ]; then
-    while IFS= read -r hit; do
-      echo "$file:$hit"
-    done <<<"$hits"
-    resolved=1
-  fi
-done < <(find src python/tfckpt -type f \( -name '*.cc' -o -name '*.h' -o -name '*.cpp' \) \
-           -not -path 'src/kvstore/*' -print0 2>/dev/null | sort -z)
-if [ "$resolved" -ne 0 ]; then
+if ! scan '(^|[^A-Za-z0-9_])Storage::For\(' src/kvstore; then
   echo "lint-storage: Storage::For outside src/kvstore/: resolve a path once with Location::Of and pass the Location" >&2
   status=1
 fi
