@@ -15,6 +15,7 @@
 #include "tfckpt/dtype.h"
 #include "validate/compare.h"
 #include "validate/validate.h"
+#include "model/piece_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = tfckpt::fuzz::ScratchDir() + "/m.npz";

@@ -26,6 +26,7 @@
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
 #include "tfckpt/storage.h"
+#include "model/piece_reader.h"
 
 namespace {
 

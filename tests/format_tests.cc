@@ -21,6 +21,7 @@
 #include "tfckpt/ordered_code.h"
 #include "format/safetensors/safetensors.h"
 #include "tfckpt/status.h"
+#include "model/piece_reader.h"
 
 using tfckpt::testing::ReadFile;
 using tfckpt::testing::TempDir;

@@ -5,7 +5,8 @@
 // hold its bytes. An unpartitioned tensor has exactly one piece covering it.
 //
 // Core knows no format: each format's loader (src/format/<format>/) builds a Checkpoint
-// from its slice map and a PieceReader; open.h decides which loader a CKPT needs.
+// from its slice map and a PieceReader (src/model/piece_reader.h, internal); open.h decides
+// which loader a CKPT needs.
 #pragma once
 
 #include <cstdint>
@@ -93,66 +94,20 @@ struct TensorBytes {
 using IndexEntryVisitor =
     std::function<absl::Status(std::string_view key, std::string_view value, uint64_t block_offset)>;
 
-// A check of one stored piece by a checksum of its format other than TensorFlow's CRC-32C
-// of the payload (an .npz member's CRC-32, which also covers its .npy header), fed the
-// payload's bytes in order by a caller that reads them anyway (a comparison): the piece is
-// then checked with no read of its own. Not thread-safe; one per piece and reader.
-class PayloadCheck {
- public:
-  virtual ~PayloadCheck() = default;
-  // The next bytes of the payload, in order from its first.
-  virtual void Feed(std::string_view bytes) = 0;
-  // OK when exactly the payload was fed and its checksum holds; else the error VerifyCrc
-  // would give.
-  virtual absl::Status Finish() = 0;
-};
-
-// What differs per format: how the bytes of a stored piece are read and checked. Each
-// format (src/format/*/) implements it and builds a Checkpoint around it (see open.h).
-// Checkpoint refuses tensors with a `defect` before calling any of these.
-class PieceReader {
- public:
-  virtual ~PieceReader() = default;
-
-  // See Checkpoint::Read. REQUIRES: t.defect is empty.
-  virtual absl::StatusOr<TensorBytes> Read(const TensorEntry& t, const StoredSlice& s, bool verify) const = 0;
-
-  // See Checkpoint::VerifyCrc. By default the piece is read whole with `verify`.
-  // REQUIRES: t.defect is empty.
-  virtual absl::Status VerifyCrc(const TensorEntry& t, const StoredSlice& s, std::string* buffer) const;
-
-  // See Checkpoint::ReadRange. By default the piece is read whole (unverified) into
-  // `owner` and the range is a view into it. REQUIRES: t.defect is empty, begin <= end <=
-  // payload size.
-  virtual absl::StatusOr<std::string_view> ReadRange(const TensorEntry& t, const StoredSlice& s, uint64_t begin,
-                                                     uint64_t end, std::string* buffer, TensorBytes* owner) const;
-
-  // See Checkpoint::ReadInto. By default through Read (a whole piece, `verify`) or
-  // ReadRange, copied chunk by chunk. REQUIRES: t.defect is empty, begin <= end <=
-  // payload size, a fixed-size dtype.
-  virtual absl::Status ReadInto(const TensorEntry& t, const StoredSlice& s, uint64_t begin, uint64_t end, char* out,
-                                bool verify) const;
-  // See Checkpoint::StartPayloadCheck. By default none (nullptr).
-  virtual std::unique_ptr<PayloadCheck> StartPayloadCheck(const TensorEntry& t, const StoredSlice& s) const;
-
-  // See Checkpoint::DataFile. REQUIRES: 0 <= shard < CheckpointInfo::num_shards.
-  virtual absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const;
-
-  // See Checkpoint::CheckStored: OK when the bytes of `s` are present where the index puts
-  // them (V2, safetensors: inside its data file). By default OK (V1 and .npz loaders check
-  // their pieces against the bytes that hold them). REQUIRES: t.defect is empty.
-  virtual absl::Status CheckStored(const TensorEntry& t, const StoredSlice& s) const;
-
-  // See Checkpoint::ForEachIndexEntry and raw_header (V2 only; others have neither).
-  virtual absl::Status ForEachIndexEntry(const IndexEntryVisitor& visit) const;
-  virtual const std::string& raw_header() const;
-};
+// How a format reads and checks its stored pieces (PieceReader), and a check of a piece by a
+// checksum of its own (PayloadCheck): the formats' interface, internal to the library
+// (src/model/piece_reader.h).
+class PayloadCheck;
+class PieceReader;
 
 class Checkpoint {
  public:
   // A checkpoint whose slice map a format has loaded (open.h opens one by name).
   // REQUIRES: `tensors` sorted by name; `reader` reads the pieces they list.
   Checkpoint(CheckpointInfo info, std::vector<TensorEntry> tensors, std::unique_ptr<PieceReader> reader);
+  ~Checkpoint();
+  Checkpoint(const Checkpoint&) = delete;
+  Checkpoint& operator=(const Checkpoint&) = delete;
 
   const CheckpointInfo& info() const { return info_; }
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
@@ -164,7 +119,7 @@ class Checkpoint {
   // order, re-reading the index (nothing is kept in memory). The header (key "") is
   // included. Not thread-safe against other calls of itself.
   absl::Status ForEachIndexEntry(const IndexEntryVisitor& visit) const;
-  const std::string& raw_header() const { return reader_->raw_header(); }
+  const std::string& raw_header() const;
 
   // The data file of `shard`, opened (locally: mapped) on first use. Thread-safe.
   absl::StatusOr<const ReadableFile*> DataFile(int32_t shard) const;
@@ -209,9 +164,7 @@ class Checkpoint {
   // A PayloadCheck of the piece when its format stores a checksum other than CRC-32C of
   // the payload (.npz: the member's CRC-32); nullptr otherwise (V2: the stored CRC-32C,
   // which a caller computes itself; safetensors: none). REQUIRES: t.defect is empty.
-  std::unique_ptr<PayloadCheck> StartPayloadCheck(const TensorEntry& t, const StoredSlice& s) const {
-    return reader_->StartPayloadCheck(t, s);
-  }
+  std::unique_ptr<PayloadCheck> StartPayloadCheck(const TensorEntry& t, const StoredSlice& s) const;
 
  private:
   CheckpointInfo info_;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "model/piece_reader.h"
 #include "run/run.h"
 #include "tfckpt/status.h"
 
@@ -80,6 +81,14 @@ const std::string& PieceReader::raw_header() const {
 
 Checkpoint::Checkpoint(CheckpointInfo info, std::vector<TensorEntry> tensors, std::unique_ptr<PieceReader> reader)
     : info_(std::move(info)), tensors_(std::move(tensors)), reader_(std::move(reader)) {}
+
+Checkpoint::~Checkpoint() = default;
+
+const std::string& Checkpoint::raw_header() const { return reader_->raw_header(); }
+
+std::unique_ptr<PayloadCheck> Checkpoint::StartPayloadCheck(const TensorEntry& t, const StoredSlice& s) const {
+  return reader_->StartPayloadCheck(t, s);
+}
 
 absl::Status Checkpoint::ForEachIndexEntry(const IndexEntryVisitor& visit) const {
   if (info_.format != Format::kV2) return absl::FailedPreconditionError(StrCat(info_.prefix, ": not a V2 checkpoint"));

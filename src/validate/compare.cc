@@ -23,6 +23,7 @@
 #include "tfckpt/dtype.h"
 #include "tfckpt/open.h"
 #include "tfckpt/status.h"
+#include "model/piece_reader.h"
 
 namespace tfckpt {
 

@@ -19,6 +19,7 @@
 #include "tfckpt/storage.h"
 #include "tfckpt/strings.h"
 #include "model/tensor_encoding.h"
+#include "model/piece_reader.h"
 
 namespace tfckpt {
 namespace {

@@ -16,6 +16,7 @@
 #include "format/table/table.h"
 #include "tfckpt/dtype.h"
 #include "tfckpt/status.h"
+#include "model/piece_reader.h"
 
 namespace tfckpt {
 namespace {
