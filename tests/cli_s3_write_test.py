@@ -151,6 +151,34 @@ def a_failed_force_keeps_the_old_checkpoint_and_a_finished_one_leaves_nothing_of
 
 
 @test(needs_data=True)
+def a_failed_merge_force_keeps_the_old_checkpoint_where_the_new_data_take_its_names():
+    """merge --force onto an object store replaces an old checkpoint as reshard's does (issue
+    41: merge publishes through the same owner, which now replaces in one step there too).
+    Where the new data objects take the old ones' names, the old checkpoint is backed up
+    inside the store first; a refused index PUT puts it back byte for byte and leaves
+    nothing else (before: its index removed first and its data objects replaced by the new
+    ones: a late failure left neither checkpoint)."""
+    keras = data("keras_tf2_adam_2shards/model.ckpt")
+    out = f"{ROOT}/mergeforce/m"
+    objects = lambda: sorted(listing(out + "."))
+    contents = lambda: {k: get(f"{ROOT}/{k}") for k in objects()}
+    names = sorted([key_of(out) + ".index"] + [key_of(out) + f".data-{i:05d}-of-00002" for i in range(2)])
+    run("merge", data(T2T), "-o", out, code=0)
+    old = contents()
+    assert sorted(old) == names, sorted(old)
+    faults("when PUT mergeforce/m.index status 500 InternalError")
+    p = run("merge", keras, "-o", out, "--force", code=3, env={**PROXY, "TFCKPT_S3_MAX_RETRIES": "0"})
+    faults()
+    one_error_line(p, out, "500")
+    assert contents() == old and uploads(out) == [], (objects(), uploads(out))
+    run("validate", out, "--against", data(T2T), code=0)
+    # Finished: the new checkpoint alone under those names.
+    run("merge", keras, "-o", out, "--force", code=0)
+    assert objects() == names, objects()
+    run("validate", out, "--against", keras, code=0)
+
+
+@test(needs_data=True)
 def a_force_to_other_names_keeps_an_index_at_every_point():
     """Issue 38, item 2 (where the new data files take none of the old ones' names): the old
     index is replaced by the new one in one PUT, never deleted first. A kill at

@@ -127,7 +127,6 @@ absl::StatusOr<std::string> ReadStateFile(const Location& dir, std::vector<std::
   return prefix;
 }
 
-
 // A state file names a checkpoint that is resolved in turn, and so on: a chain longer than
 // this (state files that name one another, an object that is also a "directory" of keys
 // whose state file names it) is refused rather than followed for ever.

@@ -371,7 +371,9 @@ absl::StatusOr<MergeReport> MergeBundles(const std::vector<std::string>& inputs,
   PublishOptions po;
   po.overwrite = options.overwrite;
   po.data_in_place = options.data_in_place;
-  po.replace_in_one_step = false;
+  // (replace_in_one_step, the default: on an object store --force replaces the old index in
+  // one PUT, or backs the old checkpoint up first where the new data take its names, as
+  // BundleWriter's outputs do.)
   po.temporaries = options.temporaries;
   // (Not with `move` by rename, whose renames cannot wait.)
   if (!rename) po.before_commit = options.before_commit;
